@@ -1,0 +1,24 @@
+//! nsys-jax-pipe: turn Nsight Systems profiles of JAX programs into answers,
+//! as an incremental, content-addressed build graph.
+//!
+//! Layout:
+//! - [`engine`]: the graph engine (content keys, persistent store, run log);
+//! - [`graph`]: the salsa query graph that wires every node together;
+//! - [`formats`]: readers and writers of file formats (archives, parquet tables, HLO);
+//! - [`frames`]: the data model built from the raw tables (module, thunk, compile, communication);
+//! - [`analyses`]: one module per analysis;
+//! - [`cli`]: the thin command-line front-end.
+
+pub mod analyses;
+pub mod cli;
+pub mod engine;
+pub mod error;
+pub mod formats;
+pub mod frames;
+pub mod graph;
+pub mod hlo;
+pub mod nvtx;
+pub mod pipeline;
+pub mod table;
+#[cfg(test)]
+pub mod testutil;

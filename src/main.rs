@@ -1,0 +1,3 @@
+fn main() {
+    std::process::exit(nsys_jax_pipe::cli::main());
+}
