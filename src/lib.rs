@@ -16,7 +16,6 @@ pub mod error;
 pub mod formats;
 pub mod frames;
 pub mod graph;
-pub mod hlo;
 pub mod nvtx;
 pub mod pipeline;
 pub mod table;

@@ -1,1 +1,2 @@
-//! (in progress)
+//! Analyses: one module per analysis.
+pub mod compilation;

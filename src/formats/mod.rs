@@ -1,1 +1,3 @@
-//! (in progress)
+//! File formats: one module per format.
+pub mod hlo;
+pub mod pushpop;

@@ -1,1 +1,2 @@
-//! (in progress)
+//! The data model built from raw tables.
+pub mod compile;
