@@ -1,0 +1,143 @@
+//! Content keys of input files, with a `(path, size, mtime, inode) -> key` memo so that an
+//! unchanged large file is not read again by a later process.
+
+use super::key::Key;
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+#[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug)]
+struct Stamp {
+    size: u64,
+    mtime_ns: i128,
+    inode: u64,
+    dev: u64,
+    key: Key,
+}
+
+/// The memo, loaded from and saved to a file in the cache directory (if any).
+pub struct FileMemo {
+    file: Option<PathBuf>,
+    entries: Mutex<BTreeMap<String, Stamp>>,
+    dirty: Mutex<bool>,
+}
+
+impl FileMemo {
+    pub fn load(file: Option<PathBuf>) -> FileMemo {
+        let entries = file
+            .as_ref()
+            .and_then(|f| fs::read(f).ok())
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        FileMemo {
+            file,
+            entries: Mutex::new(entries),
+            dirty: Mutex::new(false),
+        }
+    }
+
+    /// The content key of the file at `path`.
+    pub fn key_of(&self, path: &Path) -> Result<Key> {
+        let md = fs::metadata(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        let canon = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let name = canon.to_string_lossy().into_owned();
+        let mtime_ns = md.mtime() as i128 * 1_000_000_000 + md.mtime_nsec() as i128;
+        if let Some(s) = self.entries.lock().unwrap().get(&name)
+            && s.size == md.len()
+            && s.mtime_ns == mtime_ns
+            && s.inode == md.ino()
+            && s.dev == md.dev()
+        {
+            return Ok(s.key);
+        }
+        let key = hash_file(path)?;
+        self.entries.lock().unwrap().insert(
+            name,
+            Stamp {
+                size: md.len(),
+                mtime_ns,
+                inode: md.ino(),
+                dev: md.dev(),
+                key,
+            },
+        );
+        *self.dirty.lock().unwrap() = true;
+        Ok(key)
+    }
+
+    /// Write the memo back (atomically) if it changed. Failures only cost a re-hash later.
+    pub fn save(&self) {
+        let Some(file) = &self.file else { return };
+        if !*self.dirty.lock().unwrap() {
+            return;
+        }
+        // Merge with what other processes may have written meanwhile.
+        let mut merged: BTreeMap<String, Stamp> = fs::read(file)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        merged.extend(
+            self.entries
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+        // Forget files that no longer exist.
+        merged.retain(|path, _| Path::new(path).exists());
+        let Some(dir) = file.parent() else { return };
+        if let Ok(mut tmp) = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)
+            && serde_json::to_writer(&mut tmp, &merged).is_ok()
+        {
+            let _ = tmp.persist(file);
+        }
+    }
+}
+
+/// blake3 of a file's content, streamed.
+pub fn hash_file(path: &Path) -> Result<Key> {
+    let mut f = fs::File::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    let mut h = blake3::Hasher::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f
+            .read(&mut buf)
+            .with_context(|| format!("{}: read error", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(Key(*h.finalize().as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memo_reuses_and_notices_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let memo_file = dir.path().join("memo.json");
+        let data = dir.path().join("data.bin");
+        fs::write(&data, b"one").unwrap();
+        let memo = FileMemo::load(Some(memo_file.clone()));
+        let k1 = memo.key_of(&data).unwrap();
+        assert_eq!(k1, Key::of_bytes(b"one"));
+        memo.save();
+        let memo = FileMemo::load(Some(memo_file.clone()));
+        assert_eq!(memo.key_of(&data).unwrap(), k1);
+        assert!(
+            !*memo.dirty.lock().unwrap(),
+            "unchanged file must come from the memo"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        fs::write(&data, b"two!").unwrap();
+        assert_eq!(memo.key_of(&data).unwrap(), Key::of_bytes(b"two!"));
+    }
+}

@@ -1,0 +1,244 @@
+//! The persistent, content-addressed store: one file per node value, named by its key.
+//!
+//! Entry format: `MAGIC`, payload length (u64 LE), blake3 of the payload (32 bytes), payload.
+//! Entries are written to a temporary file in the same directory and renamed into place, so a
+//! reader never sees a partial entry and concurrent writers of the same key are harmless (both
+//! write identical content). A read verifies length and hash; a damaged entry is deleted and
+//! reported as missing, so the caller recomputes it.
+
+use super::key::Key;
+use anyhow::{Context, Result};
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+const MAGIC: &[u8; 8] = b"NJPSTOR1";
+const HEADER: usize = 8 + 8 + 32;
+
+pub struct Store {
+    root: PathBuf,
+}
+
+/// What `gc` and `stats` report.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct StoreStats {
+    pub entries: u64,
+    pub bytes: u64,
+    pub removed_entries: u64,
+    pub removed_bytes: u64,
+    pub by_kind: std::collections::BTreeMap<String, (u64, u64)>,
+}
+
+impl Store {
+    /// Open (creating if needed) a store rooted at `root`.
+    pub fn open(root: &Path) -> Result<Store> {
+        let objects = root.join("objects");
+        fs::create_dir_all(&objects)
+            .with_context(|| format!("cannot create cache directory {}", objects.display()))?;
+        Ok(Store {
+            root: root.to_path_buf(),
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn path_of(&self, kind: &str, key: &Key) -> PathBuf {
+        let hex = key.hex();
+        self.root
+            .join("objects")
+            .join(&hex[..2])
+            .join(format!("{}.{}", &hex[2..], sanitize(kind)))
+    }
+
+    /// The verified payload stored under `(kind, key)`, or None when absent or damaged.
+    pub fn get(&self, kind: &str, key: &Key) -> Option<Vec<u8>> {
+        let path = self.path_of(kind, key);
+        let bytes = fs::read(&path).ok()?;
+        match verify(&bytes) {
+            Some(()) => {
+                // Mark as recently used, for `gc`.
+                if let Ok(f) = fs::File::options().write(true).open(&path) {
+                    let _ = f.set_modified(SystemTime::now());
+                }
+                let mut bytes = bytes;
+                bytes.drain(..HEADER);
+                Some(bytes)
+            }
+            None => {
+                tracing::warn!("cache entry {} is damaged; recomputing it", path.display());
+                let _ = fs::remove_file(&path);
+                None
+            }
+        }
+    }
+
+    /// Store `payload` under `(kind, key)` atomically.
+    pub fn put(&self, kind: &str, key: &Key, payload: &[u8]) -> Result<()> {
+        let path = self.path_of(kind, key);
+        let dir = path.parent().expect("entry path has a parent");
+        fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create cache directory {}", dir.display()))?;
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".tmp-")
+            .tempfile_in(dir)
+            .with_context(|| format!("cannot write to cache directory {}", dir.display()))?;
+        let hash = blake3::hash(payload);
+        tmp.write_all(MAGIC)?;
+        tmp.write_all(&(payload.len() as u64).to_le_bytes())?;
+        tmp.write_all(hash.as_bytes())?;
+        tmp.write_all(payload)?;
+        tmp.as_file().sync_data().ok();
+        tmp.persist(&path)
+            .map_err(|e| e.error)
+            .with_context(|| format!("cannot write cache entry {}", path.display()))?;
+        Ok(())
+    }
+
+    fn entries(&self) -> Vec<(PathBuf, u64, SystemTime)> {
+        walkdir::WalkDir::new(self.root.join("objects"))
+            .min_depth(2)
+            .into_iter()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_file())
+            .filter_map(|e| {
+                let md = e.metadata().ok()?;
+                Some((
+                    e.path().to_path_buf(),
+                    md.len(),
+                    md.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                ))
+            })
+            .collect()
+    }
+
+    pub fn stats(&self) -> StoreStats {
+        let mut s = StoreStats::default();
+        for (path, len, _) in self.entries() {
+            s.entries += 1;
+            s.bytes += len;
+            let kind = path
+                .extension()
+                .map(|e| e.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let e = s.by_kind.entry(kind).or_default();
+            e.0 += 1;
+            e.1 += len;
+        }
+        s
+    }
+
+    /// Remove entries older than `max_age` (by last use), then the least recently used ones
+    /// until the store holds at most `max_bytes`. Leftover temporary files are removed too.
+    pub fn gc(&self, max_bytes: Option<u64>, max_age: Option<Duration>) -> StoreStats {
+        let now = SystemTime::now();
+        let mut entries = self.entries();
+        let mut s = StoreStats::default();
+        let remove = |path: &Path, len: u64, s: &mut StoreStats| {
+            if fs::remove_file(path).is_ok() {
+                s.removed_entries += 1;
+                s.removed_bytes += len;
+            }
+        };
+        entries.retain(|(path, len, mtime)| {
+            let is_tmp = path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(".tmp-"));
+            let age = now.duration_since(*mtime).unwrap_or_default();
+            // Temporary files of a live writer are young; only stale ones go.
+            let stale_tmp = is_tmp && age > Duration::from_secs(3600);
+            let too_old = !is_tmp && max_age.is_some_and(|m| age > m);
+            if stale_tmp || too_old {
+                remove(path, *len, &mut s);
+                false
+            } else {
+                !is_tmp
+            }
+        });
+        if let Some(max) = max_bytes {
+            entries.sort_by_key(|(_, _, mtime)| *mtime);
+            let mut total: u64 = entries.iter().map(|e| e.1).sum();
+            for (path, len, _) in &entries {
+                if total <= max {
+                    break;
+                }
+                remove(path, *len, &mut s);
+                total -= len;
+            }
+        }
+        let after = self.stats();
+        s.entries = after.entries;
+        s.bytes = after.bytes;
+        s.by_kind = after.by_kind;
+        s
+    }
+}
+
+fn verify(bytes: &[u8]) -> Option<()> {
+    if bytes.len() < HEADER || &bytes[..8] != MAGIC {
+        return None;
+    }
+    let len = u64::from_le_bytes(bytes[8..16].try_into().ok()?) as usize;
+    if bytes.len() != HEADER + len {
+        return None;
+    }
+    let payload = &bytes[HEADER..];
+    (blake3::hash(payload).as_bytes() == &bytes[16..48]).then_some(())
+}
+
+fn sanitize(kind: &str) -> String {
+    kind.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let key = Key::of_bytes(b"x");
+        assert!(store.get("k", &key).is_none());
+        store.put("k", &key, b"payload").unwrap();
+        assert_eq!(store.get("k", &key).unwrap(), b"payload");
+        // Truncate the entry: it must be reported missing and removed.
+        let path = store.path_of("k", &key);
+        let bytes = fs::read(&path).unwrap();
+        fs::write(&path, &bytes[..bytes.len() - 2]).unwrap();
+        assert!(store.get("k", &key).is_none());
+        assert!(!path.exists());
+        // Flip a payload byte: the hash check catches it.
+        store.put("k", &key, b"payload").unwrap();
+        let mut bytes = fs::read(&path).unwrap();
+        let n = bytes.len();
+        bytes[n - 1] ^= 1;
+        fs::write(&path, &bytes).unwrap();
+        assert!(store.get("k", &key).is_none());
+    }
+
+    #[test]
+    fn gc_bounds_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        for i in 0..10u8 {
+            store.put("k", &Key::of_bytes(&[i]), &[i; 100]).unwrap();
+        }
+        assert_eq!(store.stats().entries, 10);
+        let s = store.gc(Some(500), None);
+        assert!(s.bytes <= 500, "{s:?}");
+        assert!(s.removed_entries >= 5);
+        let s = store.gc(None, Some(Duration::from_secs(0)));
+        assert_eq!(s.entries, 0);
+    }
+}

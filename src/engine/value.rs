@@ -1,0 +1,131 @@
+//! How node values are stored: Arrow IPC for tables, JSON for everything else.
+
+use anyhow::{Context, Result, bail};
+use arrow::array::RecordBatch;
+use arrow::ipc::reader::StreamReader;
+use arrow::ipc::writer::StreamWriter;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// A value that a node can store.
+pub trait Value: Sized + Send + Sync + 'static {
+    fn encode(&self) -> Result<Vec<u8>>;
+    fn decode(bytes: &[u8]) -> Result<Self>;
+}
+
+/// Marker for values stored as JSON.
+pub trait JsonValue: Serialize + DeserializeOwned + Send + Sync + 'static {}
+
+impl<T: JsonValue> Value for T {
+    fn encode(&self) -> Result<Vec<u8>> {
+        Ok(serde_json::to_vec(self)?)
+    }
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        Ok(serde_json::from_slice(bytes)?)
+    }
+}
+
+impl JsonValue for String {}
+impl JsonValue for serde_json::Value {}
+
+/// Named Arrow tables, stored as one length-prefixed Arrow IPC stream each.
+#[derive(Clone, Debug, Default)]
+pub struct Tables(pub Vec<(String, RecordBatch)>);
+
+impl Tables {
+    pub fn get(&self, name: &str) -> Option<&RecordBatch> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, b)| b)
+    }
+}
+
+pub fn batch_to_ipc(batch: &RecordBatch) -> Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    {
+        let mut w = StreamWriter::try_new(&mut buf, &batch.schema())?;
+        w.write(batch)?;
+        w.finish()?;
+    }
+    Ok(buf)
+}
+
+pub fn batch_from_ipc(bytes: &[u8]) -> Result<RecordBatch> {
+    let mut r = StreamReader::try_new(bytes, None)?;
+    let schema = r.schema();
+    let batches: Vec<RecordBatch> = r.by_ref().collect::<Result<_, _>>()?;
+    Ok(arrow::compute::concat_batches(&schema, &batches)?)
+}
+
+impl Value for Tables {
+    fn encode(&self) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        out.extend_from_slice(&(self.0.len() as u32).to_le_bytes());
+        for (name, batch) in &self.0 {
+            let ipc = batch_to_ipc(batch)?;
+            out.extend_from_slice(&(name.len() as u32).to_le_bytes());
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(&(ipc.len() as u64).to_le_bytes());
+            out.extend_from_slice(&ipc);
+        }
+        Ok(out)
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        let mut pos = 0usize;
+        let mut take = |n: usize| -> Result<&[u8]> {
+            let s = bytes.get(pos..pos + n).context("truncated table set")?;
+            pos += n;
+            Ok(s)
+        };
+        let count = u32::from_le_bytes(take(4)?.try_into()?) as usize;
+        let mut out = Vec::with_capacity(count);
+        for _ in 0..count {
+            let nlen = u32::from_le_bytes(take(4)?.try_into()?) as usize;
+            let name = String::from_utf8(take(nlen)?.to_vec())?;
+            let blen = u64::from_le_bytes(take(8)?.try_into()?) as usize;
+            let batch = batch_from_ipc(take(blen)?)?;
+            out.push((name, batch));
+        }
+        if pos != bytes.len() {
+            bail!("trailing bytes in table set");
+        }
+        Ok(Tables(out))
+    }
+}
+
+/// Raw bytes (e.g. a compiled descriptor set).
+#[derive(Clone, Debug)]
+pub struct Bytes(pub Vec<u8>);
+
+impl Value for Bytes {
+    fn encode(&self) -> Result<Vec<u8>> {
+        Ok(self.0.clone())
+    }
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        Ok(Bytes(bytes.to_vec()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int64Array, StringArray};
+    use std::sync::Arc;
+
+    #[test]
+    fn tables_round_trip() {
+        let b = RecordBatch::try_from_iter(vec![
+            ("a", Arc::new(Int64Array::from(vec![1, 2])) as _),
+            ("s", Arc::new(StringArray::from(vec!["x", "y"])) as _),
+        ])
+        .unwrap();
+        let t = Tables(vec![
+            ("one".into(), b.clone()),
+            ("two".into(), b.slice(1, 1)),
+        ]);
+        let back = Tables::decode(&t.encode().unwrap()).unwrap();
+        assert_eq!(back.get("one").unwrap(), &b);
+        assert_eq!(back.get("two").unwrap().num_rows(), 1);
+        let enc = t.encode().unwrap();
+        assert!(Tables::decode(&enc[..enc.len() - 3]).is_err());
+    }
+}

@@ -1,0 +1,228 @@
+//! nsys-jax archives: a `.zip` or an extracted folder, holding one profiled process or several
+//! (combined: a path whose content differed between inputs is a folder `path/<input stem>`).
+
+use crate::engine::Key;
+use anyhow::{Context, Result, bail};
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Where the GPU projection lives in an archive.
+pub const TRACE: &str = "nvtx_gpu_proj_trace/trace.parquet";
+pub const PUSHPOP_PARQUET: &str = "report_nvtx_pushpop_trace.parquet";
+pub const PUSHPOP_CSV_XZ: &str = "report_nvtx_pushpop_trace.csv.xz";
+pub const THREAD_METADATA: &str = "thread-metadata.parquet";
+
+enum Source {
+    Zip(Mutex<zip::ZipArchive<fs::File>>),
+    Dir,
+}
+
+pub struct Archive {
+    pub path: PathBuf,
+    source: Source,
+    /// member path -> (uncompressed size, zip index)
+    members: BTreeMap<String, (u64, usize)>,
+}
+
+impl Archive {
+    /// Open an archive file or folder. Errors name the path and say what is wrong.
+    pub fn open(path: &Path) -> Result<Archive> {
+        let md = fs::metadata(path)
+            .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), io_reason(&e)))?;
+        if md.is_dir() {
+            let mut members = BTreeMap::new();
+            for entry in walkdir::WalkDir::new(path).min_depth(1) {
+                let entry =
+                    entry.with_context(|| format!("{}: cannot list folder", path.display()))?;
+                if entry.file_type().is_file() {
+                    let rel = entry
+                        .path()
+                        .strip_prefix(path)
+                        .expect("walked path is under its root")
+                        .to_string_lossy()
+                        .replace('\\', "/");
+                    let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
+                    members.insert(rel, (size, 0));
+                }
+            }
+            return Ok(Archive {
+                path: path.to_path_buf(),
+                source: Source::Dir,
+                members,
+            });
+        }
+        let mut f = fs::File::open(path)
+            .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), io_reason(&e)))?;
+        let mut magic = [0u8; 4];
+        let n = f.read(&mut magic).unwrap_or(0);
+        if n < 4 || (&magic != b"PK\x03\x04" && &magic != b"PK\x05\x06") {
+            bail!(
+                "{}: not a zip archive (nor an extracted nsys-jax folder)",
+                path.display()
+            );
+        }
+        let f = fs::File::open(path)?;
+        let mut zip = zip::ZipArchive::new(f).map_err(|e| {
+            anyhow::anyhow!("{}: corrupt or truncated zip archive ({e})", path.display())
+        })?;
+        let mut members = BTreeMap::new();
+        for i in 0..zip.len() {
+            let entry = zip
+                .by_index_raw(i)
+                .map_err(|e| anyhow::anyhow!("{}: corrupt zip entry #{i} ({e})", path.display()))?;
+            if entry.is_file() {
+                let name = entry.name().map_err(|e| {
+                    anyhow::anyhow!("{}: bad member name in entry #{i} ({e})", path.display())
+                })?;
+                members.insert(name.to_string(), (entry.size(), i));
+            }
+        }
+        Ok(Archive {
+            path: path.to_path_buf(),
+            source: Source::Zip(Mutex::new(zip)),
+            members,
+        })
+    }
+
+    pub fn is_zip(&self) -> bool {
+        matches!(self.source, Source::Zip(_))
+    }
+
+    pub fn members(&self) -> impl Iterator<Item = &str> {
+        self.members.keys().map(String::as_str)
+    }
+
+    pub fn has(&self, member: &str) -> bool {
+        self.members.contains_key(member)
+    }
+
+    /// Members under `dir/` (one level or deeper).
+    pub fn members_under<'a>(&'a self, dir: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        let prefix = format!("{dir}/");
+        self.members
+            .range(prefix.clone()..)
+            .take_while(move |(k, _)| k.starts_with(&prefix))
+            .map(|(k, _)| k.as_str())
+    }
+
+    /// The bytes of one member. Errors name the archive and the member.
+    pub fn read(&self, member: &str) -> Result<Vec<u8>> {
+        let &(size, index) = self
+            .members
+            .get(member)
+            .with_context(|| format!("{}: has no member {member}", self.path.display()))?;
+        match &self.source {
+            Source::Dir => fs::read(self.path.join(member)).map_err(|e| {
+                anyhow::anyhow!("{}/{member}: {}", self.path.display(), io_reason(&e))
+            }),
+            Source::Zip(zip) => {
+                let mut zip = zip.lock().unwrap();
+                let mut entry = zip.by_index(index).map_err(|e| {
+                    anyhow::anyhow!("{}: cannot read member {member} ({e})", self.path.display())
+                })?;
+                let mut buf = Vec::with_capacity(size as usize);
+                entry.read_to_end(&mut buf).map_err(|e| {
+                    anyhow::anyhow!(
+                        "{}: member {member} is corrupt or truncated ({e})",
+                        self.path.display()
+                    )
+                })?;
+                Ok(buf)
+            }
+        }
+    }
+
+    /// The processes this archive holds: `None` for a per-process archive, else the stems of
+    /// a combined one (sorted).
+    pub fn process_stems(&self) -> Result<Vec<Option<String>>> {
+        if self.has(TRACE) {
+            return Ok(vec![None]);
+        }
+        let stems: Vec<String> = self
+            .members_under(TRACE)
+            .filter(|m| !m[TRACE.len() + 1..].contains('/'))
+            .map(|m| m[TRACE.len() + 1..].to_string())
+            .collect();
+        if !stems.is_empty() {
+            return Ok(stems.into_iter().map(Some).collect());
+        }
+        // NVTX-only captures have no GPU projection but still a push/pop trace.
+        for p in [PUSHPOP_PARQUET, PUSHPOP_CSV_XZ] {
+            if self.has(p) {
+                return Ok(vec![None]);
+            }
+            let stems: Vec<String> = self
+                .members_under(p)
+                .map(|m| m[p.len() + 1..].to_string())
+                .collect();
+            if !stems.is_empty() {
+                return Ok(stems.into_iter().map(Some).collect());
+            }
+        }
+        bail!(
+            "{}: no {TRACE} and no push/pop trace: not an nsys-jax archive",
+            self.path.display()
+        )
+    }
+
+    /// Resolve `path` for one process: the member itself when it is shared by all processes,
+    /// else `path/<stem>`.
+    pub fn resolve(&self, path: &str, stem: Option<&str>) -> Option<String> {
+        if self.has(path) {
+            return Some(path.to_string());
+        }
+        let stem = stem?;
+        let m = format!("{path}/{stem}");
+        self.has(&m).then_some(m)
+    }
+
+    /// The dump files of one process: (file name, member path).
+    pub fn dump_files(&self, stem: Option<&str>) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for m in self.members_under("dump") {
+            let rest = &m["dump/".len()..];
+            match rest.split_once('/') {
+                None => out.push((rest.to_string(), m.to_string())),
+                Some((file, s)) if Some(s) == stem => out.push((file.to_string(), m.to_string())),
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
+/// Content keys of an archive's members: for a zip, blake3 of each member's uncompressed
+/// bytes (computed once per archive content and cached by the caller); for a folder, each
+/// file's key.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
+pub struct MemberKeys(pub BTreeMap<String, Key>);
+
+impl crate::engine::value::JsonValue for MemberKeys {}
+
+impl MemberKeys {
+    pub fn compute_zip(archive: &Archive) -> Result<MemberKeys> {
+        let mut out = BTreeMap::new();
+        for m in archive.members() {
+            out.insert(m.to_string(), Key::of_bytes(&archive.read(m)?));
+        }
+        Ok(MemberKeys(out))
+    }
+
+    pub fn get(&self, member: &str) -> Result<Key> {
+        self.0
+            .get(member)
+            .copied()
+            .with_context(|| format!("no member {member}"))
+    }
+}
+
+pub fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file or folder".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        _ => e.to_string(),
+    }
+}

@@ -1,0 +1,349 @@
+//! `nvtx_gpu_proj_trace/trace.parquet`: NVTX ranges projected onto the GPU, in any of the three
+//! column layouts found in the wild, normalised to one Arrow schema (times in ns).
+
+use anyhow::{Context, Result, bail};
+use arrow::array::{
+    Array, ArrayRef, AsArray, Int32Array, Int64Array, RecordBatch, StringArray, StringBuilder,
+};
+use arrow::compute::{cast, filter_record_batch, is_not_null};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use std::sync::{Arc, LazyLock};
+
+pub const NAME: &str = "Name";
+pub const PROJ_START: &str = "ProjStart";
+pub const PROJ_DUR: &str = "ProjDur";
+pub const ORIG_START: &str = "OrigStart";
+pub const ORIG_DUR: &str = "OrigDur";
+pub const PID: &str = "PID";
+pub const TID: &str = "TID";
+pub const NUM_GPU_OPS: &str = "NumGPUOps";
+pub const LVL: &str = "Lvl";
+pub const NUM_CHILD: &str = "NumChild";
+pub const RANGE_ID: &str = "RangeId";
+pub const PARENT_ID: &str = "ParentId";
+pub const RANGE_STACK: &str = "RangeStack";
+
+/// The normalised schema. Names keep their domain prefix (`TSL:`, `NCCL:`) when the layout
+/// has one.
+pub static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
+    Arc::new(Schema::new(vec![
+        Field::new(NAME, DataType::Utf8, false),
+        Field::new(PROJ_START, DataType::Int64, false),
+        Field::new(PROJ_DUR, DataType::Int64, false),
+        Field::new(ORIG_START, DataType::Int64, true),
+        Field::new(ORIG_DUR, DataType::Int64, true),
+        Field::new(PID, DataType::Int64, false),
+        Field::new(TID, DataType::Int64, false),
+        Field::new(NUM_GPU_OPS, DataType::Int64, true),
+        Field::new(LVL, DataType::Int32, false),
+        Field::new(NUM_CHILD, DataType::Int32, false),
+        Field::new(RANGE_ID, DataType::Int64, false),
+        Field::new(PARENT_ID, DataType::Int64, true),
+        Field::new(RANGE_STACK, DataType::Utf8, false),
+    ]))
+});
+
+/// Which layout a file uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// nsys <= 2024.4: `Name, Projected Start, Projected Duration, Orig Start, ...`
+    Classic,
+    /// nsys 2024.5+: `Text, Start, End, Children Count, Range ID, ...`
+    Text,
+    /// nsys 2026.1+: as `Text` plus `Domain`.
+    TextDomain,
+}
+
+pub fn detect_layout(schema: &Schema) -> Result<Layout> {
+    let has = |n: &str| schema.column_with_name(n).is_some();
+    if has("Name") && has("Projected Start") && has("Projected Duration") && has("RangeId") {
+        Ok(Layout::Classic)
+    } else if has("Text") && has("Start") && has("End") && has("Range ID") {
+        Ok(if has("Domain") {
+            Layout::TextDomain
+        } else {
+            Layout::Text
+        })
+    } else {
+        let cols: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        bail!(
+            "unknown trace.parquet column layout (columns: {})",
+            cols.join(", ")
+        )
+    }
+}
+
+/// Read and normalise a trace.parquet file's bytes.
+pub fn read(bytes: Vec<u8>) -> Result<RecordBatch> {
+    let raw = super::read_parquet(bytes)?;
+    let layout = detect_layout(&raw.schema())?;
+    normalise(&raw, layout)
+}
+
+fn col<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a ArrayRef> {
+    b.column_by_name(name)
+        .with_context(|| format!("trace.parquet has no column {name:?}"))
+}
+
+fn as_i64(b: &RecordBatch, name: &str) -> Result<ArrayRef> {
+    let a = col(b, name)?;
+    // Integer columns with nulls were written as floating point by pandas.
+    Ok(cast(a, &DataType::Int64).with_context(|| format!("column {name:?}: not numeric"))?)
+}
+
+fn as_i32(b: &RecordBatch, name: &str) -> Result<ArrayRef> {
+    let a = col(b, name)?;
+    Ok(cast(a, &DataType::Int32).with_context(|| format!("column {name:?}: not numeric"))?)
+}
+
+fn as_utf8(b: &RecordBatch, name: &str) -> Result<ArrayRef> {
+    let a = col(b, name)?;
+    Ok(cast(a, &DataType::Utf8).with_context(|| format!("column {name:?}: not text"))?)
+}
+
+fn normalise(raw: &RecordBatch, layout: Layout) -> Result<RecordBatch> {
+    // Rows without a range id gather GPU work outside every range: drop them.
+    let range_id_col = match layout {
+        Layout::Classic => "RangeId",
+        _ => "Range ID",
+    };
+    let keep = is_not_null(col(raw, range_id_col)?)?;
+    let raw = filter_record_batch(raw, &keep)?;
+    let raw = &raw;
+    let columns: Vec<ArrayRef> = match layout {
+        Layout::Classic => {
+            // Name may be null only on the junk row dropped above.
+            let name = as_utf8(raw, "Name")?;
+            let name = fill_nulls_empty(name.as_string::<i32>());
+            let nchild = as_i32(raw, "NumChild")?;
+            vec![
+                name,
+                as_i64(raw, "Projected Start")?,
+                as_i64(raw, "Projected Duration")?,
+                as_i64(raw, "Orig Start")?,
+                as_i64(raw, "Orig Duration")?,
+                as_i64(raw, "PID")?,
+                as_i64(raw, "TID")?,
+                as_i64(raw, "NumGPUOps")?,
+                zero_nulls_i32(as_i32(raw, "Lvl")?),
+                zero_nulls_i32(nchild),
+                as_i64(raw, "RangeId")?,
+                as_i64(raw, "ParentId")?,
+                fill_nulls_empty(as_utf8(raw, "RangeStack")?.as_string::<i32>()),
+            ]
+        }
+        Layout::Text | Layout::TextDomain => {
+            let text = as_utf8(raw, "Text")?;
+            let text = text.as_string::<i32>();
+            let name: ArrayRef = if layout == Layout::TextDomain {
+                let domain = as_utf8(raw, "Domain")?;
+                let domain = domain.as_string::<i32>();
+                let mut b = StringBuilder::new();
+                for i in 0..text.len() {
+                    let t = if text.is_null(i) { "" } else { text.value(i) };
+                    if domain.is_null(i) || domain.value(i).is_empty() {
+                        b.append_value(t);
+                    } else {
+                        b.append_value(format!("{}:{}", domain.value(i), t));
+                    }
+                }
+                Arc::new(b.finish())
+            } else {
+                fill_nulls_empty(text)
+            };
+            let start = as_i64(raw, "Start")?;
+            let end = as_i64(raw, "End")?;
+            let dur = arrow::compute::kernels::numeric::sub(&end, &start)?;
+            let n = raw.num_rows();
+            let nulls64: ArrayRef = Arc::new(Int64Array::new_null(n));
+            let lvl = if raw.column_by_name("Stack Level").is_some() {
+                zero_nulls_i32(as_i32(raw, "Stack Level")?)
+            } else {
+                Arc::new(Int32Array::from(vec![0; n]))
+            };
+            vec![
+                name,
+                start,
+                dur,
+                nulls64.clone(),
+                nulls64.clone(),
+                as_i64(raw, "PID")?,
+                as_i64(raw, "TID")?,
+                nulls64,
+                lvl,
+                zero_nulls_i32(as_i32(raw, "Children Count")?),
+                as_i64(raw, "Range ID")?,
+                as_i64(raw, "Parent ID")?,
+                range_stack_from_list(col(raw, "Range Stack")?)?,
+            ]
+        }
+    };
+    Ok(RecordBatch::try_new(SCHEMA.clone(), columns)?)
+}
+
+fn fill_nulls_empty(a: &StringArray) -> ArrayRef {
+    if a.null_count() == 0 {
+        return Arc::new(a.clone());
+    }
+    Arc::new(
+        a.iter()
+            .map(|v| Some(v.unwrap_or("")))
+            .collect::<StringArray>(),
+    )
+}
+
+fn zero_nulls_i32(a: ArrayRef) -> ArrayRef {
+    let a = a.as_primitive::<arrow::datatypes::Int32Type>();
+    if a.null_count() == 0 {
+        return Arc::new(a.clone());
+    }
+    Arc::new(
+        a.iter()
+            .map(|v| Some(v.unwrap_or(0)))
+            .collect::<Int32Array>(),
+    )
+}
+
+/// `Range Stack` is a list of ids in the newer layouts; render it as `:a:b:c`.
+fn range_stack_from_list(a: &ArrayRef) -> Result<ArrayRef> {
+    if let DataType::Utf8 | DataType::LargeUtf8 = a.data_type() {
+        return Ok(cast(a, &DataType::Utf8)?);
+    }
+    let list = match a.data_type() {
+        DataType::List(_) => a.as_list::<i32>().clone(),
+        DataType::LargeList(_) => {
+            let l = a.as_list::<i64>();
+            let f = Arc::new(Field::new("item", l.value_type(), true));
+            arrow::array::ListArray::try_new(
+                f,
+                arrow::buffer::OffsetBuffer::new(
+                    l.offsets()
+                        .iter()
+                        .map(|&o| o as i32)
+                        .collect::<Vec<_>>()
+                        .into(),
+                ),
+                l.values().clone(),
+                l.nulls().cloned(),
+            )?
+        }
+        other => bail!("column \"Range Stack\": unexpected type {other}"),
+    };
+    let values = cast(list.values(), &DataType::Int64)?;
+    let values = values.as_primitive::<arrow::datatypes::Int64Type>();
+    let mut b = StringBuilder::new();
+    for i in 0..list.len() {
+        let (s, e) = (
+            list.value_offsets()[i] as usize,
+            list.value_offsets()[i + 1] as usize,
+        );
+        let mut out = String::new();
+        for j in s..e {
+            out.push(':');
+            out.push_str(&values.value(j).to_string());
+        }
+        b.append_value(out);
+    }
+    Ok(Arc::new(b.finish()))
+}
+
+/// `thread-metadata.parquet`: (PID, TID) -> thread name.
+pub struct ThreadNames {
+    pub pid: Vec<i64>,
+    pub tid: Vec<i64>,
+    pub name: Vec<String>,
+}
+
+pub fn read_thread_metadata(bytes: Vec<u8>) -> Result<ThreadNames> {
+    let b = super::read_parquet(bytes)?;
+    let pid = as_i64(&b, "PID")?;
+    let tid = as_i64(&b, "TID")?;
+    let name = as_utf8(&b, "Name")?;
+    let name = name.as_string::<i32>();
+    Ok(ThreadNames {
+        pid: pid
+            .as_primitive::<arrow::datatypes::Int64Type>()
+            .values()
+            .to_vec(),
+        tid: tid
+            .as_primitive::<arrow::datatypes::Int64Type>()
+            .values()
+            .to_vec(),
+        name: name.iter().map(|s| s.unwrap_or("").to_string()).collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_parquet(batch: &RecordBatch) -> Vec<u8> {
+        let mut buf = Vec::new();
+        let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, batch.schema(), None).unwrap();
+        w.write(batch).unwrap();
+        w.close().unwrap();
+        buf
+    }
+
+    #[test]
+    fn text_domain_layout_is_normalised() {
+        use arrow::array::{Int64Array, ListArray};
+        use arrow::datatypes::Int64Type;
+        let stack = ListArray::from_iter_primitive::<Int64Type, _, _>(vec![
+            Some(vec![Some(1)]),
+            Some(vec![Some(1), Some(2)]),
+        ]);
+        let b = RecordBatch::try_from_iter(vec![
+            (
+                "Text",
+                Arc::new(StringArray::from(vec![
+                    "XlaModule:#hlo_module=m,program_id=1#",
+                    "Thunk:#hlo_op=f#",
+                ])) as ArrayRef,
+            ),
+            (
+                "Domain",
+                Arc::new(StringArray::from(vec![Some("TSL"), Some("TSL")])) as _,
+            ),
+            ("Start", Arc::new(Int64Array::from(vec![100, 110])) as _),
+            ("End", Arc::new(Int64Array::from(vec![200, 150])) as _),
+            (
+                "Children Count",
+                Arc::new(Int64Array::from(vec![1, 0])) as _,
+            ),
+            ("Range ID", Arc::new(Int64Array::from(vec![1, 2])) as _),
+            (
+                "Parent ID",
+                Arc::new(Int64Array::from(vec![None, Some(1)])) as _,
+            ),
+            ("PID", Arc::new(Int64Array::from(vec![7, 7])) as _),
+            ("TID", Arc::new(Int64Array::from(vec![8, 8])) as _),
+            ("Range Stack", Arc::new(stack) as _),
+            ("Stack Level", Arc::new(Int64Array::from(vec![0, 1])) as _),
+        ])
+        .unwrap();
+        let out = read(write_parquet(&b)).unwrap();
+        assert_eq!(out.schema(), SCHEMA.clone());
+        let names = out.column_by_name(NAME).unwrap().as_string::<i32>();
+        assert_eq!(names.value(1), "TSL:Thunk:#hlo_op=f#");
+        let dur = out
+            .column_by_name(PROJ_DUR)
+            .unwrap()
+            .as_primitive::<arrow::datatypes::Int64Type>();
+        assert_eq!(dur.values(), &[100, 40]);
+        let stack = out.column_by_name(RANGE_STACK).unwrap().as_string::<i32>();
+        assert_eq!(stack.value(1), ":1:2");
+    }
+
+    #[test]
+    fn unknown_layout_is_an_error() {
+        let b = RecordBatch::try_from_iter(vec![(
+            "Foo",
+            Arc::new(Int64Array::from(vec![1])) as ArrayRef,
+        )])
+        .unwrap();
+        let e = read(write_parquet(&b)).unwrap_err().to_string();
+        assert!(e.contains("unknown trace.parquet column layout"), "{e}");
+        assert!(read(b"not parquet".to_vec()).is_err());
+    }
+}
