@@ -1,1 +1,20 @@
-//! (in progress)
+//! How errors reach the user: one line, naming the file and the problem, and an exit code.
+
+/// Exit code for bad usage or bad input.
+pub const EXIT_INPUT: i32 = 2;
+/// Exit code for an internal error (a bug).
+pub const EXIT_INTERNAL: i32 = 70;
+
+/// Render an error chain on one line: `outer: inner: root`.
+pub fn one_line(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for c in e.chain() {
+        let s = c.to_string();
+        // Avoid repeating a message that already contains its cause.
+        if parts.last().is_some_and(|p| p.contains(&s)) {
+            continue;
+        }
+        parts.push(s);
+    }
+    parts.join(": ").replace('\n', " ")
+}

@@ -1,1 +1,876 @@
-//! (in progress)
+//! The query graph: every step of the pipeline is a salsa query whose value is a node of the
+//! engine — keyed by blake3 over its kind, version, parameters and input keys, and read from
+//! the persistent store when an intact entry exists.
+//!
+//! Keys are computed from keys only (down to the content keys of input files and archive
+//! members), so a query whose result is in the store never loads its inputs: a second run of
+//! the same command reads the stored analysis outputs and nothing else.
+
+use crate::analyses;
+use crate::engine::value::{Bytes, JsonValue, Tables};
+use crate::engine::{Engine, Key, KeyBuilder, versions};
+use crate::formats::archive::{self, Archive, MemberKeys};
+use crate::formats::hlo::{self, HloModuleInfo};
+use crate::formats::{pushpop, trace};
+use crate::frames;
+use anyhow::{Context, Result};
+use arrow::array::{Array, AsArray, RecordBatch, StringArray};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A node's value as salsa sees it: equal when the content keys are equal.
+#[derive(Clone, Debug)]
+pub struct Out<T> {
+    pub key: Key,
+    pub value: Arc<T>,
+}
+
+impl<T> PartialEq for Out<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+impl<T> Eq for Out<T> {}
+
+/// An error as a salsa value (the message, with its context chain).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeError(pub String);
+
+impl From<anyhow::Error> for NodeError {
+    fn from(e: anyhow::Error) -> Self {
+        NodeError(format!("{e:#}"))
+    }
+}
+
+impl std::fmt::Display for NodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for NodeError {}
+
+pub type NodeResult<T> = std::result::Result<Out<T>, NodeError>;
+
+/// Everything outside salsa that queries need: the engine and the opened archives.
+pub struct GraphContext {
+    pub engine: Engine,
+    pub archives: Vec<Arc<Archive>>,
+}
+
+#[salsa::db]
+#[derive(Clone)]
+pub struct Db {
+    storage: salsa::Storage<Self>,
+    pub ctx: Arc<GraphContext>,
+}
+
+#[salsa::db]
+impl salsa::Database for Db {}
+
+/// The database as tracked queries see it.
+#[salsa::db]
+pub trait Graph: salsa::Database {
+    fn db(&self) -> &Db;
+}
+
+#[salsa::db]
+impl Graph for Db {
+    fn db(&self) -> &Db {
+        self
+    }
+}
+
+impl Db {
+    pub fn new(ctx: GraphContext) -> Db {
+        Db {
+            storage: salsa::Storage::default(),
+            ctx: Arc::new(ctx),
+        }
+    }
+
+    fn engine(&self) -> &Engine {
+        &self.ctx.engine
+    }
+}
+
+/// One input archive (file or folder) and its content key.
+#[salsa::input(debug)]
+pub struct InputArchive {
+    #[returns(copy)]
+    pub index: usize,
+    #[returns(copy)]
+    pub file_key: Key,
+}
+
+/// One profiled process of the run: an archive and, for combined archives, the stem that
+/// names this process's copies of differing files.
+#[salsa::input(debug)]
+pub struct Process {
+    #[returns(copy)]
+    pub archive: InputArchive,
+    #[returns(ref)]
+    pub stem: Option<String>,
+    /// Position in the run; used only as the device of last resort.
+    #[returns(copy)]
+    pub position: u32,
+}
+
+/// One analysis to run, with its canonical parameters (JSON).
+#[salsa::input(debug)]
+pub struct AnalysisSpec {
+    #[returns(ref)]
+    pub name: String,
+    #[returns(ref)]
+    pub params: String,
+}
+
+/// The processes of one run.
+#[salsa::input(debug)]
+pub struct Run {
+    #[returns(ref)]
+    pub processes: Vec<Process>,
+}
+
+impl Process {
+    pub fn archive_ref(self, db: &Db) -> Arc<Archive> {
+        db.ctx.archives[self.archive(db).index(db)].clone()
+    }
+
+    /// A human label: the archive file name and stem.
+    pub fn label(self, db: &Db) -> String {
+        let a = self.archive_ref(db);
+        let file = a
+            .path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        match self.stem(db) {
+            Some(s) => format!("{file}:{s}"),
+            None => file,
+        }
+    }
+
+    fn resolve(self, db: &Db, path: &str) -> Option<String> {
+        self.archive_ref(db).resolve(path, self.stem(db).as_deref())
+    }
+}
+
+fn fail<T>(r: Result<T>) -> std::result::Result<T, NodeError> {
+    r.map_err(NodeError::from)
+}
+
+// ---------------------------------------------------------------- archive members
+
+impl JsonValue for Vec<HloModuleInfo> {}
+impl JsonValue for Vec<String> {}
+
+/// Content keys of every member of an archive.
+#[salsa::tracked(returns(clone))]
+pub fn member_keys(db: &dyn Graph, a: InputArchive) -> NodeResult<MemberKeys> {
+    let db = db.db();
+    let archive = db.ctx.archives[a.index(db)].clone();
+    let key = KeyBuilder::new("member-keys", &versions::of(&["formats/archive.rs"]))
+        .input(&a.file_key(db))
+        .finish();
+    let label = archive.path.display().to_string();
+    let value = fail(db.engine().node("member-keys", &label, key, || {
+        if archive.is_zip() {
+            MemberKeys::compute_zip(&archive)
+        } else {
+            let mut out = std::collections::BTreeMap::new();
+            for m in archive.members() {
+                out.insert(m.to_string(), db.engine().file_key(&archive.path.join(m))?);
+            }
+            Ok(MemberKeys(out))
+        }
+    }))?;
+    Ok(Out { key, value })
+}
+
+fn member_key(
+    db: &Db,
+    p: Process,
+    path: &str,
+) -> std::result::Result<Option<(String, Key)>, NodeError> {
+    let Some(m) = p.resolve(db, path) else {
+        return Ok(None);
+    };
+    let keys = member_keys(db, p.archive(db))?;
+    Ok(Some((m.clone(), fail(keys.value.get(&m))?)))
+}
+
+fn read_member(db: &Db, p: Process, member: &str) -> Result<Vec<u8>> {
+    p.archive_ref(db).read(member)
+}
+
+/// Attach the archive path and member to an error.
+fn in_member<T>(db: &Db, p: Process, member: &str, r: Result<T>) -> Result<T> {
+    r.with_context(|| format!("{}: {member}", p.archive_ref(db).path.display()))
+}
+
+// ---------------------------------------------------------------- protos and HLO
+
+/// The compiled protobuf schema used to decode a process's HLO dumps: the archive's own
+/// `protos/` when it has one, else the project's.
+#[salsa::tracked(returns(clone))]
+pub fn schema(db: &dyn Graph, a: InputArchive) -> NodeResult<Bytes> {
+    let db = db.db();
+    let archive = db.ctx.archives[a.index(db)].clone();
+    let keys = member_keys(db, a)?;
+    let proto_members: Vec<String> = archive
+        .members_under("protos")
+        .filter(|m| m.ends_with(".proto"))
+        .map(str::to_string)
+        .collect();
+    let mut kb = KeyBuilder::new("protos", &versions::of(&["formats/hlo.rs"]));
+    let sources: Option<Vec<(String, Vec<u8>)>> = if proto_members.is_empty() {
+        let builtin = hlo::builtin_proto_sources();
+        for (p, c) in &builtin {
+            kb = kb.param(p, c);
+        }
+        Some(builtin)
+    } else {
+        for m in &proto_members {
+            kb = kb.param(m, fail(keys.value.get(m))?.0);
+        }
+        None
+    };
+    let key = kb.finish();
+    let value = fail(db.engine().node("protos", "", key, || {
+        let files = match sources {
+            Some(s) => s,
+            None => proto_members
+                .iter()
+                .map(|m| Ok((m["protos/".len()..].to_string(), archive.read(m)?)))
+                .collect::<Result<Vec<_>>>()?,
+        };
+        hlo::compile_protos(&files)
+            .map(Bytes)
+            .with_context(|| format!("{}: protos/", archive.path.display()))
+    }))?;
+    Ok(Out { key, value })
+}
+
+/// The after-optimizations HLO dumps of a process: (member path, content key).
+fn hlo_members(db: &Db, p: Process) -> std::result::Result<Vec<(String, Key)>, NodeError> {
+    let keys = member_keys(db, p.archive(db))?;
+    let mut out = Vec::new();
+    for (file, member) in p.archive_ref(db).dump_files(p.stem(db).as_deref()) {
+        let file = file.strip_suffix(".xz").unwrap_or(&file);
+        if hlo::is_after_optimizations(file) && hlo::parse_dump_file_name(file).is_some() {
+            out.push((member.clone(), fail(keys.value.get(&member))?));
+        }
+    }
+    Ok(out)
+}
+
+fn programs_key(db: &Db, p: Process) -> std::result::Result<Key, NodeError> {
+    let schema_key = schema(db, p.archive(db))?.key;
+    let members = hlo_members(db, p)?;
+    Ok(
+        KeyBuilder::new("hlo", &versions::of(&["formats/hlo.rs", "graph.rs"]))
+            .input(&schema_key)
+            .inputs(members.iter().map(|(_, k)| k))
+            .finish(),
+    )
+}
+
+/// The decoded after-optimizations HLO of every module a process dumped.
+#[salsa::tracked(returns(clone))]
+pub fn programs(db: &dyn Graph, p: Process) -> NodeResult<Vec<HloModuleInfo>> {
+    let db = db.db();
+    let key = programs_key(db, p)?;
+    let label = p.label(db);
+    let value = fail(db.engine().node("hlo", &label, key, || {
+        let schema = schema(db, p.archive(db))?;
+        let schema = hlo::HloSchema::from_descriptor_set(&schema.value.0)?;
+        let members = hlo_members(db, p)?;
+        let raw: Vec<(String, Vec<u8>)> = members
+            .iter()
+            .map(|(m, _)| Ok((m.clone(), read_member(db, p, m)?)))
+            .collect::<Result<_>>()?;
+        use rayon::prelude::*;
+        raw.into_par_iter()
+            .map(|(m, bytes)| {
+                let bytes = if m.contains(".xz") {
+                    xz_decompress(&bytes)?
+                } else {
+                    bytes
+                };
+                hlo::decode_hlo(&schema, &bytes)
+            })
+            .map(|r| r)
+            .collect::<Result<Vec<_>>>()
+            .map_err(|e| in_member(db, p, "dump/", Err::<(), _>(e)).unwrap_err())
+    }))?;
+    Ok(Out { key, value })
+}
+
+pub fn xz_decompress(bytes: &[u8]) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    xz2::read::XzDecoder::new(bytes)
+        .read_to_end(&mut out)
+        .map_err(|e| anyhow::anyhow!("bad xz stream ({e})"))?;
+    Ok(out)
+}
+
+fn programs_map(infos: &[HloModuleInfo]) -> frames::gpu::Programs {
+    let mut p = frames::gpu::Programs::default();
+    for m in infos {
+        p.by_id.insert(m.id, Arc::new(m.clone()));
+    }
+    p
+}
+
+// ---------------------------------------------------------------- GPU frames
+
+fn gpu_frames_key(db: &Db, p: Process) -> std::result::Result<Option<Key>, NodeError> {
+    let Some((_, trace_key)) = member_key(db, p, archive::TRACE)? else {
+        return Ok(None);
+    };
+    let threads = member_key(db, p, archive::THREAD_METADATA)?;
+    Ok(Some(
+        KeyBuilder::new(
+            "gpu-frames",
+            &versions::of(&["frames/gpu.rs", "formats/trace.rs", "nvtx.rs"]),
+        )
+        .input(&trace_key)
+        .input(&threads.map(|t| t.1).unwrap_or(Key([0; 32])))
+        .input(&programs_key(db, p)?)
+        .param("position", p.position(db).to_le_bytes())
+        .finish(),
+    ))
+}
+
+/// Module and thunk frames of one process (None for an NVTX-only capture).
+#[salsa::tracked(returns(clone))]
+pub fn gpu_frames(
+    db: &dyn Graph,
+    p: Process,
+) -> std::result::Result<Option<Out<Tables>>, NodeError> {
+    let db = db.db();
+    let Some(key) = gpu_frames_key(db, p)? else {
+        return Ok(None);
+    };
+    let label = p.label(db);
+    let value = fail(db.engine().node("gpu-frames", &label, key, || {
+        let member = p.resolve(db, archive::TRACE).expect("key found it");
+        let ranges = in_member(db, p, &member, trace::read(read_member(db, p, &member)?))?;
+        let threads = match p.resolve(db, archive::THREAD_METADATA) {
+            Some(m) => in_member(
+                db,
+                p,
+                &m,
+                trace::read_thread_metadata(read_member(db, p, &m)?),
+            )?,
+            None => trace::ThreadNames {
+                pid: vec![],
+                tid: vec![],
+                name: vec![],
+            },
+        };
+        let progs = programs(db, p)?;
+        let f = frames::gpu::build(
+            &ranges,
+            &threads,
+            &programs_map(&progs.value),
+            p.position(db) as i32,
+        )?;
+        Ok(Tables(vec![
+            ("module".into(), f.module),
+            ("thunk".into(), f.thunk),
+            ("notes".into(), notes_batch(&f.notes.0)),
+        ]))
+    }))?;
+    Ok(Some(Out { key, value }))
+}
+
+pub fn notes_batch(notes: &[String]) -> RecordBatch {
+    RecordBatch::try_from_iter(vec![(
+        "note",
+        Arc::new(StringArray::from_iter_values(notes.iter())) as _,
+    )])
+    .expect("one string column")
+}
+
+pub fn notes_of(t: &Tables) -> Vec<String> {
+    t.get("notes")
+        .map(|b| {
+            b.column(0)
+                .as_string::<i32>()
+                .iter()
+                .flatten()
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+// ---------------------------------------------------------------- compile frame
+
+fn pushpop_member(db: &Db, p: Process) -> std::result::Result<Option<(String, Key)>, NodeError> {
+    if let Some(m) = member_key(db, p, archive::PUSHPOP_PARQUET)? {
+        return Ok(Some(m));
+    }
+    member_key(db, p, archive::PUSHPOP_CSV_XZ)
+}
+
+fn compile_frame_key(db: &Db, p: Process) -> std::result::Result<Option<Key>, NodeError> {
+    Ok(pushpop_member(db, p)?.map(|(_, k)| {
+        KeyBuilder::new(
+            "compile-frame",
+            &versions::of(&["frames/compile.rs", "formats/pushpop.rs"]),
+        )
+        .input(&k)
+        .finish()
+    }))
+}
+
+/// The compile frame of one process (None when it has no push/pop trace).
+#[salsa::tracked(returns(clone))]
+pub fn compile_frame(
+    db: &dyn Graph,
+    p: Process,
+) -> std::result::Result<Option<Out<Tables>>, NodeError> {
+    let db = db.db();
+    let Some(key) = compile_frame_key(db, p)? else {
+        return Ok(None);
+    };
+    let label = p.label(db);
+    let value = fail(db.engine().node("compile-frame", &label, key, || {
+        let (member, _) = pushpop_member(db, p)?.expect("key found it");
+        let bytes = read_member(db, p, &member)?;
+        let raw = in_member(
+            db,
+            p,
+            &member,
+            if member.ends_with(".csv.xz") {
+                pushpop::read_csv_xz(&bytes)
+            } else {
+                pushpop::read_parquet(&bytes)
+            },
+        )?;
+        let frame = in_member(db, p, &member, frames::compile::build_compile_frame(&raw))?;
+        Ok(Tables(vec![("compile".into(), frame)]))
+    }))?;
+    Ok(Some(Out { key, value }))
+}
+
+fn compiled_key(db: &Db, p: Process) -> std::result::Result<Key, NodeError> {
+    Ok(KeyBuilder::new(
+        "compiled-programs",
+        &versions::of(&["graph.rs", "frames/gpu.rs"]),
+    )
+    .input(&compile_frame_key(db, p)?.unwrap_or(Key([0; 32])))
+    .input(&programs_key(db, p)?)
+    .finish())
+}
+
+/// Stable ids of the programs whose compilation one process's profile contains.
+#[salsa::tracked(returns(clone))]
+pub fn compiled_programs(db: &dyn Graph, p: Process) -> NodeResult<Vec<String>> {
+    let db = db.db();
+    let key = compiled_key(db, p)?;
+    let label = p.label(db);
+    let value = fail(db.engine().node("compiled-programs", &label, key, || {
+        let Some(cf) = compile_frame(db, p)? else {
+            return Ok(vec![]);
+        };
+        let progs = programs(db, p)?;
+        let map = programs_map(&progs.value);
+        let b = cf.value.get("compile").expect("compile table");
+        let ids = b
+            .column_by_name("ProgramId")
+            .context("compile frame has no ProgramId")?;
+        let ids = arrow::compute::cast(ids, &arrow::datatypes::DataType::Int64)?;
+        let ids = ids.as_primitive::<arrow::datatypes::Int64Type>().clone();
+        let names = b
+            .column_by_name("ProgramName")
+            .context("compile frame has no ProgramName")?;
+        let names = names.as_string::<i32>();
+        let mut set = BTreeSet::new();
+        for i in 0..b.num_rows() {
+            if ids.is_valid(i) && ids.value(i) >= 0 {
+                set.insert(map.stable_id(Some(ids.value(i)), names.value(i)));
+            }
+        }
+        Ok(set.into_iter().collect())
+    }))?;
+    Ok(Out { key, value })
+}
+
+// ---------------------------------------------------------------- analyses
+
+/// Everything an analysis reads, loaded: per-process GPU frames, compile frames and compiled
+/// program ids.
+pub struct RunData {
+    pub module: RecordBatch,
+    pub thunk: RecordBatch,
+    pub compile: Vec<(String, RecordBatch)>,
+    pub compiled: BTreeSet<String>,
+    pub notes: Vec<String>,
+    pub processes: usize,
+}
+
+fn load_run(db: &Db, run: Run) -> std::result::Result<RunData, NodeError> {
+    let procs = run.processes(db).clone();
+    let loaded: Vec<_> = procs
+        .iter()
+        .map(|&p| -> std::result::Result<_, NodeError> {
+            Ok((
+                p.label(db),
+                gpu_frames(db, p)?,
+                compile_frame(db, p)?,
+                compiled_programs(db, p)?,
+            ))
+        })
+        .collect::<std::result::Result<_, _>>()?;
+    let mut modules = Vec::new();
+    let mut thunks = Vec::new();
+    let mut compile = Vec::new();
+    let mut compiled = BTreeSet::new();
+    let mut notes = Vec::new();
+    for (label, g, c, ids) in loaded {
+        if let Some(g) = g {
+            modules.push(g.value.get("module").unwrap().clone());
+            thunks.push(g.value.get("thunk").unwrap().clone());
+            notes.extend(
+                notes_of(&g.value)
+                    .into_iter()
+                    .map(|n| format!("{label}: {n}")),
+            );
+        }
+        if let Some(c) = c {
+            compile.push((label.clone(), c.value.get("compile").unwrap().clone()));
+        }
+        compiled.extend(ids.value.iter().cloned());
+    }
+    let concat = |schema: &arrow::datatypes::SchemaRef, bs: &[RecordBatch]| {
+        fail(arrow::compute::concat_batches(schema, bs).map_err(anyhow::Error::from))
+    };
+    Ok(RunData {
+        module: concat(&frames::gpu::MODULE_SCHEMA, &modules)?,
+        thunk: concat(&frames::gpu::THUNK_SCHEMA, &thunks)?,
+        compile,
+        compiled,
+        notes,
+        processes: procs.len(),
+    })
+}
+
+/// The result of one analysis: its JSON document, its terminal text, and extra files.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct AnalysisOutput {
+    pub name: String,
+    /// File name -> content, written under OUTDIR (e.g. `summary.json`).
+    pub files: Vec<(String, String)>,
+    pub text: String,
+}
+impl JsonValue for AnalysisOutput {}
+
+/// The source files each built-in analysis is made of (its node version).
+const SUMMARY_SOURCES: [&str; 5] = [
+    "analyses/summary.rs",
+    "analyses/compilation.rs",
+    "table.rs",
+    "frames/warmup.rs",
+    "stats.rs",
+];
+const COMMUNICATION_SOURCES: [&str; 4] = [
+    "analyses/communication.rs",
+    "table.rs",
+    "frames/warmup.rs",
+    "stats.rs",
+];
+const COMPILATION_SOURCES: [&str; 3] = ["analyses/compilation.rs", "table.rs", "graph.rs"];
+
+fn analysis_key(
+    db: &Db,
+    run: Run,
+    spec: AnalysisSpec,
+    sources: &[&str],
+    needs_gpu: bool,
+    needs_compile: bool,
+) -> std::result::Result<Key, NodeError> {
+    let mut kb = KeyBuilder::new(
+        &format!("analysis:{}", spec.name(db)),
+        &versions::of(sources),
+    )
+    .param("params", spec.params(db));
+    for &p in run.processes(db) {
+        if needs_gpu {
+            kb = kb.input(&gpu_frames_key(db, p)?.unwrap_or(Key([0; 32])));
+        }
+        if needs_compile {
+            kb = kb.input(&compile_frame_key(db, p)?.unwrap_or(Key([0; 32])));
+        }
+        kb = kb.input(&compiled_key(db, p)?);
+    }
+    Ok(kb.finish())
+}
+
+/// Compute the per-process nodes of a run in parallel (one thread per process). Called at the
+/// top level, outside any query, before analyses whose results are not stored; the analyses
+/// then find these values memoised.
+pub fn prepare_processes(db: &Db, run: Run) -> Result<()> {
+    use rayon::prelude::*;
+    let procs = run.processes(db).clone();
+    procs
+        .par_iter()
+        .map_with(db.clone(), |db, &p| -> std::result::Result<(), NodeError> {
+            gpu_frames(db, p)?;
+            compile_frame(db, p)?;
+            compiled_programs(db, p)?;
+            Ok(())
+        })
+        .collect::<std::result::Result<Vec<()>, _>>()?;
+    Ok(())
+}
+
+/// The node key of a built-in analysis (without computing anything).
+pub fn analysis_is_stored(db: &Db, run: Run, spec: AnalysisSpec) -> Result<bool> {
+    let (gpu, compile, src): (bool, bool, &[&str]) = match spec.name(db).as_str() {
+        "summary" => (true, true, &SUMMARY_SOURCES),
+        "communication" => (true, false, &COMMUNICATION_SOURCES),
+        "compilation" => (false, true, &COMPILATION_SOURCES),
+        _ => return Ok(false),
+    };
+    let key = analysis_key(db, run, spec, src, gpu, compile)?;
+    Ok(db
+        .engine()
+        .store()
+        .is_some_and(|s| s.contains(&format!("analysis:{}", spec.name(db)), &key)))
+}
+
+/// Run one built-in analysis.
+#[salsa::tracked(returns(clone))]
+pub fn analysis(db: &dyn Graph, run: Run, spec: AnalysisSpec) -> NodeResult<AnalysisOutput> {
+    let db = db.db();
+    let name = spec.name(db).clone();
+    let params: serde_json::Value = serde_json::from_str(spec.params(db)).unwrap_or_default();
+    let (key, compute): (Key, Box<dyn FnOnce() -> Result<AnalysisOutput>>) = match name.as_str() {
+        "summary" => {
+            let key = analysis_key(db, run, spec, &SUMMARY_SOURCES, true, true)?;
+            (
+                key,
+                Box::new(move || {
+                    let data = load_run(db, run)?;
+                    let steady =
+                        frames::warmup::steady_state(&data.module, &data.thunk, &data.compiled)?;
+                    let compile: Vec<RecordBatch> =
+                        data.compile.iter().map(|(_, b)| b.clone()).collect();
+                    let s = analyses::summary::Summary {
+                        modules: analyses::summary::module_rows(&steady),
+                        compilation: analyses::compilation::summary_tables(&compile)?,
+                    };
+                    let mut text = String::new();
+                    for n in data.notes.iter().chain(&steady.notes) {
+                        text.push_str(&format!("note: {n}\n"));
+                    }
+                    text.push_str(&analyses::summary::render(&s));
+                    Ok(AnalysisOutput {
+                        name: name.clone(),
+                        files: vec![("summary.json".into(), serde_json::to_string_pretty(&s)?)],
+                        text,
+                    })
+                }),
+            )
+        }
+        "communication" => {
+            let key = analysis_key(db, run, spec, &COMMUNICATION_SOURCES, true, false)?;
+            (
+                key,
+                Box::new(move || {
+                    let data = load_run(db, run)?;
+                    let steady =
+                        frames::warmup::steady_state(&data.module, &data.thunk, &data.compiled)?;
+                    let mut c = analyses::communication::compute(&steady);
+                    c.notes.extend(steady.notes.iter().cloned());
+                    if data.processes > 1 {
+                        c.notes.push(format!(
+                        "{} processes: bandwidths use durations only, so no cross-process clock alignment is needed",
+                        data.processes
+                    ));
+                    } else {
+                        c.notes.push("one process: no cross-process clock alignment (not needed for bandwidth)".into());
+                    }
+                    Ok(AnalysisOutput {
+                        name: name.clone(),
+                        text: analyses::communication::render(&c),
+                        files: vec![(
+                            "communication.json".into(),
+                            serde_json::to_string_pretty(&c)?,
+                        )],
+                    })
+                }),
+            )
+        }
+        "compilation" => {
+            let key = analysis_key(db, run, spec, &COMPILATION_SOURCES, false, true)?;
+            let detail = params
+                .get("detail")
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false);
+            (
+                key,
+                Box::new(move || {
+                    let data = load_run(db, run)?;
+                    let entries = analyses::compilation::per_compilation(&data.compile, detail)?;
+                    let text = render_compilation(&entries);
+                    Ok(AnalysisOutput {
+                        name: name.clone(),
+                        text,
+                        files: vec![(
+                            "compilation.json".into(),
+                            serde_json::to_string_pretty(
+                                &serde_json::json!({ "compilations": entries }),
+                            )?,
+                        )],
+                    })
+                }),
+            )
+        }
+        other => {
+            return Err(NodeError(format!(
+                "unknown analysis {other:?} (built in: summary, communication, compilation; or the path of a script)"
+            )));
+        }
+    };
+    let value = fail(
+        db.engine()
+            .node(&format!("analysis:{}", spec.name(db)), "", key, compute),
+    )?;
+    Ok(Out { key, value })
+}
+
+/// Open the inputs of one run and register them with a new database.
+pub fn open_run(engine: Engine, inputs: &[PathBuf]) -> Result<(Db, Run)> {
+    let archives: Vec<Arc<Archive>> = inputs
+        .iter()
+        .map(|p| Archive::open(p).map(Arc::new))
+        .collect::<Result<_>>()?;
+    let mut file_keys = Vec::new();
+    for a in &archives {
+        file_keys.push(if a.is_zip() {
+            engine.file_key(&a.path)?
+        } else {
+            // A folder's key is that of its member list; members are keyed one by one.
+            let mut kb = KeyBuilder::new("folder", "1");
+            for m in a.members() {
+                kb = kb.param(m, engine.file_key(&a.path.join(m))?.0);
+            }
+            kb.finish()
+        });
+    }
+    let stems: Vec<Vec<Option<String>>> = archives
+        .iter()
+        .map(|a| a.process_stems())
+        .collect::<Result<_>>()?;
+    let db = Db::new(GraphContext { engine, archives });
+    let mut processes = Vec::new();
+    for (i, stems) in stems.into_iter().enumerate() {
+        let a = InputArchive::new(&db, i, file_keys[i]);
+        for s in stems {
+            let pos = processes.len() as u32;
+            processes.push(Process::new(&db, a, s, pos));
+        }
+    }
+    let run = Run::new(&db, processes);
+    Ok((db, run))
+}
+
+pub fn input_paths_exist(paths: &[PathBuf]) -> Result<()> {
+    for p in paths {
+        if !Path::new(p).exists() {
+            anyhow::bail!("{}: no such file or folder", p.display());
+        }
+    }
+    Ok(())
+}
+
+/// An external analysis script and its extra arguments.
+#[salsa::input(debug)]
+pub struct ScriptSpec {
+    #[returns(ref)]
+    pub path: PathBuf,
+    #[returns(ref)]
+    pub args: Vec<String>,
+    #[returns(copy)]
+    pub script_key: Key,
+}
+
+/// Run an external analysis script on the run's inputs (memoised on the script's content,
+/// its arguments and the input archives' keys).
+#[salsa::tracked(returns(clone))]
+pub fn script_analysis(
+    db: &dyn Graph,
+    run: Run,
+    spec: ScriptSpec,
+) -> NodeResult<analyses::external::ScriptOutput> {
+    let db = db.db();
+    let mut archives: Vec<InputArchive> = Vec::new();
+    for &p in run.processes(db) {
+        if !archives.contains(&p.archive(db)) {
+            archives.push(p.archive(db));
+        }
+    }
+    let mut kb = KeyBuilder::new("analysis-script", &versions::of(&["analyses/external.rs"]))
+        .input(&spec.script_key(db))
+        .param(
+            "args",
+            serde_json::to_string(spec.args(db)).unwrap_or_default(),
+        );
+    for a in &archives {
+        kb = kb.input(&a.file_key(db));
+    }
+    let key = kb.finish();
+    let name = analyses::external::script_name(spec.path(db));
+    let value = fail(
+        db.engine()
+            .node(&format!("analysis-script:{name}"), "", key, || {
+                let tmp = tempfile::tempdir()?;
+                let refs: Vec<&Archive> = archives
+                    .iter()
+                    .map(|a| db.ctx.archives[a.index(db)].as_ref())
+                    .collect();
+                let folder = analyses::external::materialize(&refs, &tmp.path().join("archive"))?;
+                analyses::external::run_script(spec.path(db), spec.args(db), &folder)
+            }),
+    )?;
+    Ok(Out { key, value })
+}
+
+/// Terminal rendering of the per-compilation breakdown.
+fn render_compilation(entries: &[analyses::compilation::CompilationEntry]) -> String {
+    use crate::table::{Table, round_sig};
+    if entries.is_empty() {
+        return "No XLA compilation in the profile.\n".into();
+    }
+    let mut t = Table::new(&["process", "module", "program", "wall [s]", "top parts"]);
+    t.align_right(&[3]);
+    for e in entries {
+        let parts: Vec<String> = e
+            .parts
+            .iter()
+            .take(3)
+            .map(|p| format!("{} {:.0}%", p.kind, p.percent))
+            .collect();
+        t.row(vec![
+            e.process.clone(),
+            e.module.clone().unwrap_or_default(),
+            e.program_id.map(|p| p.to_string()).unwrap_or_default(),
+            round_sig(e.wall_s),
+            parts.join(", "),
+        ]);
+    }
+    let total: f64 = entries.iter().map(|e| e.wall_s).sum();
+    format!(
+        "== Compilations: {} in {} s ==\n{}",
+        entries.len(),
+        round_sig(total),
+        t.render()
+    )
+}

@@ -18,6 +18,7 @@ pub mod frames;
 pub mod graph;
 pub mod nvtx;
 pub mod pipeline;
+pub mod stats;
 pub mod table;
 #[cfg(test)]
 pub mod testutil;

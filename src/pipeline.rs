@@ -1,1 +1,105 @@
-//! (in progress)
+//! Pipeline files (`pipelines/*.toml`): which analyses to run, with their parameters.
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+const DEFAULT: &str = include_str!("../pipelines/default.toml");
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    analysis: Vec<Entry>,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+struct Entry {
+    name: String,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(flatten)]
+    params: BTreeMap<String, toml::Value>,
+}
+
+/// One analysis to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnalysisRequest {
+    /// A built-in analysis name, or the path of an external script.
+    pub name: String,
+    /// Extra arguments (external scripts).
+    pub args: Vec<String>,
+    /// Canonical JSON of the parameters (sorted keys).
+    pub params: String,
+}
+
+impl AnalysisRequest {
+    pub fn new(name: &str, args: Vec<String>) -> AnalysisRequest {
+        AnalysisRequest {
+            name: name.to_string(),
+            args,
+            params: "{}".into(),
+        }
+    }
+
+    /// Whether `name` refers to a script file rather than a built-in analysis.
+    pub fn is_script(&self) -> bool {
+        self.name.contains('/') || self.name.ends_with(".py") || Path::new(&self.name).is_file()
+    }
+}
+
+fn parse(text: &str, origin: &str) -> Result<Vec<AnalysisRequest>> {
+    let f: File = toml::from_str(text).map_err(|e| anyhow::anyhow!("{origin}: {}", e.message()))?;
+    if f.analysis.is_empty() {
+        bail!("{origin}: no [[analysis]] entries");
+    }
+    f.analysis
+        .into_iter()
+        .map(|e| {
+            let params: BTreeMap<String, serde_json::Value> = e
+                .params
+                .into_iter()
+                .map(|(k, v)| Ok((k, serde_json::to_value(v)?)))
+                .collect::<Result<_>>()?;
+            Ok(AnalysisRequest {
+                name: e.name,
+                args: e.args,
+                params: serde_json::to_string(&params)?,
+            })
+        })
+        .collect()
+}
+
+pub fn load(path: &Path) -> Result<Vec<AnalysisRequest>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read pipeline file", path.display()))?;
+    parse(&text, &path.display().to_string())
+}
+
+pub fn default_pipeline() -> Vec<AnalysisRequest> {
+    parse(DEFAULT, "pipelines/default.toml").expect("the default pipeline parses")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_and_params() {
+        let d = default_pipeline();
+        let names: Vec<&str> = d.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["summary", "communication", "compilation"]);
+        assert_eq!(d[2].params, r#"{"detail":false}"#);
+        let p = parse("[[analysis]]\nname='x.py'\nargs=['--a']\nz=1\na='b'\n", "t").unwrap();
+        assert_eq!(p[0].params, r#"{"a":"b","z":1}"#);
+        assert!(p[0].is_script());
+        assert!(
+            parse("nonsense = [", "t")
+                .unwrap_err()
+                .to_string()
+                .starts_with("t: ")
+        );
+        assert!(parse("", "t").is_err());
+    }
+}

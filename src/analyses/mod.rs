@@ -1,2 +1,5 @@
 //! Analyses: one module per analysis.
+pub mod communication;
 pub mod compilation;
+pub mod external;
+pub mod summary;

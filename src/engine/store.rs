@@ -75,6 +75,11 @@ impl Store {
         }
     }
 
+    /// Whether an entry exists (it is verified when read).
+    pub fn contains(&self, kind: &str, key: &Key) -> bool {
+        self.path_of(kind, key).is_file()
+    }
+
     /// Store `payload` under `(kind, key)` atomically.
     pub fn put(&self, kind: &str, key: &Key, payload: &[u8]) -> Result<()> {
         let path = self.path_of(kind, key);

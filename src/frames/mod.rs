@@ -1,2 +1,4 @@
 //! The data model built from raw tables.
 pub mod compile;
+pub mod gpu;
+pub mod warmup;

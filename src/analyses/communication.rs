@@ -1,0 +1,174 @@
+//! `communication`: collective bus bandwidth per (collective, message size), and how much of
+//! each collective's time is hidden behind compute (DESIGN §8.4, §8.7).
+//!
+//! Output contract (`communication.json`):
+//! `{"bandwidth":[{collective, message_size_bytes, bus_bandwidth_gbps, stderr_gbps,
+//! instances}], "hidden_fraction":{"<collective>": float}, "overall_hidden_fraction":
+//! float|null}`
+
+use crate::frames::gpu::{
+    BUS_BW, COLLECTIVE, MESSAGE_SIZE, PROGRAM_EXECUTION, PROGRAM_ID, PROJ_DUR, PROJ_DUR_HIDDEN,
+    THUNK_INDEX,
+};
+use crate::frames::warmup::Steady;
+use crate::stats::{group_by, mean, std};
+use crate::table::{Table, round_sig};
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::{Float64Type, Int32Type, Int64Type};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct BandwidthRow {
+    pub collective: String,
+    pub message_size_bytes: i64,
+    pub bus_bandwidth_gbps: f64,
+    pub stderr_gbps: Option<f64>,
+    pub instances: u64,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Communication {
+    pub bandwidth: Vec<BandwidthRow>,
+    pub hidden_fraction: BTreeMap<String, f64>,
+    pub overall_hidden_fraction: Option<f64>,
+    /// Human-readable remarks (e.g. why cross-process alignment was skipped).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl crate::engine::value::JsonValue for Communication {}
+
+pub fn compute(steady: &Steady) -> Communication {
+    let c = &steady.communication;
+    let coll = c.column_by_name(COLLECTIVE).unwrap().as_string::<i32>();
+    let size = c
+        .column_by_name(MESSAGE_SIZE)
+        .unwrap()
+        .as_primitive::<Int64Type>();
+    let prog = c.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
+    let exec = c
+        .column_by_name(PROGRAM_EXECUTION)
+        .unwrap()
+        .as_primitive::<Int32Type>();
+    let tidx = c
+        .column_by_name(THUNK_INDEX)
+        .unwrap()
+        .as_primitive::<Int32Type>();
+    let bus = c
+        .column_by_name(BUS_BW)
+        .unwrap()
+        .as_primitive::<Float64Type>();
+    let dur = c
+        .column_by_name(PROJ_DUR)
+        .unwrap()
+        .as_primitive::<Int64Type>();
+    let hid = c
+        .column_by_name(PROJ_DUR_HIDDEN)
+        .unwrap()
+        .as_primitive::<Int64Type>();
+
+    let mut bandwidth = Vec::new();
+    for ((cl, sz), idx) in group_by(c.num_rows(), |i| (coll.value(i), size.value(i))) {
+        // One instance = one (program, execution, thunk index) across devices. The fastest
+        // device arrived last, so its bandwidth has no waiting in it.
+        let mut best: BTreeMap<(&str, i32, i32), f64> = BTreeMap::new();
+        for &i in &idx {
+            if bus.is_null(i) {
+                continue;
+            }
+            let e = best
+                .entry((prog.value(i), exec.value(i), tidx.value(i)))
+                .or_insert(f64::NEG_INFINITY);
+            *e = e.max(bus.value(i));
+        }
+        let xs: Vec<f64> = best.into_values().collect();
+        let Some(m) = mean(&xs) else { continue };
+        bandwidth.push(BandwidthRow {
+            collective: cl.to_string(),
+            message_size_bytes: sz,
+            bus_bandwidth_gbps: m,
+            stderr_gbps: std(&xs).map(|s| s / (xs.len() as f64).sqrt()),
+            instances: xs.len() as u64,
+        });
+    }
+    bandwidth.sort_by(|a, b| {
+        (a.message_size_bytes, &a.collective).cmp(&(b.message_size_bytes, &b.collective))
+    });
+
+    let mut hidden_fraction = BTreeMap::new();
+    for (cl, idx) in group_by(c.num_rows(), |i| coll.value(i)) {
+        let f: Vec<f64> = idx
+            .iter()
+            .filter_map(|&i| {
+                let total = (dur.value(i) + hid.value(i)) as f64;
+                (total > 0.0).then(|| hid.value(i) as f64 / total)
+            })
+            .collect();
+        if let Some(m) = mean(&f) {
+            hidden_fraction.insert(cl.to_string(), m);
+        }
+    }
+    let total_hidden: i64 = (0..c.num_rows()).map(|i| hid.value(i)).sum();
+    let total: i64 = (0..c.num_rows()).map(|i| dur.value(i) + hid.value(i)).sum();
+    Communication {
+        bandwidth,
+        hidden_fraction,
+        overall_hidden_fraction: (total > 0).then(|| total_hidden as f64 / total as f64),
+        notes: Vec::new(),
+    }
+}
+
+pub fn render(c: &Communication) -> String {
+    let mut out = String::new();
+    for n in &c.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    if c.bandwidth.is_empty() {
+        out.push_str("No steady-state communication in the profile.\n");
+        return out;
+    }
+    let collectives: Vec<&str> = {
+        let mut v: Vec<&str> = c.bandwidth.iter().map(|r| r.collective.as_str()).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let mut header = vec!["size [B]"];
+    header.extend(collectives.iter());
+    let mut t = Table::new(&header);
+    t.align_right(&(0..header.len()).collect::<Vec<_>>());
+    for (sz, rows) in group_by(c.bandwidth.len(), |i| c.bandwidth[i].message_size_bytes) {
+        let mut cells = vec![sz.to_string()];
+        for cl in &collectives {
+            cells.push(
+                rows.iter()
+                    .map(|&i| &c.bandwidth[i])
+                    .find(|r| r.collective == *cl)
+                    .map(|r| match r.stderr_gbps {
+                        Some(e) => {
+                            format!("{} ± {}", round_sig(r.bus_bandwidth_gbps), round_sig(e))
+                        }
+                        None => round_sig(r.bus_bandwidth_gbps),
+                    })
+                    .unwrap_or_else(|| "-".into()),
+            );
+        }
+        t.row(cells);
+    }
+    out.push_str(
+        "== Bus bandwidth [GB/s] (fastest device per instance; mean ± standard error) ==\n",
+    );
+    out.push_str(&t.render());
+    let mut t = Table::new(&["collective", "hidden / total"]);
+    t.align_right(&[1]);
+    for (cl, f) in &c.hidden_fraction {
+        t.row(vec![cl.clone(), format!("{f:.4}")]);
+    }
+    if let Some(o) = c.overall_hidden_fraction {
+        t.row(vec!["(overall)".into(), format!("{o:.4}")]);
+    }
+    out.push('\n');
+    out.push_str(&t.render());
+    out
+}

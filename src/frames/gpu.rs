@@ -1,0 +1,663 @@
+//! Module and thunk frames of one profiled process, from its projected NVTX ranges
+//! (DESIGN §6–§8.3): deepest thunks linked to their XlaModule execution, program ids remapped
+//! to the module fingerprint, devices from launcher threads, edge effects removed,
+//! communication classified from the HLO and overlap with compute measured.
+
+use crate::formats::hlo::HloModuleInfo;
+use crate::formats::trace::{self as tr, ThreadNames};
+use crate::nvtx;
+use anyhow::Result;
+use arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int32Array, Int64Array, RecordBatch,
+    StringArray,
+};
+use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, LazyLock};
+
+pub const PROGRAM_ID: &str = "ProgramId";
+pub const PROGRAM_NAME: &str = "ProgramName";
+pub const PROGRAM_EXECUTION: &str = "ProgramExecution";
+pub const DEVICE: &str = "Device";
+pub const PROJ_START: &str = "ProjStart";
+pub const PROJ_DUR: &str = "ProjDur";
+pub const ORIG_START: &str = "OrigStart";
+pub const ORIG_DUR: &str = "OrigDur";
+pub const NUM_THUNKS: &str = "NumThunks";
+pub const NUM_GPU_OPS: &str = "NumGPUOps";
+pub const NAME: &str = "Name";
+pub const OP_NAME: &str = "OpName";
+pub const THUNK_INDEX: &str = "ThunkIndex";
+pub const THUNK_EXECUTION: &str = "ThunkExecution";
+pub const PROJ_DUR_HIDDEN: &str = "ProjDurHidden";
+pub const COMMUNICATION: &str = "Communication";
+pub const COLLECTIVE: &str = "Collective";
+pub const MESSAGE_SIZE: &str = "MessageSize";
+pub const COLLECTIVE_SIZE: &str = "CollectiveSize";
+pub const ALGO_BW: &str = "AlgorithmBandwidthGBPerSec";
+pub const BUS_BW: &str = "BusBandwidthGBPerSec";
+
+/// The stable id of autotuning executions (no program id).
+pub const UNKNOWN_PROGRAM: &str = "unknown";
+
+/// Module rows: one per XlaModule execution. Times in ns.
+pub static MODULE_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
+    Arc::new(Schema::new(vec![
+        Field::new(PROGRAM_ID, DataType::Utf8, false),
+        Field::new(PROGRAM_NAME, DataType::Utf8, false),
+        Field::new(PROGRAM_EXECUTION, DataType::Int32, false),
+        Field::new(DEVICE, DataType::Int32, false),
+        Field::new(PROJ_START, DataType::Int64, false),
+        Field::new(PROJ_DUR, DataType::Int64, false),
+        Field::new(ORIG_START, DataType::Int64, true),
+        Field::new(ORIG_DUR, DataType::Int64, true),
+        Field::new(NUM_THUNKS, DataType::Int32, false),
+        Field::new(NUM_GPU_OPS, DataType::Int64, true),
+    ]))
+});
+
+/// Thunk rows: one per deepest thunk execution. `ProjDur` is the exposed (not hidden) time.
+pub static THUNK_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
+    Arc::new(Schema::new(vec![
+        Field::new(PROGRAM_ID, DataType::Utf8, false),
+        Field::new(PROGRAM_EXECUTION, DataType::Int32, false),
+        Field::new(DEVICE, DataType::Int32, false),
+        Field::new(THUNK_INDEX, DataType::Int32, false),
+        Field::new(THUNK_EXECUTION, DataType::Int32, false),
+        Field::new(NAME, DataType::Utf8, false),
+        Field::new(OP_NAME, DataType::Utf8, true),
+        Field::new(PROJ_START, DataType::Int64, false),
+        Field::new(PROJ_DUR, DataType::Int64, false),
+        Field::new(PROJ_DUR_HIDDEN, DataType::Int64, false),
+        Field::new(COMMUNICATION, DataType::Boolean, false),
+        Field::new(COLLECTIVE, DataType::Utf8, true),
+        Field::new(MESSAGE_SIZE, DataType::Int64, true),
+        Field::new(COLLECTIVE_SIZE, DataType::Int32, true),
+        Field::new(ALGO_BW, DataType::Float64, true),
+        Field::new(BUS_BW, DataType::Float64, true),
+    ]))
+});
+
+/// The after-optimizations HLO of one process's programs, by program id.
+#[derive(Default, Clone)]
+pub struct Programs {
+    pub by_id: BTreeMap<i64, Arc<HloModuleInfo>>,
+}
+
+impl Programs {
+    /// The stable id of program `id` named `name`: its fingerprint; a name-based id when the
+    /// dump is missing; "unknown" for autotuning executions (no program id).
+    pub fn stable_id(&self, id: Option<i64>, name: &str) -> String {
+        let Some(id) = id else {
+            return UNKNOWN_PROGRAM.to_string();
+        };
+        match self.by_id.get(&id).and_then(|m| m.fingerprint.clone()) {
+            Some(fp) if !fp.is_empty() => fp,
+            _ => format!("{name}#{id}"),
+        }
+    }
+
+    pub fn hlo(&self, id: Option<i64>) -> Option<&HloModuleInfo> {
+        self.by_id.get(&id?).map(|a| a.as_ref())
+    }
+}
+
+/// Notes worth telling the user (edge effects, unknown threads...).
+#[derive(Default, Debug, Clone)]
+pub struct Notes(pub Vec<String>);
+
+pub struct GpuFrames {
+    pub module: RecordBatch,
+    pub thunk: RecordBatch,
+    pub notes: Notes,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Module,
+    Thunk,
+    Other,
+}
+
+/// Build the module and thunk frames of one process. `fallback_device` is used for the
+/// launching thread when the process names no XlaLauncher threads.
+pub fn build(
+    ranges: &RecordBatch,
+    threads: &ThreadNames,
+    programs: &Programs,
+    fallback_device: i32,
+) -> Result<GpuFrames> {
+    let mut notes = Notes::default();
+    let n = ranges.num_rows();
+    let name = ranges.column_by_name(tr::NAME).unwrap().as_string::<i32>();
+    let i64col = |c: &str| {
+        ranges
+            .column_by_name(c)
+            .unwrap()
+            .as_primitive::<Int64Type>()
+            .clone()
+    };
+    let range_id = i64col(tr::RANGE_ID);
+    let parent_id = i64col(tr::PARENT_ID);
+    let proj_start = i64col(tr::PROJ_START);
+    let proj_dur = i64col(tr::PROJ_DUR);
+    let orig_start = i64col(tr::ORIG_START);
+    let orig_dur = i64col(tr::ORIG_DUR);
+    let pid = i64col(tr::PID);
+    let tid = i64col(tr::TID);
+    let gpu_ops = i64col(tr::NUM_GPU_OPS);
+
+    // Rows in RangeId order, and RangeId -> row by binary search.
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&r| range_id.value(r));
+    let ids_sorted: Vec<i64> = order.iter().map(|&r| range_id.value(r)).collect();
+    let row_of =
+        |id: i64| -> Option<usize> { ids_sorted.binary_search(&id).ok().map(|i| order[i]) };
+    let parent = |r: usize| -> Option<usize> {
+        if parent_id.is_null(r) {
+            None
+        } else {
+            row_of(parent_id.value(r))
+        }
+    };
+    let start_of = |r: usize| -> i64 {
+        if orig_start.is_null(r) {
+            proj_start.value(r)
+        } else {
+            orig_start.value(r)
+        }
+    };
+
+    let mut kind = vec![Kind::Other; n];
+    for r in 0..n {
+        let s = name.value(r);
+        let t = nvtx::strip_tsl(s);
+        if t.starts_with("Thunk:#") {
+            kind[r] = Kind::Thunk;
+        } else if t.starts_with("XlaModule:#") {
+            kind[r] = Kind::Module;
+        }
+    }
+
+    // Thunks that started before the first module are edge effects of the capture start.
+    let first_module = (0..n)
+        .filter(|&r| kind[r] == Kind::Module)
+        .map(start_of)
+        .min();
+    let mut is_thunk: Vec<bool> = (0..n)
+        .map(|r| kind[r] == Kind::Thunk && first_module.is_some_and(|f| start_of(r) >= f))
+        .collect();
+    let early = (0..n)
+        .filter(|&r| kind[r] == Kind::Thunk && !is_thunk[r])
+        .count();
+    if early > 0 {
+        notes.0.push(format!(
+            "ignored {early} thunks that started before the first module"
+        ));
+    }
+
+    // Link each thunk to its closest XlaModule ancestor; thunks with thunk children are not
+    // the deepest and are dropped (command buffers hold their thunks).
+    let mut module_of: Vec<Option<usize>> = vec![None; n];
+    let mut has_child_thunk = vec![false; n];
+    for r in 0..n {
+        if !is_thunk[r] {
+            continue;
+        }
+        let mut p = parent(r);
+        let mut depth = 0;
+        while let Some(q) = p {
+            match kind[q] {
+                Kind::Module => {
+                    module_of[r] = Some(q);
+                    break;
+                }
+                Kind::Thunk => has_child_thunk[q] = true,
+                Kind::Other => {}
+            }
+            depth += 1;
+            if depth > 10_000 {
+                break;
+            }
+            p = parent(q);
+        }
+    }
+    let orphans = (0..n)
+        .filter(|&r| is_thunk[r] && module_of[r].is_none())
+        .count();
+    if orphans > 0 {
+        notes.0.push(format!(
+            "ignored {orphans} thunks outside any XlaModule range"
+        ));
+    }
+    for r in 0..n {
+        is_thunk[r] = is_thunk[r] && !has_child_thunk[r] && module_of[r].is_some();
+    }
+
+    let mut thunks_per_module = vec![0i32; n];
+    for r in 0..n {
+        if is_thunk[r] {
+            thunks_per_module[module_of[r].unwrap()] += 1;
+        }
+    }
+    // Modules with at least one deepest thunk, in RangeId order.
+    let mut modules: Vec<usize> = order
+        .iter()
+        .copied()
+        .filter(|&r| thunks_per_module[r] > 0)
+        .collect();
+
+    // The capture may stop inside the last execution of a module: drop it when it has clearly
+    // fewer GPU operations than the earlier ones (mean - population std).
+    if gpu_ops.null_count() < n {
+        let mut by_name: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for &r in &modules {
+            by_name.entry(name.value(r)).or_default().push(r);
+        }
+        let mut dropped = Vec::new();
+        for (nm, rows) in by_name {
+            let (last, rest) = rows.split_last().unwrap();
+            if rest.is_empty() || gpu_ops.is_null(*last) {
+                continue;
+            }
+            let xs: Vec<f64> = rest.iter().map(|&r| gpu_ops.value(r) as f64).collect();
+            let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+            let std = (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64).sqrt();
+            if (gpu_ops.value(*last) as f64) < mean - std {
+                notes.0.push(format!(
+                    "dropped the last execution of {} ({} GPU operations vs {:.1} ± {:.1} before): the capture stopped inside it",
+                    nvtx::parse_module(nm).map(|m| m.hlo_module).unwrap_or(nm),
+                    gpu_ops.value(*last),
+                    mean,
+                    std
+                ));
+                dropped.push(*last);
+            }
+        }
+        if !dropped.is_empty() {
+            modules.retain(|r| !dropped.contains(r));
+            for r in 0..n {
+                if is_thunk[r] && dropped.contains(&module_of[r].unwrap()) {
+                    is_thunk[r] = false;
+                }
+            }
+        }
+    }
+
+    // Program identity and execution counters (per launching thread and program).
+    let mut prog_id_of: HashMap<usize, (String, String, Option<i64>)> = HashMap::new();
+    let mut exec_of: HashMap<usize, i32> = HashMap::new();
+    let mut counters: HashMap<(i64, i64, String), i32> = HashMap::new();
+    for &r in &modules {
+        let parsed = nvtx::parse_module(name.value(r));
+        let (hlo_module, numeric) = parsed
+            .as_ref()
+            .map(|m| (m.hlo_module.to_string(), m.program_id))
+            .unwrap_or_else(|| (name.value(r).to_string(), None));
+        let stable = programs.stable_id(numeric, &hlo_module);
+        let c = counters
+            .entry((pid.value(r), tid.value(r), stable.clone()))
+            .or_insert(0);
+        exec_of.insert(r, *c);
+        *c += 1;
+        prog_id_of.insert(r, (stable, hlo_module, numeric));
+    }
+
+    // Devices: launcher threads name their global device; a process driving one GPU may
+    // launch from its main thread, which then takes the process's first device.
+    let mut device_of_thread: BTreeMap<(i64, i64), i32> = BTreeMap::new();
+    let mut first_device_of_pid: BTreeMap<i64, (i64, i32)> = BTreeMap::new();
+    for i in 0..threads.name.len() {
+        if let Some(l) = nvtx::parse_launcher(&threads.name[i]) {
+            device_of_thread.insert((threads.pid[i], threads.tid[i]), l.global as i32);
+            let e = first_device_of_pid
+                .entry(threads.pid[i])
+                .or_insert((l.local, l.global as i32));
+            if l.local < e.0 {
+                *e = (l.local, l.global as i32);
+            }
+        }
+    }
+    let mut threads_of_program: BTreeMap<Option<i64>, std::collections::BTreeSet<(i64, i64)>> =
+        BTreeMap::new();
+    for r in 0..n {
+        if is_thunk[r] {
+            let m = module_of[r].unwrap();
+            threads_of_program
+                .entry(prog_id_of.get(&m).and_then(|p| p.2))
+                .or_default()
+                .insert((pid.value(r), tid.value(r)));
+        }
+    }
+    let mut main_candidates: std::collections::BTreeSet<(i64, i64)> = threads_of_program
+        .values()
+        .filter(|s| s.len() == 1)
+        .map(|s| *s.iter().next().unwrap())
+        .collect();
+    let compile_threads: std::collections::BTreeSet<(i64, i64)> = (0..n)
+        .filter(|&r| nvtx::strip_tsl(name.value(r)).starts_with("XlaCompile:#"))
+        .map(|r| (pid.value(r), tid.value(r)))
+        .collect();
+    if compile_threads.len() == 1 {
+        main_candidates.extend(compile_threads);
+    }
+    for (p, t) in main_candidates {
+        device_of_thread.entry((p, t)).or_insert_with(|| {
+            first_device_of_pid
+                .get(&p)
+                .map(|d| d.1)
+                .unwrap_or(fallback_device)
+        });
+    }
+    let device = |r: usize| device_of_thread.get(&(pid.value(r), tid.value(r))).copied();
+    let unplaced = (0..n)
+        .filter(|&r| is_thunk[r] && device(r).is_none())
+        .count();
+    if unplaced > 0 {
+        notes.0.push(format!(
+            "ignored {unplaced} thunks launched from threads that map to no device"
+        ));
+    }
+
+    // ---- module frame
+    let mut m_rows: Vec<usize> = modules
+        .iter()
+        .copied()
+        .filter(|&r| device(r).is_some())
+        .collect();
+    m_rows.sort_by_key(|&r| range_id.value(r));
+    let module = RecordBatch::try_new(
+        MODULE_SCHEMA.clone(),
+        vec![
+            Arc::new(StringArray::from_iter_values(
+                m_rows.iter().map(|r| prog_id_of[r].0.as_str()),
+            )) as ArrayRef,
+            Arc::new(StringArray::from_iter_values(
+                m_rows.iter().map(|r| prog_id_of[r].1.as_str()),
+            )),
+            Arc::new(Int32Array::from_iter_values(
+                m_rows.iter().map(|r| exec_of[r]),
+            )),
+            Arc::new(Int32Array::from_iter_values(
+                m_rows.iter().map(|&r| device(r).unwrap()),
+            )),
+            Arc::new(Int64Array::from_iter_values(
+                m_rows.iter().map(|&r| proj_start.value(r)),
+            )),
+            Arc::new(Int64Array::from_iter_values(
+                m_rows.iter().map(|&r| proj_dur.value(r)),
+            )),
+            Arc::new(
+                m_rows
+                    .iter()
+                    .map(|&r| orig_start.is_valid(r).then(|| orig_start.value(r)))
+                    .collect::<Int64Array>(),
+            ),
+            Arc::new(
+                m_rows
+                    .iter()
+                    .map(|&r| orig_dur.is_valid(r).then(|| orig_dur.value(r)))
+                    .collect::<Int64Array>(),
+            ),
+            Arc::new(Int32Array::from_iter_values(
+                m_rows.iter().map(|&r| thunks_per_module[r]),
+            )),
+            Arc::new(
+                m_rows
+                    .iter()
+                    .map(|&r| gpu_ops.is_valid(r).then(|| gpu_ops.value(r)))
+                    .collect::<Int64Array>(),
+            ),
+        ],
+    )?;
+
+    // ---- thunk frame
+    struct T {
+        row: usize,
+        prog: String,
+        numeric: Option<i64>,
+        exec: i32,
+        dev: i32,
+        op: String,
+        op_name: Option<String>,
+        start: i64,
+        dur: i64,
+    }
+    let mut ts: Vec<T> = Vec::new();
+    for &r in &order {
+        if !is_thunk[r] {
+            continue;
+        }
+        let Some(dev) = device(r) else { continue };
+        let m = module_of[r].unwrap();
+        let Some((prog, _, numeric)) = prog_id_of.get(&m) else {
+            continue;
+        };
+        let parsed = nvtx::parse_thunk(name.value(r));
+        ts.push(T {
+            row: r,
+            prog: prog.clone(),
+            numeric: *numeric,
+            exec: exec_of[&m],
+            dev,
+            op: parsed
+                .as_ref()
+                .map(|t| t.hlo_op.to_string())
+                .unwrap_or_else(|| nvtx::strip_tsl(name.value(r)).to_string()),
+            op_name: parsed.and_then(|t| t.name.map(str::to_string)),
+            start: proj_start.value(r),
+            dur: proj_dur.value(r),
+        });
+    }
+    // Thunk index and per-name execution counters: sort by (program, execution, device,
+    // RangeId) and sweep.
+    ts.sort_by(|a, b| {
+        (&a.prog, a.exec, a.dev, range_id.value(a.row)).cmp(&(
+            &b.prog,
+            b.exec,
+            b.dev,
+            range_id.value(b.row),
+        ))
+    });
+    let mut thunk_index = vec![0i32; ts.len()];
+    for i in 1..ts.len() {
+        let same = ts[i].prog == ts[i - 1].prog
+            && ts[i].exec == ts[i - 1].exec
+            && ts[i].dev == ts[i - 1].dev;
+        thunk_index[i] = if same { thunk_index[i - 1] + 1 } else { 0 };
+    }
+    let mut by_name: Vec<usize> = (0..ts.len()).collect();
+    by_name.sort_by(|&a, &b| {
+        (
+            &ts[a].prog,
+            ts[a].exec,
+            ts[a].dev,
+            &ts[a].op,
+            range_id.value(ts[a].row),
+        )
+            .cmp(&(
+                &ts[b].prog,
+                ts[b].exec,
+                ts[b].dev,
+                &ts[b].op,
+                range_id.value(ts[b].row),
+            ))
+    });
+    let mut thunk_exec = vec![0i32; ts.len()];
+    for w in 1..by_name.len() {
+        let (a, b) = (by_name[w - 1], by_name[w]);
+        let same = ts[a].prog == ts[b].prog
+            && ts[a].exec == ts[b].exec
+            && ts[a].dev == ts[b].dev
+            && ts[a].op == ts[b].op;
+        thunk_exec[b] = if same { thunk_exec[a] + 1 } else { 0 };
+    }
+
+    // Communication classification from the HLO.
+    let mut missing_ops = 0usize;
+    let comm: Vec<Option<&crate::formats::hlo::CommunicationInfo>> = ts
+        .iter()
+        .map(|t| {
+            if t.prog == UNKNOWN_PROGRAM {
+                return None;
+            }
+            let hlo = programs.hlo(t.numeric)?;
+            match hlo.instruction(&t.op) {
+                Some(i) => i.communication.as_ref(),
+                None => {
+                    missing_ops += 1;
+                    None
+                }
+            }
+        })
+        .collect();
+    if missing_ops > 0 {
+        notes.0.push(format!(
+            "{missing_ops} thunks name HLO instructions missing from their module's dump; counted as compute"
+        ));
+    }
+
+    // Overlap: per (program, device), the part of each communication thunk covered by
+    // compute thunks is hidden.
+    let hidden = overlap(
+        &ts.iter()
+            .map(|t| (t.prog.as_str(), t.dev, t.start, t.start + t.dur))
+            .collect::<Vec<_>>(),
+        &comm.iter().map(|c| c.is_some()).collect::<Vec<_>>(),
+    );
+
+    let exposed: Vec<i64> = ts.iter().zip(&hidden).map(|(t, h)| t.dur - h).collect();
+    let algbw: Vec<Option<f64>> = ts
+        .iter()
+        .zip(&comm)
+        .map(|(t, c)| {
+            c.and_then(|c| {
+                (t.dur > 0)
+                    .then(|| c.bandwidth_correction * c.message_size_bytes as f64 / t.dur as f64)
+            })
+        })
+        .collect();
+    let busbw: Vec<Option<f64>> = algbw
+        .iter()
+        .zip(&comm)
+        .map(|(a, c)| a.zip(*c).map(|(a, c)| a * c.bus_correction))
+        .collect();
+    let thunk = RecordBatch::try_new(
+        THUNK_SCHEMA.clone(),
+        vec![
+            Arc::new(StringArray::from_iter_values(
+                ts.iter().map(|t| t.prog.as_str()),
+            )) as ArrayRef,
+            Arc::new(Int32Array::from_iter_values(ts.iter().map(|t| t.exec))),
+            Arc::new(Int32Array::from_iter_values(ts.iter().map(|t| t.dev))),
+            Arc::new(Int32Array::from(thunk_index)),
+            Arc::new(Int32Array::from(thunk_exec)),
+            Arc::new(StringArray::from_iter_values(
+                ts.iter().map(|t| t.op.as_str()),
+            )),
+            Arc::new(
+                ts.iter()
+                    .map(|t| t.op_name.as_deref())
+                    .collect::<StringArray>(),
+            ),
+            Arc::new(Int64Array::from_iter_values(ts.iter().map(|t| t.start))),
+            Arc::new(Int64Array::from(exposed)),
+            Arc::new(Int64Array::from(hidden)),
+            Arc::new(BooleanArray::from(
+                comm.iter().map(|c| c.is_some()).collect::<Vec<_>>(),
+            )),
+            Arc::new(
+                comm.iter()
+                    .map(|c| c.map(|c| c.collective.as_str()))
+                    .collect::<StringArray>(),
+            ),
+            Arc::new(
+                comm.iter()
+                    .map(|c| c.map(|c| c.message_size_bytes as i64))
+                    .collect::<Int64Array>(),
+            ),
+            Arc::new(
+                comm.iter()
+                    .map(|c| c.map(|c| c.collective_size as i32))
+                    .collect::<Int32Array>(),
+            ),
+            Arc::new(Float64Array::from(algbw)),
+            Arc::new(Float64Array::from(busbw)),
+        ],
+    )?;
+    Ok(GpuFrames {
+        module,
+        thunk,
+        notes,
+    })
+}
+
+/// Hidden time of each communication interval: the total overlap with the compute intervals
+/// of the same (program, device). Sort-and-sweep: compute intervals sorted by start with a
+/// running maximum of their ends, so each communication interval binary-searches the first
+/// compute interval that can reach it and scans only the ones that start before it ends.
+pub fn overlap(intervals: &[(&str, i32, i64, i64)], is_comm: &[bool]) -> Vec<i64> {
+    let mut hidden = vec![0i64; intervals.len()];
+    let mut idx: Vec<usize> = (0..intervals.len()).collect();
+    idx.sort_by(|&a, &b| {
+        let (pa, da, sa, _) = intervals[a];
+        let (pb, db, sb, _) = intervals[b];
+        (pa, da, sa).cmp(&(pb, db, sb))
+    });
+    let mut g = 0;
+    while g < idx.len() {
+        let (p, d, _, _) = intervals[idx[g]];
+        let mut h = g;
+        while h < idx.len() && intervals[idx[h]].0 == p && intervals[idx[h]].1 == d {
+            h += 1;
+        }
+        let group = &idx[g..h];
+        let compute: Vec<(i64, i64)> = group
+            .iter()
+            .filter(|&&i| !is_comm[i])
+            .map(|&i| (intervals[i].2, intervals[i].3))
+            .collect();
+        if compute.len() < group.len() && !compute.is_empty() {
+            let mut run_max = Vec::with_capacity(compute.len());
+            let mut m = i64::MIN;
+            for &(_, e) in &compute {
+                m = m.max(e);
+                run_max.push(m);
+            }
+            for &i in group.iter().filter(|&&i| is_comm[i]) {
+                let (_, _, s, e) = intervals[i];
+                let first = run_max.partition_point(|&x| x <= s);
+                let mut covered = 0;
+                for &(cs, ce) in &compute[first..] {
+                    if cs >= e {
+                        break;
+                    }
+                    if ce > s {
+                        covered += ce.min(e) - cs.max(s);
+                    }
+                }
+                hidden[i] = covered;
+            }
+        }
+        g = h;
+    }
+    hidden
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlap_counts_only_compute_of_the_same_group() {
+        let iv = [
+            ("p", 0, 0, 10),  // compute
+            ("p", 0, 5, 20),  // comm: overlaps [5,10) and [12,15)
+            ("p", 0, 12, 15), // compute
+            ("p", 1, 5, 20),  // compute on another device
+            ("q", 0, 0, 100), // compute of another program
+        ];
+        let comm = [false, true, false, false, false];
+        assert_eq!(overlap(&iv, &comm), vec![0, 8, 0, 0, 0]);
+    }
+}

@@ -1,0 +1,74 @@
+//! Warm-up split (DESIGN §8.1): a program whose compilation was seen has its execution 0 as
+//! initialisation; when the profile has communication, execution 1 is initialisation too. If
+//! that leaves a frame with no steady-state rows, everything in it counts as steady state.
+
+use super::gpu::{COMMUNICATION, PROGRAM_EXECUTION, PROGRAM_ID, UNKNOWN_PROGRAM};
+use anyhow::Result;
+use arrow::array::{AsArray, BooleanArray, RecordBatch};
+use arrow::compute::filter_record_batch;
+use arrow::datatypes::Int32Type;
+use std::collections::BTreeSet;
+
+pub struct Steady {
+    pub module: RecordBatch,
+    pub thunk: RecordBatch,
+    /// The steady-state communication thunks.
+    pub communication: RecordBatch,
+    pub notes: Vec<String>,
+}
+
+fn split(
+    frame: &RecordBatch,
+    what: &str,
+    compiled: &BTreeSet<String>,
+    threshold: i32,
+    notes: &mut Vec<String>,
+) -> Result<RecordBatch> {
+    let prog = frame.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
+    let exec = frame
+        .column_by_name(PROGRAM_EXECUTION)
+        .unwrap()
+        .as_primitive::<Int32Type>();
+    let known: Vec<bool> = (0..frame.num_rows())
+        .map(|i| prog.value(i) != UNKNOWN_PROGRAM)
+        .collect();
+    let steady: Vec<bool> = (0..frame.num_rows())
+        .map(|i| known[i] && (!compiled.contains(prog.value(i)) || exec.value(i) > threshold))
+        .collect();
+    let mask = if frame.num_rows() > 0 && !steady.iter().any(|&s| s) && known.iter().any(|&k| k) {
+        notes.push(format!(
+            "could not identify steady-state execution in the {what} frame; treating everything as steady state (profile more executions)"
+        ));
+        BooleanArray::from(known)
+    } else {
+        BooleanArray::from(steady)
+    };
+    Ok(filter_record_batch(frame, &mask)?)
+}
+
+/// Split concatenated module and thunk frames; `compiled` holds the stable ids of the
+/// programs whose compilation the profile contains.
+pub fn steady_state(
+    module: &RecordBatch,
+    thunk: &RecordBatch,
+    compiled: &BTreeSet<String>,
+) -> Result<Steady> {
+    let comm = thunk.column_by_name(COMMUNICATION).unwrap().as_boolean();
+    let has_comm = comm.true_count() > 0;
+    let threshold = if has_comm { 1 } else { 0 };
+    let mut notes = Vec::new();
+    let module = split(module, "module", compiled, threshold, &mut notes)?;
+    let thunk = split(thunk, "thunk", compiled, threshold, &mut notes)?;
+    let comm_mask = thunk
+        .column_by_name(COMMUNICATION)
+        .unwrap()
+        .as_boolean()
+        .clone();
+    let communication = filter_record_batch(&thunk, &comm_mask)?;
+    Ok(Steady {
+        module,
+        thunk,
+        communication,
+        notes,
+    })
+}
