@@ -1,1 +1,629 @@
-//! (in progress)
+//! Compile-time statistics from compile frames ([`crate::frames::compile`]), DESIGN §8.6.
+//!
+//! Parallel compilation: a range of the compiling ("main") thread with worker-thread children
+//! is a *parallel region launcher*. Inside it, the span from the first worker start to the last
+//! worker end that no main-thread child covers is shared among the launcher's worker ranges in
+//! proportion to their own non-child time; the launcher's child time is its main-thread
+//! children plus that span. So every compilation's parts add up to its wall time, whereas
+//! adding up the worker threads' raw times would exceed it.
+//!
+//! Two products:
+//! - [`summary_tables`]: nsys-jax's summary tables (time per range name over all processes,
+//!   the same numbers as its `compilation-*.json`);
+//! - [`per_compilation`]: one breakdown per `XlaCompile` range.
+
+use std::collections::HashMap;
+
+use anyhow::Result;
+use arrow::array::{Array, RecordBatch, StringArray};
+use serde::{Deserialize, Serialize};
+
+use crate::formats::pushpop::{self, Columns};
+use crate::frames::compile::{is_xla_compile, preorder, program_columns};
+
+/// One range name of the summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RangeRow {
+    pub name: String,
+    pub non_child_ms: f64,
+    pub child_ms: f64,
+    /// Share of [`CompilationTables::total_ms`].
+    pub percent: f64,
+}
+
+/// One row of the folded views.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub name: String,
+    pub non_child_ms: f64,
+    pub percent: f64,
+}
+
+/// nsys-jax's summary compilation tables.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompilationTables {
+    /// Sum of the non-child time of all ranges: the compilation wall time.
+    pub total_ms: f64,
+    /// Per range name, by non-child time, descending (`compilation-ranges.json`).
+    pub ranges: Vec<RangeRow>,
+    /// `XlaPass:#...` folded into `XlaPasses`, `XlaPassPipeline:#...` into `XlaPassPipelines`
+    /// (`compilation-high-level.json`).
+    pub high_level: Vec<Row>,
+    /// `XlaPass:#...` only, percent of the passes' total (`compilation-passes.json`).
+    pub passes: Vec<Row>,
+}
+
+/// One part of a compilation's wall time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Part {
+    /// Range kind (name up to `:#`), or the full range name in detail mode; `XlaCompile` for
+    /// the compilation's own non-child time.
+    pub kind: String,
+    pub seconds: f64,
+    /// Share of the compilation's wall time.
+    pub percent: f64,
+}
+
+/// The breakdown of one `XlaCompile` range.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompilationEntry {
+    pub process: String,
+    /// `XlaCompile:#module=...#`.
+    pub name: String,
+    pub module: Option<String>,
+    pub program_id: Option<i64>,
+    pub start_ms: f64,
+    pub wall_s: f64,
+    /// By time, descending.
+    pub parts: Vec<Part>,
+}
+
+/// A compile frame with every row's attributed (non-child, child) time, ns.
+struct Attributed<'a> {
+    cols: Columns<'a>,
+    program_id: &'a [i64],
+    program_name: &'a StringArray,
+    /// Rows in pre-order and subtree sizes: a subtree is a contiguous run of `order`.
+    order: Vec<usize>,
+    size: Vec<usize>,
+    non_child: Vec<f64>,
+    child: Vec<f64>,
+}
+
+impl<'a> Attributed<'a> {
+    fn new(frame: &'a RecordBatch) -> Result<Self> {
+        let cols = Columns::of(frame)?;
+        let (program_id, program_name) = program_columns(frame)?;
+        let n = frame.num_rows();
+        let parent = pushpop::parent_rows(cols.range_id, cols.parent_id)?;
+        let (order, size) = preorder(&parent)?;
+
+        // Main thread of each row: the thread of its compilation (the root).
+        let mut root_tid = vec![0i64; n];
+        // Worker rows: nearest main-thread ancestor, the launcher of their region.
+        let mut launcher: Vec<Option<usize>> = vec![None; n];
+        for &i in &order {
+            match parent[i] {
+                None => root_tid[i] = cols.tid[i],
+                Some(p) => {
+                    root_tid[i] = root_tid[p];
+                    if cols.tid[i] != root_tid[i] {
+                        launcher[i] = if cols.tid[p] == root_tid[p] {
+                            Some(p)
+                        } else {
+                            launcher[p]
+                        };
+                    }
+                }
+            }
+        }
+        let is_main = |i: usize| cols.tid[i] == root_tid[i];
+
+        // Per launcher: worker span and worker non-child total.
+        let mut span: Vec<Option<(i64, i64)>> = vec![None; n];
+        let mut worker_time = vec![0f64; n];
+        for (i, l) in launcher.iter().enumerate() {
+            if let Some(l) = *l {
+                let (s, e) = (cols.start[i], cols.end[i]);
+                span[l] = Some(match span[l] {
+                    None => (s, e),
+                    Some((ps, pe)) => (ps.min(s), pe.max(e)),
+                });
+                worker_time[l] += cols.dur_non_child[i] as f64;
+            }
+        }
+        // Launchers' main-thread children: total duration and overlap with the worker span.
+        let clipped = |l: usize| {
+            span[l].map(|(s, e)| {
+                (
+                    s.max(cols.start[l]),
+                    e.min(cols.end[l]).max(s.max(cols.start[l])),
+                )
+            })
+        };
+        let mut main_child = vec![0f64; n];
+        let mut covered = vec![0f64; n];
+        for (i, p) in parent.iter().enumerate() {
+            if !is_main(i) {
+                continue;
+            }
+            if let Some(p) = *p
+                && let Some((s, e)) = clipped(p)
+            {
+                main_child[p] += cols.duration[i] as f64;
+                let overlap = cols.end[i].min(e).saturating_sub(cols.start[i].max(s));
+                covered[p] += overlap.max(0) as f64;
+            }
+        }
+
+        let mut non_child = vec![0f64; n];
+        let mut child = vec![0f64; n];
+        let mut scale = vec![0f64; n];
+        for i in 0..n {
+            if !is_main(i) {
+                continue;
+            }
+            match clipped(i) {
+                Some((s, e)) if worker_time[i] > 0.0 => {
+                    let exclusive = (e.saturating_sub(s) as f64 - covered[i]).max(0.0);
+                    scale[i] = exclusive / worker_time[i];
+                    child[i] = main_child[i] + exclusive;
+                    non_child[i] = cols.duration[i] as f64 - child[i];
+                }
+                Some(_) => {
+                    child[i] = main_child[i];
+                    non_child[i] = cols.duration[i] as f64 - child[i];
+                }
+                None => {
+                    non_child[i] = cols.dur_non_child[i] as f64;
+                    child[i] = cols.dur_child[i] as f64;
+                }
+            }
+        }
+        for i in 0..n {
+            if let Some(l) = launcher[i] {
+                non_child[i] = scale[l] * cols.dur_non_child[i] as f64;
+                child[i] = scale[l] * cols.dur_child[i] as f64;
+            }
+        }
+        Ok(Self {
+            cols,
+            program_id,
+            program_name,
+            order,
+            size,
+            non_child,
+            child,
+        })
+    }
+
+    fn program_name(&self, i: usize) -> Option<&'a str> {
+        self.program_name
+            .is_valid(i)
+            .then(|| self.program_name.value(i))
+    }
+
+    /// The name as nsys-jax's summary shows it: `,module=M` and `:#module=M#` of the row's own
+    /// module removed (`program_id=` kept).
+    fn summary_name(&self, i: usize) -> String {
+        let name = self.cols.name.value(i);
+        match self.program_name(i) {
+            Some(module) if name.contains("module=") => name
+                .replace(&format!(",module={module}"), "")
+                .replace(&format!(":#module={module}#"), ""),
+            _ => name.to_string(),
+        }
+    }
+}
+
+fn percent(part: f64, total: f64) -> f64 {
+    if total > 0.0 {
+        100.0 * part / total
+    } else {
+        0.0
+    }
+}
+
+/// Sorted by value descending, then name.
+fn sort_desc<T>(rows: &mut [T], key: impl Fn(&T) -> (f64, &str)) {
+    rows.sort_by(|a, b| {
+        let (va, na) = key(a);
+        let (vb, nb) = key(b);
+        vb.total_cmp(&va).then_with(|| na.cmp(nb))
+    });
+}
+
+/// nsys-jax's summary tables over the compile frames of all processes.
+pub fn summary_tables(frames: &[RecordBatch]) -> Result<CompilationTables> {
+    let mut by_name: HashMap<String, (f64, f64)> = HashMap::new();
+    for frame in frames {
+        let a = Attributed::new(frame)?;
+        for i in 0..frame.num_rows() {
+            let entry = by_name.entry(a.summary_name(i)).or_default();
+            entry.0 += a.non_child[i];
+            entry.1 += a.child[i];
+        }
+    }
+    let total_ns: f64 = by_name.values().map(|v| v.0).sum();
+    let total_ms = total_ns * 1e-6;
+    let mut ranges: Vec<RangeRow> = by_name
+        .into_iter()
+        .map(|(name, (nc, c))| RangeRow {
+            name,
+            non_child_ms: nc * 1e-6,
+            child_ms: c * 1e-6,
+            percent: percent(nc, total_ns),
+        })
+        .collect();
+    sort_desc(&mut ranges, |r| (r.non_child_ms, &r.name));
+
+    let mut folded: HashMap<&str, f64> = HashMap::new();
+    for r in &ranges {
+        let key = if r.name.starts_with("XlaPass:#") {
+            "XlaPasses"
+        } else if r.name.starts_with("XlaPassPipeline:#") {
+            "XlaPassPipelines"
+        } else {
+            &r.name
+        };
+        *folded.entry(key).or_default() += r.non_child_ms;
+    }
+    let mut high_level: Vec<Row> = folded
+        .into_iter()
+        .map(|(name, ms)| Row {
+            name: name.to_string(),
+            non_child_ms: ms,
+            percent: percent(ms, total_ms),
+        })
+        .collect();
+    sort_desc(&mut high_level, |r| (r.non_child_ms, &r.name));
+
+    let pass_total: f64 = ranges
+        .iter()
+        .filter(|r| r.name.starts_with("XlaPass:#"))
+        .map(|r| r.non_child_ms)
+        .sum();
+    let passes = ranges
+        .iter()
+        .filter(|r| r.name.starts_with("XlaPass:#"))
+        .map(|r| Row {
+            name: r.name.clone(),
+            non_child_ms: r.non_child_ms,
+            percent: percent(r.non_child_ms, pass_total),
+        })
+        .collect();
+    Ok(CompilationTables {
+        total_ms,
+        ranges,
+        high_level,
+        passes,
+    })
+}
+
+/// One breakdown per `XlaCompile` range of every process, in process order then start time.
+pub fn per_compilation(
+    frames: &[(String, RecordBatch)],
+    detail: bool,
+) -> Result<Vec<CompilationEntry>> {
+    let mut out = Vec::new();
+    for (process, frame) in frames {
+        let a = Attributed::new(frame)?;
+        let c = &a.cols;
+        let mut first = vec![0usize; frame.num_rows()];
+        for (k, &i) in a.order.iter().enumerate() {
+            first[i] = k;
+        }
+        let mut compiles: Vec<usize> = (0..frame.num_rows())
+            .filter(|&i| is_xla_compile(c.name.value(i)))
+            .collect();
+        compiles.sort_by_key(|&i| (c.start[i], c.range_id[i]));
+        for root in compiles {
+            let mut index: HashMap<&str, usize> = HashMap::new();
+            let mut parts: Vec<(&str, f64)> = Vec::new();
+            let subtree = &a.order[first[root]..first[root] + a.size[root]];
+            for &i in subtree {
+                let kind = if i == root {
+                    "XlaCompile"
+                } else {
+                    let name = c.name.value(i);
+                    if detail {
+                        name
+                    } else {
+                        name.split_once(":#").map_or(name, |(kind, _)| kind)
+                    }
+                };
+                let k = *index.entry(kind).or_insert_with(|| {
+                    parts.push((kind, 0.0));
+                    parts.len() - 1
+                });
+                parts[k].1 += a.non_child[i];
+            }
+            let wall_ns = c.duration[root] as f64;
+            let mut parts: Vec<Part> = parts
+                .into_iter()
+                .map(|(kind, ns)| Part {
+                    kind: kind.to_string(),
+                    seconds: ns * 1e-9,
+                    percent: percent(ns, wall_ns),
+                })
+                .collect();
+            sort_desc(&mut parts, |p| (p.seconds, &p.kind));
+            let program_id = a.program_id[root];
+            out.push(CompilationEntry {
+                process: process.clone(),
+                name: c.name.value(root).to_string(),
+                module: a.program_name(root).map(str::to_string),
+                program_id: (program_id >= 0).then_some(program_id),
+                start_ms: c.start[root] as f64 * 1e-6,
+                wall_s: wall_ns * 1e-9,
+                parts,
+            });
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::pushpop::read_csv_xz;
+    use crate::frames::compile::build_compile_frame;
+    use crate::frames::compile::tests::{pushpop_batch, synthetic};
+    use std::io::Read;
+    use std::path::Path;
+
+    fn close(a: f64, b: f64, rel: f64) -> bool {
+        (a - b).abs() <= rel * a.abs().max(b.abs()).max(1e-12)
+    }
+
+    #[test]
+    fn synthetic_parallel_region() {
+        let frame = build_compile_frame(&synthetic()).unwrap();
+        let entries = per_compilation(&[("p".to_string(), frame.clone())], false).unwrap();
+        assert_eq!(entries.len(), 1);
+        let e = &entries[0];
+        assert_eq!(e.name, "XlaCompile:#module=jit_f#");
+        assert_eq!(
+            (e.module.as_deref(), e.program_id),
+            (Some("jit_f"), Some(7))
+        );
+        assert!(close(e.wall_s, 990e-9, 1e-12));
+        let sum: f64 = e.parts.iter().map(|p| p.seconds).sum();
+        assert!(close(sum, e.wall_s, 1e-9), "{sum} vs {}", e.wall_s);
+        let get = |k: &str| {
+            e.parts
+                .iter()
+                .find(|p| p.kind == k)
+                .map(|p| p.seconds * 1e9)
+        };
+        // XlaEmitLlvmIr [410, 900]: workers span [460, 800] (340 ns), its main child 15
+        // [850, 890] does not overlap; so it keeps 490 - 40 - 340 = 110 ns.
+        assert!(close(get("XlaEmitLlvmIr").unwrap(), 110.0, 1e-9));
+        // Worker non-child: 16 -> 110, 17 -> 130, 19 -> 300; total 540 shares 340 ns.
+        let scale = 340.0 / 540.0;
+        assert!(close(
+            get("XlaOptimizeLlvmIr").unwrap(),
+            110.0 * scale,
+            1e-9
+        ));
+        assert!(close(get("XlaEmitGpuAsm").unwrap(), 130.0 * scale, 1e-9));
+        // Worker 20 sits directly under the XlaCompile [10, 1000], span [992, 1000] = 8 ns.
+        assert!(close(get("XlaCreateGpuExecutable").unwrap(), 8.0, 1e-9));
+        assert!(close(get("XlaCompile").unwrap(), 30.0 - 8.0, 1e-9));
+        assert!(close(get("XlaAutotunerMeasurement").unwrap(), 80.0, 1e-9));
+        assert!(close(get("XlaAutotunerCompilation").unwrap(), 90.0, 1e-9));
+        // Pipeline 3 absorbed the NCCL range's own 40 ns.
+        assert!(close(get("XlaPassPipeline").unwrap(), 110.0, 1e-9));
+        let pct: f64 = e.parts.iter().map(|p| p.percent).sum();
+        assert!(close(pct, 100.0, 1e-9));
+
+        let detailed = per_compilation(&[("p".to_string(), frame.clone())], true).unwrap();
+        assert!(
+            detailed[0]
+                .parts
+                .iter()
+                .any(|p| p.kind == "XlaPass:#name=a,module=jit_f,program_id=7#")
+        );
+
+        let t = summary_tables(&[frame]).unwrap();
+        assert!(close(t.total_ms, 990e-6, 1e-9));
+        let names: Vec<&str> = t.ranges.iter().map(|r| r.name.as_str()).collect();
+        // Own module stripped, program id kept; module-only names lose the suffix.
+        assert!(
+            names.contains(&"XlaPass:#name=a,program_id=7#"),
+            "{names:?}"
+        );
+        assert!(names.contains(&"XlaCompile"), "{names:?}");
+        assert!(names.contains(&"XlaEmitLlvmIr:#module=jit_f,program_id=7#"));
+        // Workers' modules differ from the program's: kept.
+        assert!(names.contains(&"XlaOptimizeLlvmIr:#module=jit_f_0#"));
+        let launcher = t
+            .ranges
+            .iter()
+            .find(|r| r.name == "XlaEmitLlvmIr:#module=jit_f,program_id=7#")
+            .unwrap();
+        assert!(close(launcher.child_ms, 380e-6, 1e-9));
+        let passes: f64 = t.passes.iter().map(|r| r.percent).sum();
+        assert!(close(passes, 100.0, 1e-9));
+        assert!(t.high_level.iter().any(|r| r.name == "XlaPasses"));
+        let hl: f64 = t.high_level.iter().map(|r| r.non_child_ms).sum();
+        assert!(close(hl, t.total_ms, 1e-9));
+    }
+
+    #[test]
+    fn overlapping_main_thread_work_is_not_counted_twice() {
+        // Main child 4 runs while workers do: the exclusive span is 100 - 20 ns.
+        let frame = build_compile_frame(&pushpop_batch(&[
+            (1, None, 1, 0, 200, "TSL:XlaCompile:#module=m,program_id=1#"),
+            (
+                2,
+                Some(1),
+                1,
+                10,
+                190,
+                "TSL:XlaPass:#name=p,module=m,program_id=1#",
+            ),
+            (
+                3,
+                None,
+                2,
+                50,
+                150,
+                "TSL:XlaCompileBackend:#module=w,program_id=2#",
+            ),
+            (
+                4,
+                Some(2),
+                1,
+                60,
+                80,
+                "TSL:XlaPass:#name=q,module=m,program_id=1#",
+            ),
+        ]))
+        .unwrap();
+        let e = &per_compilation(&[("p".into(), frame)], false).unwrap()[0];
+        let sum: f64 = e.parts.iter().map(|p| p.seconds).sum();
+        assert!(close(sum, 200e-9, 1e-9));
+        let get = |k: &str| e.parts.iter().find(|p| p.kind == k).unwrap().seconds * 1e9;
+        assert!(close(get("XlaCompileBackend"), 80.0, 1e-9));
+        assert!(close(get("XlaPass"), 180.0 - 80.0, 1e-9));
+    }
+
+    fn pax_frames(dir: &Path) -> Vec<(String, RecordBatch)> {
+        (0..4)
+            .map(|i| {
+                let path = dir.join(format!("jaxtoolbox-pax-fsdp4-4proc/proc{i}.zip"));
+                let file = std::fs::File::open(&path).unwrap();
+                let mut archive = zip::ZipArchive::new(file).unwrap();
+                let mut entry = archive.by_name("report_nvtx_pushpop_trace.csv.xz").unwrap();
+                let mut bytes = Vec::new();
+                entry.read_to_end(&mut bytes).unwrap();
+                let pushpop = read_csv_xz(&bytes).unwrap();
+                (format!("proc{i}"), build_compile_frame(&pushpop).unwrap())
+            })
+            .collect()
+    }
+
+    /// (name, first column, second column) of a reference table in pandas "split" orient.
+    fn reference(path: &Path) -> Vec<(String, f64, f64)> {
+        let json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let index = json["index"].as_array().unwrap();
+        let data = json["data"].as_array().unwrap();
+        index
+            .iter()
+            .zip(data)
+            .map(|(name, row)| {
+                (
+                    name.as_str().unwrap().to_string(),
+                    row[0].as_f64().unwrap(),
+                    row[1].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    fn check_against(tables: &CompilationTables, reference: &[(String, f64, f64)]) {
+        let total: f64 = reference.iter().map(|r| r.1).sum();
+        eprintln!("total_ms: ours {} reference {}", tables.total_ms, total);
+        assert!(close(tables.total_ms, total, 0.01));
+        for (name, non_child, child) in reference.iter().take(10) {
+            let ours = tables
+                .ranges
+                .iter()
+                .find(|r| &r.name == name)
+                .unwrap_or_else(|| panic!("{name} missing"));
+            eprintln!(
+                "{name}: ours {} / {} reference {non_child} / {child}",
+                ours.non_child_ms, ours.child_ms
+            );
+            assert!(close(ours.non_child_ms, *non_child, 0.01), "{name}");
+            assert!(
+                (ours.child_ms - child).abs() <= 0.01 * child.max(*non_child),
+                "{name}"
+            );
+        }
+        let ours_top: Vec<&str> = tables
+            .ranges
+            .iter()
+            .take(5)
+            .map(|r| r.name.as_str())
+            .collect();
+        let ref_top: Vec<&str> = reference.iter().take(5).map(|r| r.0.as_str()).collect();
+        assert_eq!(ours_top, ref_top);
+    }
+
+    /// Every row of a reference table, same names, values within 1e-6 relative.
+    fn check_all(ours: &[(&str, f64, f64)], reference: &[(String, f64, f64)]) {
+        assert_eq!(ours.len(), reference.len());
+        let by_name: HashMap<&str, (f64, f64)> =
+            ours.iter().map(|&(n, a, b)| (n, (a, b))).collect();
+        for (name, a, b) in reference {
+            let (oa, ob) = by_name
+                .get(name.as_str())
+                .unwrap_or_else(|| panic!("{name} missing"));
+            assert!(
+                (oa - a).abs() <= 1e-6 * a.abs().max(1.0),
+                "{name}: {oa} vs {a}"
+            );
+            assert!(
+                (ob - b).abs() <= 1e-6 * b.abs().max(1.0),
+                "{name}: {ob} vs {b}"
+            );
+        }
+    }
+
+    fn check_tables(tables: &CompilationTables, dir: &Path) {
+        let ranges: Vec<(&str, f64, f64)> = tables
+            .ranges
+            .iter()
+            .map(|r| (r.name.as_str(), r.non_child_ms, r.child_ms))
+            .collect();
+        check_all(&ranges, &reference(&dir.join("compilation-ranges.json")));
+        for (rows, file) in [
+            (&tables.high_level, "compilation-high-level.json"),
+            (&tables.passes, "compilation-passes.json"),
+        ] {
+            let rows: Vec<(&str, f64, f64)> = rows
+                .iter()
+                .map(|r| (r.name.as_str(), r.non_child_ms, r.percent))
+                .collect();
+            check_all(&rows, &reference(&dir.join(file)));
+        }
+    }
+
+    #[test]
+    fn pax_matches_reference() {
+        let Some(dir) = crate::testutil::fixtures_dir() else {
+            return;
+        };
+        let frames = pax_frames(&dir);
+        let batches: Vec<RecordBatch> = frames.iter().map(|f| f.1.clone()).collect();
+
+        let proc0 = summary_tables(&batches[..1]).unwrap();
+        let proc0_dir = dir.join("reference/pax4-proc0");
+        check_against(
+            &proc0,
+            &reference(&proc0_dir.join("compilation-ranges.json")),
+        );
+        check_tables(&proc0, &proc0_dir);
+        let all = summary_tables(&batches).unwrap();
+        let all_dir = dir.join("reference/pax4-combined");
+        check_against(&all, &reference(&all_dir.join("compilation-ranges.json")));
+        check_tables(&all, &all_dir);
+
+        for detail in [false, true] {
+            let entries = per_compilation(&frames, detail).unwrap();
+            assert!(entries.len() >= 4 * 17, "{}", entries.len());
+            for e in &entries {
+                let sum: f64 = e.parts.iter().map(|p| p.seconds).sum();
+                assert!(
+                    close(sum, e.wall_s, 1e-6),
+                    "{}: {sum} vs {}",
+                    e.name,
+                    e.wall_s
+                );
+            }
+        }
+    }
+}
