@@ -163,7 +163,6 @@ fn fail<T>(r: Result<T>) -> std::result::Result<T, NodeError> {
 
 // ---------------------------------------------------------------- archive members
 
-impl JsonValue for Vec<HloModuleInfo> {}
 impl JsonValue for Vec<String> {}
 
 /// Content keys of every member of an archive.
@@ -277,36 +276,48 @@ fn programs_key(db: &Db, p: Process) -> std::result::Result<Key, NodeError> {
     )
 }
 
-/// The decoded after-optimizations HLO of every module a process dumped.
+/// The decoded after-optimizations HLO of every module a process dumped. Each dump file is
+/// its own node, keyed by its content and the schema, so a module dumped identically by many
+/// ranks is decoded once.
 #[salsa::tracked(returns(clone))]
-pub fn programs(db: &dyn Graph, p: Process) -> NodeResult<Vec<HloModuleInfo>> {
+pub fn programs(db: &dyn Graph, p: Process) -> NodeResult<Vec<Arc<HloModuleInfo>>> {
+    use rayon::prelude::*;
     let db = db.db();
     let key = programs_key(db, p)?;
-    let label = p.label(db);
-    let value = fail(db.engine().node("hlo", &label, key, || {
-        let schema = schema(db, p.archive(db))?;
-        let schema = hlo::HloSchema::from_descriptor_set(&schema.value.0)?;
-        let members = hlo_members(db, p)?;
-        let raw: Vec<(String, Vec<u8>)> = members
-            .iter()
-            .map(|(m, _)| Ok((m.clone(), read_member(db, p, m)?)))
-            .collect::<Result<_>>()?;
-        use rayon::prelude::*;
-        raw.into_par_iter()
-            .map(|(m, bytes)| {
-                let bytes = if m.contains(".xz") {
-                    xz_decompress(&bytes)?
-                } else {
+    let schema_out = schema(db, p.archive(db))?;
+    let members = hlo_members(db, p)?;
+    let archive = p.archive_ref(db);
+    let decoded = std::sync::OnceLock::new();
+    let schema_for = || -> Result<&hlo::HloSchema> {
+        match decoded.get_or_init(|| hlo::HloSchema::from_descriptor_set(&schema_out.value.0).map_err(|e| format!("{e:#}"))) {
+            Ok(s) => Ok(s),
+            Err(e) => Err(anyhow::anyhow!("{}: protos/: {e}", archive.path.display())),
+        }
+    };
+    let engine = db.engine();
+    let value: Vec<Arc<HloModuleInfo>> = fail(
+        members
+            .par_iter()
+            .map(|(member, content)| {
+                let key = KeyBuilder::new("hlo-module", &versions::of(&["formats/hlo.rs", "graph.rs"]))
+                    .input(&schema_out.key)
+                    .input(content)
+                    .finish();
+                let file = member.rsplit('/').find(|s| s.contains(".hlo.pb")).unwrap_or(member);
+                engine.node("hlo-module", file, key, || {
+                    let raw = archive.read(member)?;
+                    let bytes = if member.contains(".xz") { xz_decompress(&raw) } else { Ok(raw) };
                     bytes
-                };
-                hlo::decode_hlo(&schema, &bytes)
+                        .and_then(|b| hlo::decode_hlo(schema_for()?, &b))
+                        .with_context(|| format!("{}: {member}", archive.path.display()))
+                })
             })
-            .map(|r| r)
-            .collect::<Result<Vec<_>>>()
-            .map_err(|e| in_member(db, p, "dump/", Err::<(), _>(e)).unwrap_err())
-    }))?;
-    Ok(Out { key, value })
+            .collect::<Result<Vec<_>>>(),
+    )?;
+    Ok(Out { key, value: Arc::new(value) })
 }
+
+impl JsonValue for HloModuleInfo {}
 
 pub fn xz_decompress(bytes: &[u8]) -> Result<Vec<u8>> {
     use std::io::Read;
@@ -317,10 +328,10 @@ pub fn xz_decompress(bytes: &[u8]) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-fn programs_map(infos: &[HloModuleInfo]) -> frames::gpu::Programs {
+fn programs_map(infos: &[Arc<HloModuleInfo>]) -> frames::gpu::Programs {
     let mut p = frames::gpu::Programs::default();
     for m in infos {
-        p.by_id.insert(m.id, Arc::new(m.clone()));
+        p.by_id.insert(m.id, m.clone());
     }
     p
 }
@@ -719,7 +730,7 @@ pub fn analysis(db: &dyn Graph, run: Run, spec: AnalysisSpec) -> NodeResult<Anal
                 Box::new(move || {
                     let data = load_run(db, run)?;
                     let entries = analyses::compilation::per_compilation(&data.compile, detail)?;
-                    let text = render_compilation(&entries);
+                    let text = analyses::compilation::render(&entries);
                     Ok(AnalysisOutput {
                         name: name.clone(),
                         text,
@@ -841,36 +852,4 @@ pub fn script_analysis(
             }),
     )?;
     Ok(Out { key, value })
-}
-
-/// Terminal rendering of the per-compilation breakdown.
-fn render_compilation(entries: &[analyses::compilation::CompilationEntry]) -> String {
-    use crate::table::{Table, round_sig};
-    if entries.is_empty() {
-        return "No XLA compilation in the profile.\n".into();
-    }
-    let mut t = Table::new(&["process", "module", "program", "wall [s]", "top parts"]);
-    t.align_right(&[3]);
-    for e in entries {
-        let parts: Vec<String> = e
-            .parts
-            .iter()
-            .take(3)
-            .map(|p| format!("{} {:.0}%", p.kind, p.percent))
-            .collect();
-        t.row(vec![
-            e.process.clone(),
-            e.module.clone().unwrap_or_default(),
-            e.program_id.map(|p| p.to_string()).unwrap_or_default(),
-            round_sig(e.wall_s),
-            parts.join(", "),
-        ]);
-    }
-    let total: f64 = entries.iter().map(|e| e.wall_s).sum();
-    format!(
-        "== Compilations: {} in {} s ==\n{}",
-        entries.len(),
-        round_sig(total),
-        t.render()
-    )
 }

@@ -363,6 +363,38 @@ pub fn per_compilation(
     Ok(out)
 }
 
+/// Terminal rendering of the per-compilation breakdown.
+pub fn render(entries: &[CompilationEntry]) -> String {
+    use crate::table::{Table, round_sig};
+    if entries.is_empty() {
+        return "No XLA compilation in the profile.\n".into();
+    }
+    let mut t = Table::new(&["process", "module", "program", "wall [s]", "top parts"]);
+    t.align_right(&[3]);
+    for e in entries {
+        let parts: Vec<String> = e
+            .parts
+            .iter()
+            .take(3)
+            .map(|p| format!("{} {:.0}%", p.kind, p.percent))
+            .collect();
+        t.row(vec![
+            e.process.clone(),
+            e.module.clone().unwrap_or_default(),
+            e.program_id.map(|p| p.to_string()).unwrap_or_default(),
+            round_sig(e.wall_s),
+            parts.join(", "),
+        ]);
+    }
+    let total: f64 = entries.iter().map(|e| e.wall_s).sum();
+    format!(
+        "== Compilations: {} in {} s ==\n{}",
+        entries.len(),
+        round_sig(total),
+        t.render()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,6 +18,9 @@ pub use store::Store;
 pub use value::Value;
 
 use anyhow::Result;
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -42,8 +45,12 @@ pub mod versions {
     }
 }
 
+/// In-process results by node: concurrent requests for the same key compute once.
+type Cells = Mutex<HashMap<(String, Key), Arc<OnceLock<Result<Arc<dyn Any + Send + Sync>, String>>>>>;
+
 pub struct Engine {
     store: Option<Store>,
+    cells: Cells,
     memo: filememo::FileMemo,
     log: RunLog,
     started: Instant,
@@ -57,6 +64,7 @@ impl Engine {
         Ok(Engine {
             memo: filememo::FileMemo::load(memo_file),
             store,
+            cells: Mutex::new(HashMap::new()),
             log: RunLog::default(),
             started: Instant::now(),
         })
@@ -72,8 +80,40 @@ impl Engine {
     }
 
     /// The value of node `(kind, key)`: from the store when present and intact, else computed
-    /// by `compute`, stored and recorded as executed.
+    /// by `compute`, stored and recorded as executed. Within one process, concurrent and later
+    /// requests for the same node share one computation (nodes of identical content, such as
+    /// the same HLO dump in several ranks, are computed once).
     pub fn node<T: Value>(
+        &self,
+        kind: &str,
+        label: &str,
+        key: Key,
+        compute: impl FnOnce() -> Result<T>,
+    ) -> Result<Arc<T>> {
+        let cell = self
+            .cells
+            .lock()
+            .unwrap()
+            .entry((kind.to_string(), key))
+            .or_default()
+            .clone();
+        let mut ran = false;
+        let result = cell.get_or_init(|| {
+            ran = true;
+            self.node_uncached(kind, label, key, compute)
+                .map(|v| v as Arc<dyn Any + Send + Sync>)
+                .map_err(|e| crate::error::one_line(&e))
+        });
+        if !ran {
+            self.record(kind, label, key, Status::Reused, Instant::now());
+        }
+        match result {
+            Ok(v) => Ok(v.clone().downcast::<T>().expect("one value type per node kind")),
+            Err(e) => Err(anyhow::anyhow!("{e}")),
+        }
+    }
+
+    fn node_uncached<T: Value>(
         &self,
         kind: &str,
         label: &str,
