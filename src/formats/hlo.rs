@@ -184,6 +184,9 @@ fn protox_error_line(err: &protox::Error, opened: &str) -> String {
 pub struct HloSchema {
     pool: DescriptorPool,
     hlo_proto: MessageDescriptor,
+    /// `xla.HloModuleProto`, and `xla.HloComputationProto` when the module's field 3 is one.
+    module: MessageDescriptor,
+    computation: Option<MessageDescriptor>,
     primitive_type: Option<EnumDescriptor>,
 }
 
@@ -196,17 +199,25 @@ impl HloSchema {
         let hlo_proto = pool
             .get_message_by_name("xla.HloProto")
             .ok_or_else(|| anyhow!("the protobuf schema does not define xla.HloProto"))?;
-        let module_ok = hlo_proto
+        let module = hlo_proto
             .get_field(field::HLO_MODULE)
+            .filter(|f| !f.is_list() && !f.is_map())
             .and_then(|f| f.kind().as_message().cloned())
-            .is_some_and(|m| m.full_name() == "xla.HloModuleProto");
-        if !module_ok {
-            bail!("xla.HloProto field 1 is not an xla.HloModuleProto in this protobuf schema");
-        }
+            .filter(|m| m.full_name() == "xla.HloModuleProto")
+            .ok_or_else(|| {
+                anyhow!("xla.HloProto field 1 is not an xla.HloModuleProto in this protobuf schema")
+            })?;
+        let computation = module
+            .get_field(field::MODULE_COMPUTATIONS)
+            .filter(|f| f.is_list())
+            .and_then(|f| f.kind().as_message().cloned())
+            .filter(|m| m.full_name() == "xla.HloComputationProto");
         let primitive_type = pool.get_enum_by_name("xla.PrimitiveType");
         Ok(HloSchema {
             pool,
             hlo_proto,
+            module,
+            computation,
             primitive_type,
         })
     }
@@ -492,9 +503,17 @@ struct DeviceGroups {
     /// `num_devices_per_group` of an iota list: `collective_device_list.iota_replica_group_list`
     /// (87.2) or `iota_collective_device_list` (92); 0 if absent.
     iota: i64,
-    /// `mesh_axes_replica_group_list` (93): sizes of the mesh's axes, and the axes the groups
-    /// span as (axis index, sub-axis size).
-    mesh: Option<(Vec<i64>, Vec<(i64, Option<i64>)>)>,
+    /// `mesh_axes_replica_group_list` (93).
+    mesh: Option<MeshGroups>,
+}
+
+/// Replica groups given as the devices that vary along some axes of a mesh.
+#[derive(Debug, Default)]
+struct MeshGroups {
+    /// Sizes of the mesh's axes.
+    axis_sizes: Vec<i64>,
+    /// The axes the groups span: (index into `axis_sizes`, size of the sub-axis if only a part).
+    axes: Vec<(i64, Option<i64>)>,
 }
 
 /// Sizes of a list of `xla.ReplicaGroup`s.
@@ -511,7 +530,7 @@ fn group_sizes(value: Value) -> Vec<usize> {
         .collect()
 }
 
-fn read_mesh_groups(mut list: DynamicMessage) -> (Vec<i64>, Vec<(i64, Option<i64>)>) {
+fn read_mesh_groups(mut list: DynamicMessage) -> MeshGroups {
     let mut axis_sizes = Vec::new();
     let mut axes = Vec::new();
     for (number, value) in fields(&mut list) {
@@ -549,7 +568,7 @@ fn read_mesh_groups(mut list: DynamicMessage) -> (Vec<i64>, Vec<(i64, Option<i64
             _ => {}
         }
     }
-    (axis_sizes, axes)
+    MeshGroups { axis_sizes, axes }
 }
 
 impl DeviceGroups {
@@ -564,7 +583,7 @@ impl DeviceGroups {
         if self.iota > 0 {
             return Ok(self.iota);
         }
-        if let Some((axis_sizes, axes)) = &self.mesh {
+        if let Some(MeshGroups { axis_sizes, axes }) = &self.mesh {
             let mut size = 1i64;
             for &(index, sub_size) in axes {
                 let axis_size = match sub_size {
@@ -771,44 +790,175 @@ fn take_fingerprint(mut attributes: DynamicMessage) -> Option<String> {
 // ---------------------------------------------------------------------------------------------
 // Decoding and communication analysis.
 
-/// Decodes one `xla.HloProto` (raw bytes, not xz-compressed) into an [`HloModuleInfo`].
-pub fn decode_hlo(schema: &HloSchema, bytes: &[u8]) -> Result<HloModuleInfo> {
-    let t0 = std::time::Instant::now();
+/// The module-level parts of an `xla.HloModuleProto`.
+#[derive(Default)]
+struct ModuleParts {
+    name: String,
+    id: i64,
+    computations: Vec<Computation>,
+    stack_frames: StackFrameIndex,
+    fingerprint: Option<String>,
+}
+
+impl ModuleParts {
+    fn take(&mut self, mut module: DynamicMessage) {
+        for (number, value) in fields(&mut module) {
+            match number {
+                field::MODULE_NAME => self.name = string(value),
+                field::MODULE_ID => self.id = int(&value),
+                field::MODULE_COMPUTATIONS => {
+                    self.computations = messages(value).map(Computation::take).collect()
+                }
+                field::MODULE_STACK_FRAME_INDEX => {
+                    if let Some(index) = message(value) {
+                        self.stack_frames = take_stack_frame_index(index);
+                    }
+                }
+                field::MODULE_FRONTEND_ATTRIBUTES => {
+                    self.fingerprint = message(value).and_then(take_fingerprint)
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// One field of a protobuf message in wire form.
+struct WireField<'a> {
+    number: u32,
+    /// The whole field, key included.
+    raw: &'a [u8],
+    /// The contents of a length-delimited field.
+    payload: Option<&'a [u8]>,
+}
+
+fn read_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut value = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *buf.get(*pos)?;
+        *pos += 1;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte < 0x80 {
+            return Some(value);
+        }
+    }
+    None
+}
+
+/// Splits a message into its fields without decoding them; `None` if the bytes are not a
+/// well-formed message (or use groups).
+fn wire_fields(buf: &[u8]) -> Option<Vec<WireField<'_>>> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < buf.len() {
+        let start = pos;
+        let key = read_varint(buf, &mut pos)?;
+        let number = u32::try_from(key >> 3).ok().filter(|&n| n > 0)?;
+        let payload = match key & 7 {
+            0 => {
+                read_varint(buf, &mut pos)?;
+                None
+            }
+            1 => {
+                pos = pos.checked_add(8)?;
+                None
+            }
+            5 => {
+                pos = pos.checked_add(4)?;
+                None
+            }
+            2 => {
+                let len = usize::try_from(read_varint(buf, &mut pos)?).ok()?;
+                let end = pos.checked_add(len)?;
+                let payload = buf.get(pos..end)?;
+                pos = end;
+                Some(payload)
+            }
+            _ => return None,
+        };
+        out.push(WireField {
+            number,
+            raw: buf.get(start..pos)?,
+            payload,
+        });
+    }
+    Some(out)
+}
+
+/// Decodes the computations of `HloProto.hlo_module` in parallel: splits the module into its
+/// computations and everything else, and decodes each piece with the schema. `None` when the
+/// bytes are not laid out the usual way; the caller then decodes the whole message in one go.
+fn decode_split(schema: &HloSchema, bytes: &[u8]) -> Option<Result<ModuleParts>> {
+    use rayon::prelude::*;
+
+    let computation_desc = schema.computation.as_ref()?;
+    let top = wire_fields(bytes)?;
+    let mut modules = top.iter().filter(|f| f.number == field::HLO_MODULE);
+    let module_bytes = modules.next()?.payload?;
+    if modules.next().is_some() {
+        return None; // Repeated occurrences merge: leave that to the full decoder.
+    }
+    let mut rest = Vec::new();
+    let mut computation_bytes = Vec::new();
+    for f in wire_fields(module_bytes)? {
+        match (f.number, f.payload) {
+            (field::MODULE_COMPUTATIONS, Some(payload)) => computation_bytes.push(payload),
+            (field::MODULE_COMPUTATIONS, None) => return None,
+            _ => rest.extend_from_slice(f.raw),
+        }
+    }
+    let computations = computation_bytes
+        .par_iter()
+        .map(|c| {
+            DynamicMessage::decode(computation_desc.clone(), *c)
+                .map(Computation::take)
+                .map_err(|e| anyhow!("decoding xla.HloComputationProto: {e}"))
+        })
+        .collect::<Result<Vec<_>>>();
+    Some(computations.and_then(|computations| {
+        let module = DynamicMessage::decode(schema.module.clone(), rest.as_slice())
+            .map_err(|e| anyhow!("decoding xla.HloModuleProto: {e}"))?;
+        let mut parts = ModuleParts::default();
+        parts.take(module);
+        parts.computations = computations;
+        Ok(parts)
+    }))
+}
+
+/// Decodes a whole `xla.HloProto` in one go.
+fn decode_whole(schema: &HloSchema, bytes: &[u8]) -> Result<ModuleParts> {
     let mut proto = DynamicMessage::decode(schema.hlo_proto.clone(), bytes)
         .map_err(|e| anyhow!("decoding xla.HloProto ({} bytes): {e}", bytes.len()))?;
-    let mut module = fields(&mut proto)
+    let module = fields(&mut proto)
         .find(|(n, _)| *n == field::HLO_MODULE)
         .and_then(|(_, v)| message(v))
         .ok_or_else(|| anyhow!("xla.HloProto has no hlo_module"))?;
-    drop(proto);
-    let t1 = t0.elapsed();
+    let mut parts = ModuleParts::default();
+    parts.take(module);
+    Ok(parts)
+}
 
-    let mut name = String::new();
-    let mut id = 0;
-    let mut computations = Vec::new();
-    let mut stack_frames = StackFrameIndex::default();
-    let mut fingerprint = None;
-    for (number, value) in fields(&mut module) {
-        match number {
-            field::MODULE_NAME => name = string(value),
-            field::MODULE_ID => id = int(&value),
-            field::MODULE_COMPUTATIONS => {
-                computations = messages(value).map(Computation::take).collect()
-            }
-            field::MODULE_STACK_FRAME_INDEX => {
-                if let Some(index) = message(value) {
-                    stack_frames = take_stack_frame_index(index);
-                }
-            }
-            field::MODULE_FRONTEND_ATTRIBUTES => {
-                fingerprint = message(value).and_then(take_fingerprint)
-            }
-            _ => {}
-        }
-    }
-    let t2 = t0.elapsed();
-    drop(module);
-    let t3 = t0.elapsed();
+/// Decodes one `xla.HloProto` (raw bytes, not xz-compressed) into an [`HloModuleInfo`].
+///
+/// Fields are read by number, so any schema with XLA's numbering works; fields it does not
+/// declare are skipped. Computations are decoded in parallel (rayon).
+pub fn decode_hlo(schema: &HloSchema, bytes: &[u8]) -> Result<HloModuleInfo> {
+    let parts = match decode_split(schema, bytes) {
+        Some(parts) => parts?,
+        None => decode_whole(schema, bytes)?,
+    };
+    module_info(schema, parts)
+}
+
+/// Classifies communication and assembles the summary.
+fn module_info(schema: &HloSchema, parts: ModuleParts) -> Result<HloModuleInfo> {
+    let ModuleParts {
+        name,
+        id,
+        computations,
+        stack_frames,
+        fingerprint,
+    } = parts;
 
     let mut communication =
         Vec::with_capacity(computations.iter().map(|c| c.instructions.len()).sum());
@@ -824,7 +974,6 @@ pub fn decode_hlo(schema: &HloSchema, bytes: &[u8]) -> Result<HloModuleInfo> {
             }
         }
     }
-    let t4 = t0.elapsed();
     let mut instructions: Vec<HloInstructionInfo> = computations
         .into_iter()
         .flat_map(|c| c.instructions)
@@ -842,7 +991,6 @@ pub fn decode_hlo(schema: &HloSchema, bytes: &[u8]) -> Result<HloModuleInfo> {
         })
         .collect();
     instructions.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-    eprintln!("TIMING decode {t1:?} take {t2:?} drop {t3:?} analysis {t4:?} total {:?}", t0.elapsed());
 
     Ok(HloModuleInfo {
         name,
@@ -2139,6 +2287,85 @@ mod tests {
         assert!(neg.communication.is_none());
     }
 
+    /// Decodes through both paths (parallel split and whole message) and checks they agree.
+    fn decode_both_ways(s: &HloSchema, bytes: &[u8]) -> HloModuleInfo {
+        let split = decode_split(s, bytes).expect("split applies").unwrap();
+        let split = module_info(s, split).unwrap();
+        let whole = module_info(s, decode_whole(s, bytes).unwrap()).unwrap();
+        assert_eq!(split, whole);
+        split
+    }
+
+    #[test]
+    fn split_and_whole_decoding_agree() {
+        let s = builtin();
+        let body = computation(
+            &s,
+            2,
+            "wrapped",
+            vec![
+                instr(&s, "q", "parameter", 100, shape(&s, F32, &[4], 0), &[]),
+                with_groups(
+                    &s,
+                    instr(
+                        &s,
+                        "ar.a",
+                        "all-reduce",
+                        101,
+                        shape(&s, F32, &[4], 0),
+                        &[100],
+                    ),
+                    &[&[0, 1]],
+                ),
+            ],
+        );
+        let entry = computation(
+            &s,
+            1,
+            "main",
+            vec![
+                instr(&s, "p0", "parameter", 1, shape(&s, F32, &[4], 0), &[]),
+                with_called(
+                    instr(&s, "ars", "async-start", 2, shape(&s, F32, &[4], 0), &[1]),
+                    &[2],
+                ),
+            ],
+        );
+        let mut m = module(&s, vec![body, entry]);
+        let mut attributes = new_message(&s, "xla.FrontendAttributes");
+        let map = [(
+            MapKey::String("fingerprint_before_lhs".into()),
+            Value::String("f".into()),
+        )]
+        .into_iter()
+        .collect();
+        attributes.set_field_by_number(field::FRONTEND_ATTRIBUTES_MAP, Value::Map(map));
+        m.set_field_by_number(
+            field::MODULE_FRONTEND_ATTRIBUTES,
+            Value::Message(attributes),
+        );
+        let info = decode_both_ways(&s, &encode(&s, m));
+        assert_eq!(info.fingerprint.as_deref(), Some("f"));
+        assert_eq!((info.name.as_str(), info.id), ("jit_test", 42));
+        assert_eq!(comm(&info, "ars").collective, "all-reduce");
+        assert_eq!(info.instructions.len(), 4);
+    }
+
+    #[test]
+    fn repeated_hlo_module_fields_merge() {
+        // Protobuf merges repeated occurrences of a message field: two encoded HloProtos
+        // back to back are one HloProto whose module has both parts.
+        let s = builtin();
+        let mut bytes = entry_module(&s, &[&[4], &[8]], vec![]);
+        let mut later = new_message(&s, "xla.HloModuleProto");
+        later.set_field_by_number(field::MODULE_ID, Value::I64(7));
+        bytes.extend(encode(&s, later));
+        assert!(decode_split(&s, &bytes).is_none());
+        let info = decode_hlo(&s, &bytes).unwrap();
+        assert_eq!((info.name.as_str(), info.id), ("jit_test", 7));
+        assert_eq!(info.instructions.len(), 2);
+    }
+
     #[test]
     fn corrupt_bytes_are_an_error() {
         let s = builtin();
@@ -2290,8 +2517,8 @@ mod tests {
         let file = "module_0040.pjit__wrapped_step_fn.sm_8.0_gpu_after_optimizations.hlo.pb.xz";
         assert!(is_after_optimizations(file));
         let bytes = unxz(&read_zip_member(&mut archive, &format!("dump/{file}")));
-        let with_archive = decode_hlo(&archive_schema, &bytes).unwrap();
-        let with_builtin = decode_hlo(&builtin(), &bytes).unwrap();
+        let with_archive = decode_both_ways(&archive_schema, &bytes);
+        let with_builtin = decode_both_ways(&builtin(), &bytes);
         assert_eq!(with_archive, with_builtin);
 
         let (id, name, _) = parse_dump_file_name(file).unwrap();
@@ -2378,177 +2605,5 @@ mod tests {
                 .any(|(file, line, _)| file.ends_with("train_mlp.py") && *line > 0),
             "{stack:?}"
         );
-    }
-}
-
-#[cfg(test)]
-mod scratch {
-    use super::*;
-    use std::io::Read;
-
-    #[test]
-    fn scratch_timing() {
-        let fixtures = crate::testutil::fixtures_dir().unwrap();
-        for proc in 0..4 {
-            let path = fixtures.join(format!("jaxtoolbox-pax-fsdp4-4proc/proc{proc}.zip"));
-            let mut archive = zip::ZipArchive::new(std::fs::File::open(&path).unwrap()).unwrap();
-            let name =
-                "dump/module_0040.pjit__wrapped_step_fn.sm_8.0_gpu_after_optimizations.hlo.pb.xz";
-            let mut xz = Vec::new();
-            archive.by_name(name).unwrap().read_to_end(&mut xz).unwrap();
-            let mut bytes = Vec::new();
-            xz2::read::XzDecoder::new(xz.as_slice())
-                .read_to_end(&mut bytes)
-                .unwrap();
-            let t = std::time::Instant::now();
-            let names: Vec<String> = archive
-                .file_names()
-                .map(|n| n.unwrap().into_owned())
-                .filter(|n| n.starts_with("protos/") && n.ends_with(".proto"))
-                .collect();
-            let sources: Vec<(String, Vec<u8>)> = names
-                .iter()
-                .map(|n| {
-                    let mut b = Vec::new();
-                    archive.by_name(n).unwrap().read_to_end(&mut b).unwrap();
-                    (n["protos/".len()..].to_string(), b)
-                })
-                .collect();
-            let set = compile_protos(&sources).unwrap();
-            let archive_schema = HloSchema::from_descriptor_set(&set).unwrap();
-            println!("proc{proc}: compile archive protos {:?}", t.elapsed());
-            let schema = HloSchema::builtin().unwrap();
-            for (label, s) in [("builtin", &schema), ("archive", &archive_schema)] {
-                let mut best = std::time::Duration::MAX;
-                for _ in 0..5 {
-                    let t = std::time::Instant::now();
-                    let m = prost_reflect::DynamicMessage::decode(
-                        s.hlo_proto.clone(),
-                        bytes.as_slice(),
-                    )
-                    .unwrap();
-                    best = best.min(t.elapsed());
-                    drop(m);
-                }
-                println!("  raw decode {label}: {best:?}");
-            }
-            for (label, s) in [("builtin", &schema), ("archive", &archive_schema)] {
-                let mut best = std::time::Duration::MAX;
-                let mut info = None;
-                for _ in 0..5 {
-                    let t = std::time::Instant::now();
-                    info = Some(decode_hlo(s, &bytes).unwrap());
-                    best = best.min(t.elapsed());
-                }
-                let info = info.unwrap();
-                let n_comm = info
-                    .instructions
-                    .iter()
-                    .filter(|i| i.communication.is_some())
-                    .count();
-                println!(
-                    "proc{proc} {label}: {} bytes, {} instrs, {} comm, fp {:?}, best {:?}",
-                    bytes.len(),
-                    info.instructions.len(),
-                    n_comm,
-                    info.fingerprint,
-                    best
-                );
-            }
-            if proc == 0 {
-                let info = decode_hlo(&schema, &bytes).unwrap();
-                let mut kinds: std::collections::BTreeMap<(String, u64, u32), (usize, String)> =
-                    Default::default();
-                for i in &info.instructions {
-                    if let Some(c) = &i.communication {
-                        let e = kinds
-                            .entry((
-                                c.collective.clone(),
-                                c.message_size_bytes,
-                                c.collective_size,
-                            ))
-                            .or_insert((0, format!("{} {}", i.opcode, i.name)));
-                        e.0 += 1;
-                    }
-                }
-                for (k, v) in kinds {
-                    println!("  {k:?} {v:?}");
-                }
-                let i = info.instructions.iter().find(|i| i.stack_frame_id > 0);
-                println!(
-                    "  stack frame example: {:?}",
-                    i.map(|i| (i.name.clone(), info.stack(i.stack_frame_id)))
-                );
-                println!(
-                    "  meta example: {:?}",
-                    info.instructions.iter().find(|i| !i.source_file.is_empty())
-                );
-            }
-        }
-        for dir in ["h200/fsdp2_1proc/dump_rep", "h200/fsdp2_2proc"] {
-            let root = fixtures.join(dir);
-            for entry in walkdir::WalkDir::new(&root) {
-                let entry = entry.unwrap();
-                let file_name = entry.file_name().to_string_lossy().to_string();
-                if !is_after_optimizations(&file_name) {
-                    continue;
-                }
-                let bytes = std::fs::read(entry.path()).unwrap();
-                let schema = HloSchema::builtin().unwrap();
-                let t = std::time::Instant::now();
-                let info = decode_hlo(&schema, &bytes).unwrap();
-                let el = t.elapsed();
-                let mut kinds: std::collections::BTreeMap<(String, u64, u32), (usize, String)> =
-                    Default::default();
-                for i in &info.instructions {
-                    if let Some(c) = &i.communication {
-                        let e = kinds
-                            .entry((
-                                c.collective.clone(),
-                                c.message_size_bytes,
-                                c.collective_size,
-                            ))
-                            .or_insert((0, format!("{} {}", i.opcode, i.name)));
-                        e.0 += 1;
-                    }
-                }
-                println!(
-                    "{} {} bytes {:?} fp {:?}",
-                    entry.path().strip_prefix(&root).unwrap().display(),
-                    bytes.len(),
-                    el,
-                    info.fingerprint
-                );
-                for (k, v) in kinds {
-                    println!("  {k:?} {v:?}");
-                }
-                if info.name == "jit_train_step" {
-                    let i = info
-                        .instructions
-                        .iter()
-                        .find(|i| i.stack_frame_id > 0 && i.communication.is_some());
-                    println!(
-                        "  stack: {:?}",
-                        i.map(|i| (
-                            i.name.clone(),
-                            i.op_name.clone(),
-                            i.scheduling_name.clone(),
-                            info.stack(i.stack_frame_id)
-                        ))
-                    );
-                }
-            }
-        }
-        for files in [
-            vec![("xla/broken.proto".to_string(), b"syntax = \"proto3\";\npackage xla;\nmessage M { int64 x = ; }\n".to_vec())],
-            vec![("xla/importer.proto".to_string(), b"syntax = \"proto3\";\npackage xla;\nimport \"xla/gone.proto\";\n".to_vec())],
-            vec![("xla/types.proto".to_string(), b"syntax = \"proto3\";\npackage xla;\nmessage M { Nope n = 1; }\n".to_vec())],
-            vec![("a.proto".to_string(), b"syntax = \"proto3\";\npackage xla;\nimport \"b.proto\";\nmessage M { int32 n = 1; }\n".to_vec()),
-                 ("b.proto".to_string(), b"syntax = \"proto3\";\npackage xla;\nmessage M { int32 n = 1; }\n".to_vec())],
-            vec![("a.proto".to_string(), b"syntax = \"proto3\";\npackage xla;\nimport \"b.proto\";\n".to_vec()),
-                 ("b.proto".to_string(), b"syntax = \"proto3\";\npackage xla;\nmessage M { int32 n = 1; int32 m = 1; }\n".to_vec())],
-        ] {
-            println!("ERR: {}", compile_protos(&files).unwrap_err());
-        }
     }
 }
