@@ -289,7 +289,9 @@ pub fn programs(db: &dyn Graph, p: Process) -> NodeResult<Vec<Arc<HloModuleInfo>
     let archive = p.archive_ref(db);
     let decoded = std::sync::OnceLock::new();
     let schema_for = || -> Result<&hlo::HloSchema> {
-        match decoded.get_or_init(|| hlo::HloSchema::from_descriptor_set(&schema_out.value.0).map_err(|e| format!("{e:#}"))) {
+        match decoded.get_or_init(|| {
+            hlo::HloSchema::from_descriptor_set(&schema_out.value.0).map_err(|e| format!("{e:#}"))
+        }) {
             Ok(s) => Ok(s),
             Err(e) => Err(anyhow::anyhow!("{}: protos/: {e}", archive.path.display())),
         }
@@ -299,14 +301,22 @@ pub fn programs(db: &dyn Graph, p: Process) -> NodeResult<Vec<Arc<HloModuleInfo>
         members
             .par_iter()
             .map(|(member, content)| {
-                let key = KeyBuilder::new("hlo-module", &versions::of(&["formats/hlo.rs", "graph.rs"]))
-                    .input(&schema_out.key)
-                    .input(content)
-                    .finish();
-                let file = member.rsplit('/').find(|s| s.contains(".hlo.pb")).unwrap_or(member);
+                let key =
+                    KeyBuilder::new("hlo-module", &versions::of(&["formats/hlo.rs", "graph.rs"]))
+                        .input(&schema_out.key)
+                        .input(content)
+                        .finish();
+                let file = member
+                    .rsplit('/')
+                    .find(|s| s.contains(".hlo.pb"))
+                    .unwrap_or(member);
                 engine.node("hlo-module", file, key, || {
                     let raw = archive.read(member)?;
-                    let bytes = if member.contains(".xz") { xz_decompress(&raw) } else { Ok(raw) };
+                    let bytes = if member.contains(".xz") {
+                        xz_decompress(&raw)
+                    } else {
+                        Ok(raw)
+                    };
                     bytes
                         .and_then(|b| hlo::decode_hlo(schema_for()?, &b))
                         .with_context(|| format!("{}: {member}", archive.path.display()))
@@ -314,7 +324,10 @@ pub fn programs(db: &dyn Graph, p: Process) -> NodeResult<Vec<Arc<HloModuleInfo>
             })
             .collect::<Result<Vec<_>>>(),
     )?;
-    Ok(Out { key, value: Arc::new(value) })
+    Ok(Out {
+        key,
+        value: Arc::new(value),
+    })
 }
 
 impl JsonValue for HloModuleInfo {}

@@ -1,0 +1,145 @@
+//! Inputs a user can get wrong: one-line errors naming the file and the problem, a non-zero
+//! exit, no panic, and nothing half-written in the cache or the output folder.
+
+mod common;
+use common::*;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+fn expect_error(inputs: &[PathBuf], must_contain: &[&str]) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (cache, out) = (tmp.path().join("cache"), tmp.path().join("out"));
+    let o = analyze(&cache, &out, &[], inputs);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "stderr: {stderr}");
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("internal error"),
+        "{stderr}"
+    );
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line: {stderr}");
+    for s in must_contain {
+        assert!(lines[0].contains(s), "{:?} should mention {s:?}", lines[0]);
+    }
+    assert!(!out.exists(), "no output folder on error");
+    if cache.exists() {
+        for e in walkdir::WalkDir::new(&cache) {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy();
+            assert!(
+                !name.starts_with(".tmp-"),
+                "temporary file left in cache: {}",
+                e.path().display()
+            );
+        }
+    }
+}
+
+fn zip_with(path: &Path, members: &[(&str, &[u8])]) {
+    let f = std::fs::File::create(path).unwrap();
+    let mut z = zip::ZipWriter::new(f);
+    for (name, bytes) in members {
+        z.start_file(*name, zip::write::SimpleFileOptions::default())
+            .unwrap();
+        z.write_all(bytes).unwrap();
+    }
+    z.finish().unwrap();
+}
+
+#[test]
+fn missing_path() {
+    expect_error(
+        &[PathBuf::from("/nonexistent/x.zip")],
+        &["/nonexistent/x.zip", "no such file"],
+    );
+}
+
+#[test]
+fn text_file_named_zip() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("notes.zip");
+    std::fs::write(&p, "just some text\n").unwrap();
+    expect_error(&[p.clone()], &[p.to_str().unwrap(), "not a zip archive"]);
+}
+
+#[test]
+fn truncated_zip() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = tmp.path().join("good.zip");
+    zip_with(
+        &good,
+        &[("nvtx_gpu_proj_trace/trace.parquet", &[7u8; 5000])],
+    );
+    let bytes = std::fs::read(&good).unwrap();
+    let p = tmp.path().join("truncated.zip");
+    std::fs::write(&p, &bytes[..bytes.len() / 2]).unwrap();
+    expect_error(&[p.clone()], &[p.to_str().unwrap(), "corrupt or truncated"]);
+}
+
+#[test]
+fn zip_without_trace() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("empty-ish.zip");
+    zip_with(&p, &[("README.txt", b"hello")]);
+    expect_error(
+        &[p.clone()],
+        &[
+            p.to_str().unwrap(),
+            "trace.parquet",
+            "not an nsys-jax archive",
+        ],
+    );
+}
+
+#[test]
+fn unknown_parquet_layout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let batch = arrow::array::RecordBatch::try_from_iter(vec![(
+        "Whatever",
+        std::sync::Arc::new(arrow::array::Int64Array::from(vec![1, 2])) as arrow::array::ArrayRef,
+    )])
+    .unwrap();
+    let mut buf = Vec::new();
+    let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, batch.schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let p = tmp.path().join("odd.zip");
+    zip_with(&p, &[("nvtx_gpu_proj_trace/trace.parquet", &buf)]);
+    expect_error(
+        &[p.clone()],
+        &[
+            p.to_str().unwrap(),
+            "nvtx_gpu_proj_trace/trace.parquet",
+            "unknown trace.parquet column layout",
+        ],
+    );
+}
+
+#[test]
+fn truncated_parquet_member() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("bad-parquet.zip");
+    zip_with(
+        &p,
+        &[(
+            "nvtx_gpu_proj_trace/trace.parquet",
+            b"PAR1 this is not really parquet",
+        )],
+    );
+    expect_error(
+        &[p.clone()],
+        &[p.to_str().unwrap(), "trace.parquet", "parquet"],
+    );
+}
+
+#[test]
+fn a_good_input_beside_a_bad_one_still_fails_cleanly() {
+    let Some(f) = fixtures() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("bad.zip");
+    std::fs::write(&bad, "nope").unwrap();
+    expect_error(
+        &[pax_archives(&f)[0].clone(), bad.clone()],
+        &[bad.to_str().unwrap()],
+    );
+}

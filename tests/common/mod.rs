@@ -1,0 +1,82 @@
+//! Helpers for the integration tests: the shared fixtures (skipped loudly when absent) and
+//! running the real binary.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+/// The shared fixture folder: `$NSYS_JAX_PIPE_FIXTURES`, else `../shared/fixtures` beside the
+/// checkout. `None` (with a loud notice) when absent.
+pub fn fixtures() -> Option<PathBuf> {
+    let dir = std::env::var_os("NSYS_JAX_PIPE_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures"));
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!(
+            "\n!!! SKIPPING: shared fixtures not found at {} (set NSYS_JAX_PIPE_FIXTURES) !!!\n",
+            dir.display()
+        );
+        None
+    }
+}
+
+pub fn pax_archives(f: &Path) -> Vec<PathBuf> {
+    (0..4)
+        .map(|i| f.join(format!("jaxtoolbox-pax-fsdp4-4proc/proc{i}.zip")))
+        .collect()
+}
+
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_nsys-jax-pipe"))
+}
+
+pub fn run(args: &[&std::ffi::OsStr]) -> Output {
+    std::process::Command::new(bin())
+        .args(args)
+        .env_remove("NSYS_JAX_PIPE_CACHE")
+        .output()
+        .expect("run nsys-jax-pipe")
+}
+
+/// `analyze` with a private cache and output folder; returns (output, outdir).
+pub fn analyze(cache: &Path, out: &Path, extra: &[&str], inputs: &[PathBuf]) -> Output {
+    let mut args: Vec<std::ffi::OsString> = vec![
+        "analyze".into(),
+        "--cache-dir".into(),
+        cache.into(),
+        "-o".into(),
+        out.into(),
+    ];
+    args.extend(extra.iter().map(|s| s.into()));
+    args.extend(inputs.iter().map(|p| p.into()));
+    let refs: Vec<&std::ffi::OsStr> = args.iter().map(|s| s.as_os_str()).collect();
+    run(&refs)
+}
+
+pub fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(
+        &std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap()
+}
+
+pub fn assert_ok(o: &Output) {
+    assert!(
+        o.status.success(),
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Relative difference.
+pub fn rel(a: f64, b: f64) -> f64 {
+    if a == b {
+        0.0
+    } else {
+        (a - b).abs() / b.abs().max(f64::MIN_POSITIVE)
+    }
+}

@@ -1,0 +1,72 @@
+//! An analysis script run the way nsys-jax runs its analysis scripts.
+
+mod common;
+use common::*;
+
+const SCRIPT: &str = r#"
+import os, sys, zipfile
+prefix = sys.argv[-1]
+extra = sys.argv[1:-1]
+assert os.path.isdir(prefix), prefix
+trace = os.path.join(prefix, "nvtx_gpu_proj_trace", "trace.parquet")
+kind = "combined" if os.path.isdir(trace) else "single"
+with open("result.txt", "w") as f:
+    f.write(f"{kind} {' '.join(extra)} {len(os.listdir(os.path.join(prefix, 'dump')))}\n")
+os.makedirs("sub", exist_ok=True)
+open(os.path.join("sub", "cwd.txt"), "w").write(os.getcwd())
+print("script ran on", kind)
+"#;
+
+#[test]
+fn external_script_runs_once_and_its_outputs_are_collected() {
+    let Some(f) = fixtures() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let script = tmp.path().join("my_analysis.py");
+    std::fs::write(&script, SCRIPT).unwrap();
+    let cache = tmp.path().join("cache");
+    let s = script.to_str().unwrap();
+    let inputs = &pax_archives(&f)[..2];
+    let out1 = tmp.path().join("o1");
+    let o = analyze(
+        &cache,
+        &out1,
+        &["--analysis", s, "--analysis-arg", "--flag=1"],
+        inputs,
+    );
+    assert_ok(&o);
+    let result = std::fs::read_to_string(out1.join("analysis/my_analysis/result.txt")).unwrap();
+    assert!(result.starts_with("combined --flag=1 "), "{result}");
+    assert!(out1.join("analysis/my_analysis/sub/cwd.txt").is_file());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("script ran on combined"));
+
+    // Same script, same inputs: reused, not run again.
+    let out2 = tmp.path().join("o2");
+    assert_ok(&analyze(
+        &cache,
+        &out2,
+        &["--analysis", s, "--analysis-arg", "--flag=1"],
+        inputs,
+    ));
+    let run = json(&out2.join("pipeline-run.json"));
+    assert_eq!(run["executed"], 0, "{run}");
+    assert_eq!(
+        std::fs::read_to_string(out2.join("analysis/my_analysis/result.txt")).unwrap(),
+        result
+    );
+
+    // A script that fails: clear error, non-zero exit.
+    let bad = tmp.path().join("broken.py");
+    std::fs::write(&bad, "raise SystemExit('something went wrong')\n").unwrap();
+    let o = analyze(
+        &cache,
+        &tmp.path().join("o3"),
+        &["--analysis", bad.to_str().unwrap()],
+        inputs,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("broken.py") && err.contains("something went wrong"),
+        "{err}"
+    );
+}
