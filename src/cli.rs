@@ -148,7 +148,15 @@ fn analyze(a: AnalyzeArgs) -> Result<()> {
         all_stored &= graph::analysis_is_stored(&db, run, spec)?;
     }
     if !all_stored {
-        graph::prepare_processes(&db, run)?;
+        let n = run.processes(&db).len() as u64;
+        let bar = indicatif::ProgressBar::new(n).with_style(
+            indicatif::ProgressStyle::with_template("{spinner} loading profiles {pos}/{len} [{elapsed}]")
+                .expect("valid template"),
+        );
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        let result = graph::prepare_processes(&db, run, &|| bar.inc(1));
+        bar.finish_and_clear();
+        result?;
     }
 
     // Compute everything first; write nothing unless all analyses succeeded.

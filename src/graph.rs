@@ -639,7 +639,7 @@ fn analysis_key(
 /// Compute the per-process nodes of a run in parallel (one thread per process). Called at the
 /// top level, outside any query, before analyses whose results are not stored; the analyses
 /// then find these values memoised.
-pub fn prepare_processes(db: &Db, run: Run) -> Result<()> {
+pub fn prepare_processes(db: &Db, run: Run, on_done: &(dyn Fn() + Sync)) -> Result<()> {
     use rayon::prelude::*;
     let procs = run.processes(db).clone();
     procs
@@ -648,6 +648,7 @@ pub fn prepare_processes(db: &Db, run: Run) -> Result<()> {
             gpu_frames(db, p)?;
             compile_frame(db, p)?;
             compiled_programs(db, p)?;
+            on_done();
             Ok(())
         })
         .collect::<std::result::Result<Vec<()>, _>>()?;
