@@ -18,7 +18,7 @@ measure() {
   t0=$(date +%s.%N)
   rss=$( { /usr/bin/env time -f '%M' "$@" >/dev/null 2>/dev/null; } 2>&1 | tail -1 ) || true
   t1=$(date +%s.%N)
-  echo "$(echo "$t1 - $t0" | bc) $rss"
+  awk -v a="$t0" -v b="$t1" -v r="$rss" 'BEGIN {printf "%.3f %s\n", b - a, r}'
 }
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
@@ -35,5 +35,5 @@ c=$(printf '%s\n' "${cold[@]}" | median)
 wm=$(printf '%s\n' "${warm[@]}" | median)
 rss=$(printf '%s\n' "${cold_rss[@]}" | sort -n | tail -1)
 echo "cold analyze (4 pax archives): median ${c} s over ${runs} runs; peak RSS $((rss / 1024)) MiB"
-echo "warm analyze (all cached):     median ${wm} s ($(echo "scale=2; 100 * $wm / $c" | bc) % of cold)"
-echo "speed-up vs nsys-jax (34.8 s): $(echo "scale=1; 34.8 / $c" | bc)x"
+awk -v w="$wm" -v c="$c" 'BEGIN {printf "warm analyze (all cached):     median %s s (%.2f %% of cold)\n", w, 100 * w / c}'
+awk -v c="$c" 'BEGIN {printf "speed-up vs nsys-jax (34.8 s): %.1fx\n", 34.8 / c}'
