@@ -1,0 +1,184 @@
+//! The engine seen from the command line: damaged cache entries, several processes sharing a
+//! cache, `cache stats` / `cache gc`; and the archive layouts (zip, extracted folder, combined
+//! folder) giving the same answers.
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn extract(zip: &Path, dest: &Path) {
+    let mut z = zip::ZipArchive::new(std::fs::File::open(zip).unwrap()).unwrap();
+    z.extract(dest).unwrap();
+}
+
+#[test]
+fn damaged_cache_entries_are_recomputed_not_trusted() {
+    let Some(f) = fixtures() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let inputs = &pax_archives(&f)[..1];
+    let o1 = tmp.path().join("o1");
+    assert_ok(&analyze(&cache, &o1, &["-q"], inputs));
+    // Damage every stored analysis result: truncate one, flip a byte in the others.
+    let mut damaged = 0;
+    for e in walkdir::WalkDir::new(cache.join("objects")) {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.contains(".analysis_") {
+            let mut b = std::fs::read(e.path()).unwrap();
+            if damaged == 0 {
+                b.truncate(b.len() / 2);
+            } else {
+                let n = b.len();
+                b[n - 1] ^= 0x55;
+            }
+            std::fs::write(e.path(), b).unwrap();
+            damaged += 1;
+        }
+    }
+    assert_eq!(damaged, 3, "three analyses stored");
+    let o2 = tmp.path().join("o2");
+    assert_ok(&analyze(&cache, &o2, &["-q"], inputs));
+    let run = json(&o2.join("pipeline-run.json"));
+    let executed: Vec<&str> = run["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["status"] == "executed")
+        .map(|n| n["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        executed.len(),
+        3,
+        "the damaged analyses re-executed: {executed:?}"
+    );
+    for f in ["summary.json", "communication.json", "compilation.json"] {
+        assert_eq!(read(&o1.join(f)), read(&o2.join(f)), "{f}");
+    }
+}
+
+#[test]
+fn processes_sharing_one_cache_agree() {
+    let Some(f) = fixtures() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let inputs = pax_archives(&f);
+    let outs: Vec<PathBuf> = (0..3).map(|i| tmp.path().join(format!("o{i}"))).collect();
+    let handles: Vec<_> = outs
+        .iter()
+        .map(|o| {
+            let mut cmd = std::process::Command::new(bin());
+            cmd.arg("analyze")
+                .arg("-q")
+                .arg("--cache-dir")
+                .arg(&cache)
+                .arg("-o")
+                .arg(o)
+                .args(&inputs);
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    for mut h in handles {
+        assert!(h.wait().unwrap().success());
+    }
+    for o in &outs[1..] {
+        assert_eq!(
+            read(&outs[0].join("summary.json")),
+            read(&o.join("summary.json"))
+        );
+    }
+    // No temporary files left behind, and the next run reuses everything.
+    for e in walkdir::WalkDir::new(&cache) {
+        assert!(
+            !e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with(".tmp-")
+        );
+    }
+    let o = tmp.path().join("again");
+    assert_ok(&analyze(&cache, &o, &["-q"], &inputs));
+    assert_eq!(json(&o.join("pipeline-run.json"))["executed"], 0);
+}
+
+#[test]
+fn cache_stats_and_gc() {
+    let Some(f) = fixtures() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    assert_ok(&analyze(
+        &cache,
+        &tmp.path().join("o"),
+        &["-q"],
+        &pax_archives(&f)[..1],
+    ));
+    let c = cache.as_os_str();
+    let o = run(&[
+        "cache".as_ref(),
+        "stats".as_ref(),
+        "--cache-dir".as_ref(),
+        c,
+    ]);
+    assert_ok(&o);
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        s.contains("entries") && s.contains("analysis_summary") && s.contains("gpu-frames"),
+        "{s}"
+    );
+    let o = run(&[
+        "cache".as_ref(),
+        "gc".as_ref(),
+        "--max-size".as_ref(),
+        "0".as_ref(),
+        "--cache-dir".as_ref(),
+        c,
+    ]);
+    assert_ok(&o);
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.contains("0 entries (0 B) remain"), "{s}");
+    let o = run(&["cache".as_ref(), "gc".as_ref(), "--cache-dir".as_ref(), c]);
+    assert_eq!(o.status.code(), Some(2), "gc needs a bound");
+}
+
+#[test]
+fn zip_extracted_folder_and_combined_folder_agree() {
+    let Some(f) = fixtures() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let zips = pax_archives(&f);
+
+    // One process: zip vs extracted folder.
+    let folder = tmp.path().join("proc0");
+    extract(&zips[0], &folder);
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    assert_ok(&analyze(&cache, &a, &["-q"], &zips[..1]));
+    assert_ok(&analyze(&cache, &b, &["-q"], &[folder]));
+    for f in ["summary.json", "communication.json"] {
+        assert_eq!(read(&a.join(f)), read(&b.join(f)), "{f}");
+    }
+
+    // Four processes: four inputs vs their combined layout (identical files once, differing
+    // ones as path/<stem>).
+    let archives: Vec<nsys_jax_pipe::formats::archive::Archive> = zips
+        .iter()
+        .map(|z| nsys_jax_pipe::formats::archive::Archive::open(z).unwrap())
+        .collect();
+    let refs: Vec<&_> = archives.iter().collect();
+    let combined = tmp.path().join("combined");
+    nsys_jax_pipe::analyses::external::materialize(&refs, &combined).unwrap();
+    assert!(
+        combined
+            .join("nvtx_gpu_proj_trace/trace.parquet/proc3")
+            .is_file()
+    );
+    let (c, d) = (tmp.path().join("c"), tmp.path().join("d"));
+    assert_ok(&analyze(&cache, &c, &["-q"], &zips));
+    assert_ok(&analyze(&cache, &d, &["-q"], &[combined]));
+    for f in ["summary.json", "communication.json"] {
+        assert_eq!(read(&c.join(f)), read(&d.join(f)), "{f}");
+    }
+}
