@@ -150,8 +150,10 @@ fn analyze(a: AnalyzeArgs) -> Result<()> {
     if !all_stored {
         let n = run.processes(&db).len() as u64;
         let bar = indicatif::ProgressBar::new(n).with_style(
-            indicatif::ProgressStyle::with_template("{spinner} loading profiles {pos}/{len} [{elapsed}]")
-                .expect("valid template"),
+            indicatif::ProgressStyle::with_template(
+                "{spinner} loading profiles {pos}/{len} [{elapsed}]",
+            )
+            .expect("valid template"),
         );
         bar.enable_steady_tick(std::time::Duration::from_millis(200));
         let result = graph::prepare_processes(&db, run, &|| bar.inc(1));

@@ -143,3 +143,14 @@ fn a_good_input_beside_a_bad_one_still_fails_cleanly() {
         &[bad.to_str().unwrap()],
     );
 }
+
+#[test]
+fn a_report_instead_of_an_archive() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("rank0.nsys-rep");
+    std::fs::write(&p, b"\x00\x01binary").unwrap();
+    expect_error(
+        &[p.clone()],
+        &[p.to_str().unwrap(), "Nsight Systems report"],
+    );
+}

@@ -58,6 +58,15 @@ impl Archive {
             .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), io_reason(&e)))?;
         let mut magic = [0u8; 4];
         let n = f.read(&mut magic).unwrap_or(0);
+        if path
+            .extension()
+            .is_some_and(|e| e == "nsys-rep" || e == "qdrep")
+        {
+            bail!(
+                "{}: an Nsight Systems report, not an nsys-jax archive; reading reports directly is not supported by this version (archive it with nsys-jax first)",
+                path.display()
+            );
+        }
         if n < 4 || (&magic != b"PK\x03\x04" && &magic != b"PK\x05\x06") {
             bail!(
                 "{}: not a zip archive (nor an extracted nsys-jax folder)",
