@@ -1,6 +1,7 @@
 //! File formats: one module per format.
 pub mod archive;
 pub mod hlo;
+pub mod nsys_export;
 pub mod pushpop;
 pub mod trace;
 

@@ -1,0 +1,740 @@
+//! Tables exported from an Nsight Systems report with `nsys export --type parquetdir`
+//! (DESIGN §3).
+//!
+//! A parquetdir export is a folder holding one `<TABLE>.parquet` per table, named exactly
+//! like the SQLite tables (`NVTX_EVENTS.parquet`, `StringIds.parquet`,
+//! `CUPTI_ACTIVITY_KIND_KERNEL.parquet`, ...). Tables are created lazily: a report without
+//! memsets has no `CUPTI_ACTIVITY_KIND_MEMSET.parquet`, an NVTX-only capture has no CUPTI
+//! tables at all.
+//!
+//! [`read_parquetdir`] reads only the columns this project uses and normalises their types:
+//! nsys writes ids such as `globalTid`, `globalPid`, `domainId` or `nameId` as unsigned
+//! 64-bit integers and other exporters may write nullable integers as floating point; every
+//! integer column comes back as `Int64` (a value that does not fit, or a float that is not
+//! a whole number, is an error naming the file, column and row). Text columns come back as
+//! `Utf8`. The small `TARGET_INFO_*` tables are kept whole (the archive's metadata files copy
+//! them), with their integer columns normalised the same way.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, anyhow, bail};
+use arrow::array::{
+    Array, ArrayRef, AsArray, Int64Array, RecordBatch, RecordBatchReader, StringArray,
+    new_null_array,
+};
+use arrow::compute::{cast, concat_batches};
+use arrow::datatypes::{DataType, Field, Float32Type, Float64Type, Int64Type, Schema, UInt64Type};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+/// `NVTX_EVENTS`: markers, ranges and domain registrations.
+pub const NVTX_EVENTS: &str = "NVTX_EVENTS";
+/// `StringIds(id, value)`: the string table.
+pub const STRING_IDS: &str = "StringIds";
+/// CUDA runtime and driver API calls.
+pub const RUNTIME: &str = "CUPTI_ACTIVITY_KIND_RUNTIME";
+/// GPU kernels.
+pub const KERNEL: &str = "CUPTI_ACTIVITY_KIND_KERNEL";
+/// GPU memory copies.
+pub const MEMCPY: &str = "CUPTI_ACTIVITY_KIND_MEMCPY";
+/// GPU memory sets.
+pub const MEMSET: &str = "CUPTI_ACTIVITY_KIND_MEMSET";
+/// `ThreadNames(nameId, priority, globalTid)`.
+pub const THREAD_NAMES: &str = "ThreadNames";
+/// One row per GPU of the machine.
+pub const TARGET_INFO_GPU: &str = "TARGET_INFO_GPU";
+/// Names given to CUDA devices through NVTX (`Xla:#global=0,...#`).
+pub const TARGET_INFO_NVTX_CUDA_DEVICE: &str = "TARGET_INFO_NVTX_CUDA_DEVICE";
+/// The machine's environment (CPU, OS, driver, ...).
+pub const TARGET_INFO_SYSTEM_ENV: &str = "TARGET_INFO_SYSTEM_ENV";
+
+/// Every table [`read_parquetdir`] reads, which is also what [`export`] asks nsys for.
+pub const TABLES: [&str; 10] = [
+    NVTX_EVENTS,
+    STRING_IDS,
+    RUNTIME,
+    KERNEL,
+    MEMCPY,
+    MEMSET,
+    THREAD_NAMES,
+    TARGET_INFO_GPU,
+    TARGET_INFO_NVTX_CUDA_DEVICE,
+    TARGET_INFO_SYSTEM_ENV,
+];
+
+/// The tables of one exported report. Only `NVTX_EVENTS` is required; the others are `None`
+/// when the report has no such events.
+#[derive(Debug, Clone)]
+pub struct ExportTables {
+    /// `start, end, eventType, text, textId, domainId, globalTid, endGlobalTid`.
+    pub nvtx_events: RecordBatch,
+    /// `id, value`.
+    pub string_ids: Option<RecordBatch>,
+    /// `start, end, correlationId, globalTid, nameId`.
+    pub runtime: Option<RecordBatch>,
+    /// `start, end, correlationId, globalPid, deviceId, streamId, shortName, demangledName,
+    /// graphNodeId`.
+    pub kernel: Option<RecordBatch>,
+    /// `start, end, correlationId, globalPid, deviceId, streamId, graphNodeId, bytes`.
+    pub memcpy: Option<RecordBatch>,
+    /// As `memcpy`.
+    pub memset: Option<RecordBatch>,
+    /// `nameId, priority, globalTid`.
+    pub thread_names: Option<RecordBatch>,
+    /// All columns.
+    pub target_info_gpu: Option<RecordBatch>,
+    /// All columns (`name, hwId, vmId, deviceId`).
+    pub target_info_nvtx_cuda_device: Option<RecordBatch>,
+    /// All columns (`globalVid, devStateName, name, nameEnum, value`).
+    pub target_info_system_env: Option<RecordBatch>,
+}
+
+/// What a column must become.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Int,
+    Text,
+}
+
+/// One column to read.
+struct Col {
+    name: &'static str,
+    kind: Kind,
+    required: bool,
+}
+
+const fn int(name: &'static str) -> Col {
+    Col {
+        name,
+        kind: Kind::Int,
+        required: false,
+    }
+}
+
+const fn int_req(name: &'static str) -> Col {
+    Col {
+        name,
+        kind: Kind::Int,
+        required: true,
+    }
+}
+
+const fn text(name: &'static str) -> Col {
+    Col {
+        name,
+        kind: Kind::Text,
+        required: false,
+    }
+}
+
+const fn text_req(name: &'static str) -> Col {
+    Col {
+        name,
+        kind: Kind::Text,
+        required: true,
+    }
+}
+
+const NVTX_COLS: &[Col] = &[
+    int_req("start"),
+    int("end"),
+    int_req("eventType"),
+    text("text"),
+    int("textId"),
+    int("domainId"),
+    int_req("globalTid"),
+    int("endGlobalTid"),
+];
+const STRING_COLS: &[Col] = &[int_req("id"), text_req("value")];
+const RUNTIME_COLS: &[Col] = &[
+    int_req("start"),
+    int_req("end"),
+    int("correlationId"),
+    int("globalTid"),
+    int("nameId"),
+];
+const KERNEL_COLS: &[Col] = &[
+    int_req("start"),
+    int_req("end"),
+    int("correlationId"),
+    int("globalPid"),
+    int("deviceId"),
+    int("streamId"),
+    int("shortName"),
+    int("demangledName"),
+    int("graphNodeId"),
+];
+const MEM_COLS: &[Col] = &[
+    int_req("start"),
+    int_req("end"),
+    int("correlationId"),
+    int("globalPid"),
+    int("deviceId"),
+    int("streamId"),
+    int("graphNodeId"),
+    int("bytes"),
+];
+const THREAD_COLS: &[Col] = &[int_req("nameId"), int("priority"), int_req("globalTid")];
+
+/// Reads the tables of a parquetdir export (see the module notes).
+pub fn read_parquetdir(dir: &Path) -> Result<ExportTables> {
+    if !dir.is_dir() {
+        bail!(
+            "{}: not a folder (expected an nsys parquetdir export)",
+            dir.display()
+        );
+    }
+    let nvtx_events = read_table(dir, NVTX_EVENTS, Some(NVTX_COLS))?.ok_or_else(|| {
+        anyhow!(
+            "{}: missing (the report holds no NVTX events, or {} is not a parquetdir export)",
+            table_path(dir, NVTX_EVENTS).display(),
+            dir.display()
+        )
+    })?;
+    Ok(ExportTables {
+        nvtx_events,
+        string_ids: read_table(dir, STRING_IDS, Some(STRING_COLS))?,
+        runtime: read_table(dir, RUNTIME, Some(RUNTIME_COLS))?,
+        kernel: read_table(dir, KERNEL, Some(KERNEL_COLS))?,
+        memcpy: read_table(dir, MEMCPY, Some(MEM_COLS))?,
+        memset: read_table(dir, MEMSET, Some(MEM_COLS))?,
+        thread_names: read_table(dir, THREAD_NAMES, Some(THREAD_COLS))?,
+        target_info_gpu: read_table(dir, TARGET_INFO_GPU, None)?,
+        target_info_nvtx_cuda_device: read_table(dir, TARGET_INFO_NVTX_CUDA_DEVICE, None)?,
+        target_info_system_env: read_table(dir, TARGET_INFO_SYSTEM_ENV, None)?,
+    })
+}
+
+fn table_path(dir: &Path, table: &str) -> PathBuf {
+    dir.join(format!("{table}.parquet"))
+}
+
+/// Reads one table; `None` when its file is absent. `cols = None` keeps every column.
+fn read_table(dir: &Path, table: &str, cols: Option<&[Col]>) -> Result<Option<RecordBatch>> {
+    let path = table_path(dir, table);
+    if !path.exists() {
+        return Ok(None);
+    }
+    read_file(&path, cols)
+        .with_context(|| format!("{}", path.display()))
+        .map(Some)
+}
+
+fn read_file(path: &Path, cols: Option<&[Col]>) -> Result<RecordBatch> {
+    let file = File::open(path).map_err(|e| anyhow!("cannot open: {e}"))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| anyhow!("not a readable parquet file ({e})"))?;
+    let file_schema = builder.schema().clone();
+    // Root indices of the wanted columns that the file has, in file order.
+    let mut roots: Vec<usize> = match cols {
+        Some(cols) => {
+            let mut roots = Vec::new();
+            for c in cols {
+                match file_schema.index_of(c.name) {
+                    Ok(i) => roots.push(i),
+                    Err(_) if c.required => bail!("no column {:?}", c.name),
+                    Err(_) => {}
+                }
+            }
+            roots
+        }
+        None => (0..file_schema.fields().len()).collect(),
+    };
+    roots.sort_unstable();
+    let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+    let reader = builder
+        .with_projection(mask)
+        .with_batch_size(64 * 1024)
+        .build()
+        .map_err(|e| anyhow!("cannot read parquet ({e})"))?;
+    let read_schema = reader.schema();
+    let batches = reader
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow!("corrupt or truncated parquet ({e})"))?;
+    let raw = concat_batches(&read_schema, &batches)?;
+
+    let (fields, columns): (Vec<Field>, Vec<ArrayRef>) = match cols {
+        Some(cols) => {
+            let mut fields = Vec::with_capacity(cols.len());
+            let mut columns = Vec::with_capacity(cols.len());
+            for c in cols {
+                let (data_type, array) = match (raw.column_by_name(c.name), c.kind) {
+                    (Some(a), Kind::Int) => (DataType::Int64, normalise_int(a, c.name)?),
+                    (Some(a), Kind::Text) => (DataType::Utf8, normalise_text(a, c.name)?),
+                    (None, Kind::Int) => (
+                        DataType::Int64,
+                        new_null_array(&DataType::Int64, raw.num_rows()),
+                    ),
+                    (None, Kind::Text) => (
+                        DataType::Utf8,
+                        new_null_array(&DataType::Utf8, raw.num_rows()),
+                    ),
+                };
+                // Always nullable, so that every export reads with the same schema.
+                fields.push(Field::new(c.name, data_type, true));
+                columns.push(array);
+            }
+            (fields, columns)
+        }
+        None => {
+            let mut fields = Vec::new();
+            let mut columns = Vec::new();
+            for (field, array) in raw.schema().fields().iter().zip(raw.columns()) {
+                let array = if field.data_type().is_integer() {
+                    normalise_int(array, field.name())?
+                } else {
+                    array.clone()
+                };
+                fields.push(Field::new(
+                    field.name(),
+                    array.data_type().clone(),
+                    field.is_nullable(),
+                ));
+                columns.push(array);
+            }
+            (fields, columns)
+        }
+    };
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        .map_err(|e| anyhow!("cannot assemble columns ({e})"))
+}
+
+/// An integer column of any stored type as `Int64`; errors on values that are not integers
+/// or do not fit.
+fn normalise_int(array: &ArrayRef, column: &str) -> Result<ArrayRef> {
+    let bad = |row: usize, what: &str| anyhow!("column {column:?}, row {row}: {what}");
+    let out: ArrayRef = match array.data_type() {
+        DataType::Int64 => array.clone(),
+        DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32 => cast(array, &DataType::Int64)?,
+        DataType::UInt64 => {
+            let a = array.as_primitive::<UInt64Type>();
+            if let Some(row) = (0..a.len()).find(|&i| a.is_valid(i) && a.value(i) > i64::MAX as u64)
+            {
+                return Err(bad(
+                    row,
+                    &format!("{} does not fit a signed 64-bit integer", a.value(row)),
+                ));
+            }
+            Arc::new(a.unary::<_, Int64Type>(|v| v as i64))
+        }
+        DataType::Float64 => Arc::new(float_to_int(
+            array.as_primitive::<Float64Type>().iter(),
+            &bad,
+        )?),
+        DataType::Float32 => Arc::new(float_to_int(
+            array
+                .as_primitive::<Float32Type>()
+                .iter()
+                .map(|v| v.map(f64::from)),
+            &bad,
+        )?),
+        DataType::Null => new_null_array(&DataType::Int64, array.len()),
+        other => bail!("column {column:?}: expected integers, found {other}"),
+    };
+    Ok(out)
+}
+
+fn float_to_int(
+    values: impl Iterator<Item = Option<f64>>,
+    bad: &dyn Fn(usize, &str) -> anyhow::Error,
+) -> Result<Int64Array> {
+    // 2^63 as f64; every whole f64 below it in magnitude converts exactly.
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    values
+        .enumerate()
+        .map(|(row, v)| match v {
+            None => Ok(None),
+            Some(x) if x.is_nan() => Ok(None),
+            Some(x) if x.fract() == 0.0 && (-LIMIT..LIMIT).contains(&x) => Ok(Some(x as i64)),
+            Some(x) => Err(bad(row, &format!("{x} is not a 64-bit integer"))),
+        })
+        .collect()
+}
+
+fn normalise_text(array: &ArrayRef, column: &str) -> Result<ArrayRef> {
+    match array.data_type() {
+        DataType::Utf8 => Ok(array.clone()),
+        DataType::Null => Ok(new_null_array(&DataType::Utf8, array.len())),
+        _ => cast(array, &DataType::Utf8)
+            .map_err(|e| anyhow!("column {column:?}: expected text ({e})")),
+    }
+}
+
+/// A column of a table as `Int64` (a no-op copy for tables from [`read_parquetdir`]; other
+/// integer or float types are converted with the same checks).
+pub fn int64_column(batch: &RecordBatch, table: &str, column: &str) -> Result<Int64Array> {
+    let array = batch
+        .column_by_name(column)
+        .ok_or_else(|| anyhow!("{table}: no column {column:?}"))?;
+    let array = normalise_int(array, column).with_context(|| table.to_string())?;
+    Ok(array.as_primitive::<Int64Type>().clone())
+}
+
+/// A column of a table as `Utf8`.
+pub fn text_column(batch: &RecordBatch, table: &str, column: &str) -> Result<StringArray> {
+    let array = batch
+        .column_by_name(column)
+        .ok_or_else(|| anyhow!("{table}: no column {column:?}"))?;
+    let array = normalise_text(array, column).with_context(|| table.to_string())?;
+    Ok(array.as_string::<i32>().clone())
+}
+
+/// Runs `nsys export --type parquetdir` on `report`, writing the tables to `out_dir` (which
+/// nsys creates; an existing folder is reused, and the files of [`TABLES`] in it are removed
+/// first so that a table this report lacks cannot be read from an earlier export). When this
+/// nsys can export selected tables (`--tables`), only [`TABLES`] are exported. nsys's output
+/// is captured; on failure the error carries nsys's own message.
+pub fn export(nsys: &Path, report: &Path, out_dir: &Path) -> Result<()> {
+    if !report.is_file() {
+        bail!("{}: no such report file", report.display());
+    }
+    let help = Command::new(nsys)
+        .args(["export", "--help"])
+        .output()
+        .with_context(|| format!("cannot run {}", nsys.display()))?;
+    let help =
+        String::from_utf8_lossy(&help.stdout).into_owned() + &String::from_utf8_lossy(&help.stderr);
+
+    if out_dir.is_dir() {
+        for table in TABLES {
+            let stale = table_path(out_dir, table);
+            if stale.exists() {
+                std::fs::remove_file(&stale)
+                    .with_context(|| format!("cannot remove {}", stale.display()))?;
+            }
+        }
+    }
+
+    let mut cmd = Command::new(nsys);
+    cmd.args([
+        "export",
+        "--type",
+        "parquetdir",
+        "--force-overwrite",
+        "true",
+    ]);
+    if help.contains("--quiet") {
+        cmd.args(["--quiet", "true"]);
+    }
+    if help.contains("--tables") {
+        // nsys matches each pattern against the whole table name, ignoring case.
+        cmd.arg(format!("--tables={}", TABLES.join(",")));
+    }
+    cmd.arg("--output").arg(out_dir).arg(report);
+    let out = cmd
+        .output()
+        .with_context(|| format!("cannot run {}", nsys.display()))?;
+    if !out.status.success() {
+        let message = nsys_message(&out.stderr, &out.stdout);
+        bail!(
+            "nsys export of {} failed ({}): {}",
+            report.display(),
+            out.status,
+            if message.is_empty() {
+                "no message"
+            } else {
+                &message
+            }
+        );
+    }
+    if !out_dir.is_dir() {
+        let message = nsys_message(&out.stderr, &out.stdout);
+        bail!(
+            "nsys export of {} wrote nothing to {}{}",
+            report.display(),
+            out_dir.display(),
+            if message.is_empty() {
+                String::new()
+            } else {
+                format!(": {message}")
+            }
+        );
+    }
+    Ok(())
+}
+
+/// nsys's own words from its output: stderr, else stdout, without progress bars, last lines
+/// only, on one line.
+fn nsys_message(stderr: &[u8], stdout: &[u8]) -> String {
+    let clean = |bytes: &[u8]| -> Vec<String> {
+        String::from_utf8_lossy(bytes)
+            .lines()
+            // A progress bar redraws itself with carriage returns; keep what follows the last.
+            .map(|l| l.rsplit('\r').next().unwrap_or("").trim().to_string())
+            .filter(|l| !l.is_empty() && !l.starts_with("Processing "))
+            .collect()
+    };
+    let mut lines = clean(stderr);
+    if lines.is_empty() {
+        lines = clean(stdout);
+    }
+    let keep = lines.len().saturating_sub(8);
+    lines[keep..].join(" | ")
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! Finding nsys and exporting fixtures in tests.
+    use std::path::{Path, PathBuf};
+
+    /// `$NSYS`, else `/tmp/nsys/target-linux-x64/nsys`, else `nsys` on `PATH`; `None` (with a
+    /// loud notice) when there is none.
+    pub fn nsys() -> Option<PathBuf> {
+        let candidates = std::env::var_os("NSYS")
+            .map(PathBuf::from)
+            .into_iter()
+            .chain([PathBuf::from("/tmp/nsys/target-linux-x64/nsys")])
+            .chain(
+                std::env::var_os("PATH")
+                    .map(|p| {
+                        std::env::split_paths(&p)
+                            .map(|d| d.join("nsys"))
+                            .collect::<Vec<_>>()
+                    })
+                    .unwrap_or_default(),
+            );
+        for c in candidates {
+            if c.is_file() {
+                return Some(c);
+            }
+        }
+        eprintln!(
+            "\n!!! SKIPPING: no Nsight Systems CLI (set NSYS, or run scripts/install-nsys.sh) !!!\n"
+        );
+        None
+    }
+
+    /// Exports `report` into a fresh folder under `tmp`.
+    pub fn export_to(nsys: &Path, report: &Path, tmp: &Path) -> PathBuf {
+        let out = tmp.join(
+            report
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "report".into()),
+        );
+        super::export(nsys, report, &out).unwrap();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Float64Array, UInt64Array};
+    use parquet::arrow::ArrowWriter;
+
+    fn write_parquet(path: &Path, batch: &RecordBatch) {
+        let file = File::create(path).unwrap();
+        let mut w = ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+        w.write(batch).unwrap();
+        w.close().unwrap();
+    }
+
+    fn nvtx_batch(global_tid: ArrayRef, end: ArrayRef) -> RecordBatch {
+        let n = global_tid.len();
+        RecordBatch::try_from_iter([
+            (
+                "start",
+                Arc::new(Int64Array::from_iter_values(0..n as i64)) as ArrayRef,
+            ),
+            ("end", end),
+            (
+                "eventType",
+                Arc::new(Int64Array::from(vec![59; n])) as ArrayRef,
+            ),
+            ("globalTid", global_tid),
+            ("color", Arc::new(Int64Array::from(vec![1; n])) as ArrayRef),
+        ])
+        .unwrap()
+    }
+
+    #[test]
+    fn normalises_unsigned_and_float_columns() {
+        let tmp = tempfile::tempdir().unwrap();
+        let gt = (1u64 << 48) | (64 << 24) | 472;
+        let batch = nvtx_batch(
+            Arc::new(UInt64Array::from(vec![gt, gt])),
+            Arc::new(Float64Array::from(vec![Some(10.0), None])),
+        );
+        write_parquet(&tmp.path().join("NVTX_EVENTS.parquet"), &batch);
+        let t = read_parquetdir(tmp.path()).unwrap();
+        let nvtx = &t.nvtx_events;
+        let schema = nvtx.schema();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "start",
+                "end",
+                "eventType",
+                "text",
+                "textId",
+                "domainId",
+                "globalTid",
+                "endGlobalTid"
+            ]
+        );
+        let g = int64_column(nvtx, NVTX_EVENTS, "globalTid").unwrap();
+        assert_eq!(g.values(), &[gt as i64, gt as i64]);
+        let e = int64_column(nvtx, NVTX_EVENTS, "end").unwrap();
+        assert_eq!(e.value(0), 10);
+        assert!(e.is_null(1));
+        assert_eq!(
+            nvtx.column_by_name("text").unwrap().data_type(),
+            &DataType::Utf8
+        );
+        assert_eq!(nvtx.column_by_name("text").unwrap().null_count(), 2);
+        assert!(t.kernel.is_none() && t.string_ids.is_none() && t.memset.is_none());
+    }
+
+    #[test]
+    fn bad_values_and_missing_tables_name_the_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = read_parquetdir(tmp.path()).unwrap_err().to_string();
+        assert!(e.contains("NVTX_EVENTS.parquet"), "{e}");
+
+        let batch = nvtx_batch(
+            Arc::new(UInt64Array::from(vec![1, 2])),
+            Arc::new(Float64Array::from(vec![Some(10.5), None])),
+        );
+        write_parquet(&tmp.path().join("NVTX_EVENTS.parquet"), &batch);
+        let e = format!("{:#}", read_parquetdir(tmp.path()).unwrap_err());
+        assert!(
+            e.contains("NVTX_EVENTS.parquet") && e.contains("\"end\""),
+            "{e}"
+        );
+
+        let batch = nvtx_batch(
+            Arc::new(UInt64Array::from(vec![u64::MAX, 2])),
+            Arc::new(Float64Array::from(vec![Some(10.0), None])),
+        );
+        write_parquet(&tmp.path().join("NVTX_EVENTS.parquet"), &batch);
+        let e = format!("{:#}", read_parquetdir(tmp.path()).unwrap_err());
+        assert!(e.contains("globalTid") && e.contains("row 0"), "{e}");
+
+        std::fs::write(tmp.path().join("NVTX_EVENTS.parquet"), b"not parquet").unwrap();
+        let e = format!("{:#}", read_parquetdir(tmp.path()).unwrap_err());
+        assert!(
+            e.contains("NVTX_EVENTS.parquet") && e.contains("parquet"),
+            "{e}"
+        );
+
+        let no_tid = RecordBatch::try_from_iter([(
+            "start",
+            Arc::new(Int64Array::from(vec![1])) as ArrayRef,
+        )])
+        .unwrap();
+        write_parquet(&tmp.path().join("NVTX_EVENTS.parquet"), &no_tid);
+        let e = format!("{:#}", read_parquetdir(tmp.path()).unwrap_err());
+        assert!(
+            e.contains("NVTX_EVENTS.parquet") && e.contains("eventType"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn exports_and_reads_a_fixture() {
+        let Some(fixtures) = crate::testutil::fixtures_dir() else {
+            return;
+        };
+        let Some(nsys) = testing::nsys() else {
+            return;
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let report = fixtures.join("h200/fsdp2_1proc/rep.nsys-rep");
+        // A stale table from an earlier export must not survive a new one.
+        let out = tmp.path().join("rep");
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::write(out.join("CUPTI_ACTIVITY_KIND_MEMSET.parquet"), b"stale").unwrap();
+        export(&nsys, &report, &out).unwrap();
+        let mut files: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        files.sort();
+        // Only the selected tables, and of those only the ones with events.
+        assert!(
+            files
+                .iter()
+                .all(|f| TABLES.iter().any(|t| f == &format!("{t}.parquet"))),
+            "{files:?}"
+        );
+        assert!(!files.iter().any(|f| f.contains("MEMSET")), "{files:?}");
+
+        let t = read_parquetdir(&out).unwrap();
+        assert_eq!(t.nvtx_events.num_rows(), 2182);
+        assert_eq!(t.kernel.as_ref().unwrap().num_rows(), 844);
+        assert_eq!(t.memcpy.as_ref().unwrap().num_rows(), 9);
+        assert!(t.memset.is_none());
+        assert_eq!(t.runtime.as_ref().unwrap().num_rows(), 4203);
+        assert_eq!(t.thread_names.as_ref().unwrap().num_rows(), 782);
+        assert_eq!(t.target_info_gpu.as_ref().unwrap().num_rows(), 4);
+        assert_eq!(
+            t.target_info_nvtx_cuda_device.as_ref().unwrap().num_rows(),
+            2
+        );
+        assert_eq!(t.target_info_system_env.as_ref().unwrap().num_rows(), 83);
+        for (name, batch) in [
+            (NVTX_EVENTS, Some(&t.nvtx_events)),
+            (RUNTIME, t.runtime.as_ref()),
+            (KERNEL, t.kernel.as_ref()),
+            (THREAD_NAMES, t.thread_names.as_ref()),
+            (TARGET_INFO_GPU, t.target_info_gpu.as_ref()),
+        ] {
+            for f in batch.unwrap().schema().fields() {
+                assert!(
+                    !f.data_type().is_unsigned_integer() && !f.data_type().is_floating(),
+                    "{name}.{} is {}",
+                    f.name(),
+                    f.data_type()
+                );
+            }
+        }
+        let gpu = t.target_info_gpu.as_ref().unwrap();
+        assert_eq!(
+            gpu.column_by_name("totalMemory").unwrap().data_type(),
+            &DataType::Int64
+        );
+        assert_eq!(
+            gpu.column_by_name("name").unwrap().data_type(),
+            &DataType::Utf8
+        );
+    }
+
+    #[test]
+    fn export_failure_carries_nsys_message() {
+        let Some(nsys) = testing::nsys() else {
+            return;
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let bad = tmp.path().join("bad.nsys-rep");
+        std::fs::write(&bad, b"this is not a report").unwrap();
+        let e = export(&nsys, &bad, &tmp.path().join("out"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("bad.nsys-rep") && e.contains("Cannot read"),
+            "{e}"
+        );
+        let e = export(
+            &nsys,
+            &tmp.path().join("missing.nsys-rep"),
+            &tmp.path().join("o"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("missing.nsys-rep"), "{e}");
+        let e = export(&tmp.path().join("no-nsys"), &bad, &tmp.path().join("o"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot run"), "{e}");
+    }
+}
