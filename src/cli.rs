@@ -142,6 +142,7 @@ fn analyze(a: AnalyzeArgs) -> Result<()> {
     let (db, run) = graph::open_run(engine, &a.inputs)?;
 
     // Per-process work runs in parallel up front, unless every analysis is already stored.
+    graph::prepare_archives(&db, run)?;
     let mut all_stored = true;
     for req in requests.iter().filter(|r| !r.is_script()) {
         let spec = AnalysisSpec::new(&db, req.name.clone(), req.params.clone());
@@ -212,6 +213,9 @@ fn analyze(a: AnalyzeArgs) -> Result<()> {
         record.reused,
         record.wall_ms
     )?;
+    // The process ends here: freeing the loaded profiles one allocation at a time would only
+    // delay the exit.
+    std::mem::forget(db);
     Ok(())
 }
 

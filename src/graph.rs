@@ -211,36 +211,50 @@ fn in_member<T>(db: &Db, p: Process, member: &str, r: Result<T>) -> Result<T> {
 
 // ---------------------------------------------------------------- protos and HLO
 
+/// The `.proto` sources that decode an archive's HLO dumps: the archive's own `protos/` when
+/// it has one (member paths), else the project's (None).
+fn proto_members(archive: &Archive) -> Option<Vec<String>> {
+    let m: Vec<String> = archive
+        .members_under("protos")
+        .filter(|m| m.ends_with(".proto"))
+        .map(str::to_string)
+        .collect();
+    (!m.is_empty()).then_some(m)
+}
+
+/// The key of an archive's compiled schema (computed from member keys; compiles nothing).
+#[salsa::tracked(returns(clone))]
+pub fn schema_key(db: &dyn Graph, a: InputArchive) -> std::result::Result<Key, NodeError> {
+    let db = db.db();
+    let archive = db.ctx.archives[a.index(db)].clone();
+    let mut kb = KeyBuilder::new("protos", &versions::of(&["formats/hlo.rs"]));
+    match proto_members(&archive) {
+        None => {
+            for (p, c) in hlo::builtin_proto_sources() {
+                kb = kb.param(&p, c);
+            }
+        }
+        Some(members) => {
+            let keys = member_keys(db, a)?;
+            for m in &members {
+                kb = kb.param(m, fail(keys.value.get(m))?.0);
+            }
+        }
+    }
+    Ok(kb.finish())
+}
+
 /// The compiled protobuf schema used to decode a process's HLO dumps: the archive's own
 /// `protos/` when it has one, else the project's.
 #[salsa::tracked(returns(clone))]
 pub fn schema(db: &dyn Graph, a: InputArchive) -> NodeResult<Bytes> {
     let db = db.db();
     let archive = db.ctx.archives[a.index(db)].clone();
-    let keys = member_keys(db, a)?;
-    let proto_members: Vec<String> = archive
-        .members_under("protos")
-        .filter(|m| m.ends_with(".proto"))
-        .map(str::to_string)
-        .collect();
-    let mut kb = KeyBuilder::new("protos", &versions::of(&["formats/hlo.rs"]));
-    let sources: Option<Vec<(String, Vec<u8>)>> = if proto_members.is_empty() {
-        let builtin = hlo::builtin_proto_sources();
-        for (p, c) in &builtin {
-            kb = kb.param(p, c);
-        }
-        Some(builtin)
-    } else {
-        for m in &proto_members {
-            kb = kb.param(m, fail(keys.value.get(m))?.0);
-        }
-        None
-    };
-    let key = kb.finish();
+    let key = schema_key(db, a)?;
     let value = fail(db.engine().node("protos", "", key, || {
-        let files = match sources {
-            Some(s) => s,
-            None => proto_members
+        let files = match proto_members(&archive) {
+            None => hlo::builtin_proto_sources(),
+            Some(members) => members
                 .iter()
                 .map(|m| Ok((m["protos/".len()..].to_string(), archive.read(m)?)))
                 .collect::<Result<Vec<_>>>()?,
@@ -266,7 +280,7 @@ fn hlo_members(db: &Db, p: Process) -> std::result::Result<Vec<(String, Key)>, N
 }
 
 fn programs_key(db: &Db, p: Process) -> std::result::Result<Key, NodeError> {
-    let schema_key = schema(db, p.archive(db))?.key;
+    let schema_key = schema_key(db, p.archive(db))?;
     let members = hlo_members(db, p)?;
     Ok(
         KeyBuilder::new("hlo", &versions::of(&["formats/hlo.rs", "graph.rs"]))
@@ -278,7 +292,8 @@ fn programs_key(db: &Db, p: Process) -> std::result::Result<Key, NodeError> {
 
 /// The decoded after-optimizations HLO of every module a process dumped. Each dump file is
 /// its own node, keyed by its content and the schema, so a module dumped identically by many
-/// ranks is decoded once.
+/// ranks is decoded once. Decoding is faster than storing and re-reading the decoded form, so
+/// these nodes live in memory only; what is built from them is stored.
 #[salsa::tracked(returns(clone))]
 pub fn programs(db: &dyn Graph, p: Process) -> NodeResult<Vec<Arc<HloModuleInfo>>> {
     use rayon::prelude::*;
@@ -310,7 +325,7 @@ pub fn programs(db: &dyn Graph, p: Process) -> NodeResult<Vec<Arc<HloModuleInfo>
                     .rsplit('/')
                     .find(|s| s.contains(".hlo.pb"))
                     .unwrap_or(member);
-                engine.node("hlo-module", file, key, || {
+                engine.transient("hlo-module", file, key, || {
                     let raw = archive.read(member)?;
                     let bytes = if member.contains(".xz") {
                         xz_decompress(&raw)
@@ -329,8 +344,6 @@ pub fn programs(db: &dyn Graph, p: Process) -> NodeResult<Vec<Arc<HloModuleInfo>
         value: Arc::new(value),
     })
 }
-
-impl JsonValue for HloModuleInfo {}
 
 pub fn xz_decompress(bytes: &[u8]) -> Result<Vec<u8>> {
     use std::io::Read;
@@ -636,6 +649,22 @@ fn analysis_key(
     Ok(kb.finish())
 }
 
+/// Key the members of every input archive, in parallel (top level, outside any query).
+pub fn prepare_archives(db: &Db, run: Run) -> Result<()> {
+    use rayon::prelude::*;
+    let mut archives: Vec<InputArchive> = Vec::new();
+    for &p in run.processes(db) {
+        if !archives.contains(&p.archive(db)) {
+            archives.push(p.archive(db));
+        }
+    }
+    archives
+        .par_iter()
+        .map_with(db.clone(), |db, &a| member_keys(db, a).map(|_| ()))
+        .collect::<std::result::Result<Vec<()>, _>>()?;
+    Ok(())
+}
+
 /// Compute the per-process nodes of a run in parallel (one thread per process). Called at the
 /// top level, outside any query, before analyses whose results are not stored; the analyses
 /// then find these values memoised.
@@ -645,8 +674,11 @@ pub fn prepare_processes(db: &Db, run: Run, on_done: &(dyn Fn() + Sync)) -> Resu
     procs
         .par_iter()
         .map_with(db.clone(), |db, &p| -> std::result::Result<(), NodeError> {
-            gpu_frames(db, p)?;
-            compile_frame(db, p)?;
+            let (a, b) = (db.clone(), db.clone());
+            let (gpu, compile) =
+                rayon::join(move || gpu_frames(&a, p), move || compile_frame(&b, p));
+            gpu?;
+            compile?;
             compiled_programs(db, p)?;
             on_done();
             Ok(())

@@ -91,6 +91,35 @@ impl Engine {
         key: Key,
         compute: impl FnOnce() -> Result<T>,
     ) -> Result<Arc<T>> {
+        self.shared(kind, label, key, || {
+            self.node_uncached(kind, label, key, compute)
+        })
+    }
+
+    /// Like [`Engine::node`] for a value that is cheaper to recompute than to store and load
+    /// (e.g. a decoded HLO module): shared within the process, never persisted.
+    pub fn transient<T: Send + Sync + 'static>(
+        &self,
+        kind: &str,
+        label: &str,
+        key: Key,
+        compute: impl FnOnce() -> Result<T>,
+    ) -> Result<Arc<T>> {
+        self.shared(kind, label, key, || {
+            let t0 = Instant::now();
+            let v = compute()?;
+            self.record(kind, label, key, Status::Executed, t0);
+            Ok(Arc::new(v))
+        })
+    }
+
+    fn shared<T: Send + Sync + 'static>(
+        &self,
+        kind: &str,
+        label: &str,
+        key: Key,
+        compute: impl FnOnce() -> Result<Arc<T>>,
+    ) -> Result<Arc<T>> {
         let cell = self
             .cells
             .lock()
@@ -101,7 +130,7 @@ impl Engine {
         let mut ran = false;
         let result = cell.get_or_init(|| {
             ran = true;
-            self.node_uncached(kind, label, key, compute)
+            compute()
                 .map(|v| v as Arc<dyn Any + Send + Sync>)
                 .map_err(|e| crate::error::one_line(&e))
         });

@@ -3,7 +3,8 @@
 //! Entry format: `MAGIC`, payload length (u64 LE), blake3 of the payload (32 bytes), payload.
 //! Entries are written to a temporary file in the same directory and renamed into place, so a
 //! reader never sees a partial entry and concurrent writers of the same key are harmless (both
-//! write identical content). A read verifies length and hash; a damaged entry is deleted and
+//! write identical content). Entries are not fsync'ed: an entry torn by a crash fails its
+//! checksum and is recomputed. A read verifies length and hash; a damaged entry is deleted and
 //! reported as missing, so the caller recomputes it.
 
 use super::key::Key;
@@ -95,7 +96,6 @@ impl Store {
         tmp.write_all(&(payload.len() as u64).to_le_bytes())?;
         tmp.write_all(hash.as_bytes())?;
         tmp.write_all(payload)?;
-        tmp.as_file().sync_data().ok();
         tmp.persist(&path)
             .map_err(|e| e.error)
             .with_context(|| format!("cannot write cache entry {}", path.display()))?;
