@@ -12,13 +12,10 @@ bin=target/release/nsys-jax-pipe
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# Prints "wall_seconds peak_rss_kib" of one command.
+# Prints "wall_seconds peak_rss_kib" of one command (GNU time).
 measure() {
-  local t0 t1 rss
-  t0=$(date +%s.%N)
-  rss=$( { /usr/bin/env time -f '%M' "$@" >/dev/null 2>/dev/null; } 2>&1 | tail -1 ) || true
-  t1=$(date +%s.%N)
-  awk -v a="$t0" -v b="$t1" -v r="$rss" 'BEGIN {printf "%.3f %s\n", b - a, r}'
+  /usr/bin/time -f '%e %M' -o "$tmp/time" "$@" >/dev/null 2>&1
+  cat "$tmp/time"
 }
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }

@@ -290,52 +290,70 @@ fn programs_key(db: &Db, p: Process) -> std::result::Result<Key, NodeError> {
     )
 }
 
-/// The decoded after-optimizations HLO of every module a process dumped. Each dump file is
-/// its own node, keyed by its content and the schema, so a module dumped identically by many
-/// ranks is decoded once. Decoding is faster than storing and re-reading the decoded form, so
-/// these nodes live in memory only; what is built from them is stored.
+/// The decoding plan of an archive's schema (built once per schema content).
+fn hlo_schema(db: &Db, a: InputArchive) -> std::result::Result<Arc<hlo::HloSchema>, NodeError> {
+    let compiled = schema(db, a)?;
+    let archive = db.ctx.archives[a.index(db)].clone();
+    fail(db.engine().transient("hlo-schema", "", compiled.key, || {
+        hlo::HloSchema::from_descriptor_set(&compiled.value.0)
+            .with_context(|| format!("{}: protos/", archive.path.display()))
+    }))
+}
+
+/// Decode one dump file: a node of its own, keyed by its content and the schema, so a module
+/// dumped identically by many ranks is decoded once. Decoding is faster than storing and
+/// re-reading the decoded form, so these nodes live in memory only; what is built from them
+/// is stored.
+fn decode_dump(
+    engine: &Engine,
+    archive: &Archive,
+    schema: &hlo::HloSchema,
+    schema_key: &Key,
+    member: &str,
+    content: &Key,
+) -> Result<Arc<HloModuleInfo>> {
+    let key = KeyBuilder::new("hlo-module", &versions::of(&["formats/hlo.rs", "graph.rs"]))
+        .input(schema_key)
+        .input(content)
+        .finish();
+    let file = member
+        .rsplit('/')
+        .find(|s| s.contains(".hlo.pb"))
+        .unwrap_or(member);
+    engine.transient("hlo-module", file, key, || {
+        let raw = archive.read(member)?;
+        let bytes = if member.contains(".xz") {
+            xz_decompress(&raw)
+        } else {
+            Ok(raw)
+        };
+        bytes
+            .and_then(|b| hlo::decode_hlo(schema, &b))
+            .with_context(|| format!("{}: {member}", archive.path.display()))
+    })
+}
+
+/// The decoded after-optimizations HLO of every module a process dumped.
 #[salsa::tracked(returns(clone))]
 pub fn programs(db: &dyn Graph, p: Process) -> NodeResult<Vec<Arc<HloModuleInfo>>> {
     use rayon::prelude::*;
     let db = db.db();
     let key = programs_key(db, p)?;
-    let schema_out = schema(db, p.archive(db))?;
+    let schema_key = schema_key(db, p.archive(db))?;
     let members = hlo_members(db, p)?;
     let archive = p.archive_ref(db);
-    let decoded = std::sync::OnceLock::new();
-    let schema_for = || -> Result<&hlo::HloSchema> {
-        match decoded.get_or_init(|| {
-            hlo::HloSchema::from_descriptor_set(&schema_out.value.0).map_err(|e| format!("{e:#}"))
-        }) {
-            Ok(s) => Ok(s),
-            Err(e) => Err(anyhow::anyhow!("{}: protos/: {e}", archive.path.display())),
-        }
+    let schema = if members.is_empty() {
+        None
+    } else {
+        Some(hlo_schema(db, p.archive(db))?)
     };
     let engine = db.engine();
     let value: Vec<Arc<HloModuleInfo>> = fail(
         members
             .par_iter()
             .map(|(member, content)| {
-                let key =
-                    KeyBuilder::new("hlo-module", &versions::of(&["formats/hlo.rs", "graph.rs"]))
-                        .input(&schema_out.key)
-                        .input(content)
-                        .finish();
-                let file = member
-                    .rsplit('/')
-                    .find(|s| s.contains(".hlo.pb"))
-                    .unwrap_or(member);
-                engine.transient("hlo-module", file, key, || {
-                    let raw = archive.read(member)?;
-                    let bytes = if member.contains(".xz") {
-                        xz_decompress(&raw)
-                    } else {
-                        Ok(raw)
-                    };
-                    bytes
-                        .and_then(|b| hlo::decode_hlo(schema_for()?, &b))
-                        .with_context(|| format!("{}: {member}", archive.path.display()))
-                })
+                let schema = schema.as_ref().expect("members imply a schema");
+                decode_dump(engine, &archive, schema, &schema_key, member, content)
             })
             .collect::<Result<Vec<_>>>(),
     )?;
@@ -671,6 +689,67 @@ pub fn prepare_archives(db: &Db, run: Run) -> Result<()> {
 pub fn prepare_processes(db: &Db, run: Run, on_done: &(dyn Fn() + Sync)) -> Result<()> {
     use rayon::prelude::*;
     let procs = run.processes(db).clone();
+    // First, in one flat parallel pass, the work that would otherwise make ranks wait for each
+    // other: decoding the HLO dumps (each distinct dump once, largest first) of the ranks whose
+    // frames are not stored yet, and building the compile frames.
+    let stored = |kind: &str, key: Option<Key>| {
+        key.is_some_and(|k| db.engine().store().is_some_and(|s| s.contains(kind, &k)))
+    };
+    enum Task {
+        Decode(Arc<Archive>, Arc<hlo::HloSchema>, Key, String, Key, u64),
+        Compile(Process),
+    }
+    let mut tasks = Vec::new();
+    let mut seen = BTreeSet::new();
+    for &p in &procs {
+        if !stored("gpu-frames", gpu_frames_key(db, p)?) {
+            let members = hlo_members(db, p)?;
+            if !members.is_empty() {
+                let schema = hlo_schema(db, p.archive(db))?;
+                let schema_key = schema_key(db, p.archive(db))?;
+                let archive = p.archive_ref(db);
+                for (m, content) in members {
+                    if seen.insert((schema_key, content)) {
+                        let size = archive.member_size(&m);
+                        tasks.push(Task::Decode(
+                            archive.clone(),
+                            schema.clone(),
+                            schema_key,
+                            m,
+                            content,
+                            size,
+                        ));
+                    }
+                }
+            }
+        }
+        if !stored("compile-frame", compile_frame_key(db, p)?) {
+            tasks.push(Task::Compile(p));
+        }
+    }
+    tasks.sort_by_key(|t| {
+        std::cmp::Reverse(match t {
+            Task::Decode(.., size) => *size,
+            Task::Compile(_) => u64::MAX,
+        })
+    });
+    let engine = db.engine();
+    tasks
+        .par_iter()
+        .map_with(db.clone(), |db, t| -> std::result::Result<(), NodeError> {
+            match t {
+                Task::Decode(archive, schema, schema_key, member, content, _) => {
+                    fail(decode_dump(
+                        engine, archive, schema, schema_key, member, content,
+                    ))?;
+                }
+                Task::Compile(p) => {
+                    compile_frame(db, *p)?;
+                }
+            }
+            Ok(())
+        })
+        .collect::<std::result::Result<Vec<()>, _>>()?;
     procs
         .par_iter()
         .map_with(db.clone(), |db, &p| -> std::result::Result<(), NodeError> {

@@ -104,6 +104,11 @@ impl Archive {
         self.members.keys().map(String::as_str)
     }
 
+    /// Uncompressed size of a member (0 when absent).
+    pub fn member_size(&self, member: &str) -> u64 {
+        self.members.get(member).map(|m| m.0).unwrap_or(0)
+    }
+
     pub fn has(&self, member: &str) -> bool {
         self.members.contains_key(member)
     }
