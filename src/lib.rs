@@ -20,5 +20,4 @@ pub mod nvtx;
 pub mod pipeline;
 pub mod stats;
 pub mod table;
-#[cfg(test)]
 pub mod testutil;

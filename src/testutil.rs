@@ -1,4 +1,4 @@
-//! Test helpers shared by unit tests.
+//! Test helpers shared by the unit and integration tests.
 use std::path::PathBuf;
 
 /// The shared fixture folder: `$NSYS_JAX_PIPE_FIXTURES`, else `../shared/fixtures` beside the

@@ -190,39 +190,45 @@ pub fn render(s: &Summary) -> String {
             "\n== Compilation: {} ms in total ==\n",
             round_sig(c.total_ms)
         ));
-        let mut t = Table::new(&["top ranges", "non-child [ms]", "%"]);
-        t.align_right(&[1, 2]);
-        for r in c.ranges.iter().take(10) {
-            t.row(vec![
-                r.name.clone(),
-                round_sig(r.non_child_ms),
-                format!("{:.2}", r.percent),
-            ]);
-        }
-        out.push_str(&t.render());
-        let mut t = Table::new(&["without pass detail", "non-child [ms]", "%"]);
-        t.align_right(&[1, 2]);
-        for r in c.high_level.iter().take(10) {
-            t.row(vec![
-                r.name.clone(),
-                round_sig(r.non_child_ms),
-                format!("{:.2}", r.percent),
-            ]);
-        }
-        out.push('\n');
-        out.push_str(&t.render());
-        if !c.passes.is_empty() {
-            let mut t = Table::new(&["top XLA passes", "non-child [ms]", "% of passes"]);
+        let top = |title: &str, pct: &str, rows: &mut dyn Iterator<Item = (&str, f64, f64)>| {
+            let mut t = Table::new(&[title, "non-child [ms]", pct]);
             t.align_right(&[1, 2]);
-            for r in c.passes.iter().take(10) {
+            for (name, ms, percent) in rows.take(10) {
                 t.row(vec![
-                    r.name.clone(),
-                    round_sig(r.non_child_ms),
-                    format!("{:.2}", r.percent),
+                    name.to_string(),
+                    round_sig(ms),
+                    format!("{percent:.2}"),
                 ]);
             }
+            t.render()
+        };
+        out.push_str(&top(
+            "top ranges",
+            "%",
+            &mut c
+                .ranges
+                .iter()
+                .map(|r| (r.name.as_str(), r.non_child_ms, r.percent)),
+        ));
+        out.push('\n');
+        out.push_str(&top(
+            "without pass detail",
+            "%",
+            &mut c
+                .high_level
+                .iter()
+                .map(|r| (r.name.as_str(), r.non_child_ms, r.percent)),
+        ));
+        if !c.passes.is_empty() {
             out.push('\n');
-            out.push_str(&t.render());
+            out.push_str(&top(
+                "top XLA passes",
+                "% of passes",
+                &mut c
+                    .passes
+                    .iter()
+                    .map(|r| (r.name.as_str(), r.non_child_ms, r.percent)),
+            ));
         }
     }
     out

@@ -5,21 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-/// The shared fixture folder: `$NSYS_JAX_PIPE_FIXTURES`, else `../shared/fixtures` beside the
-/// checkout. `None` (with a loud notice) when absent.
+/// The shared fixture folder (`$NSYS_JAX_PIPE_FIXTURES`, else `../shared/fixtures`); `None`
+/// with a loud notice when absent.
 pub fn fixtures() -> Option<PathBuf> {
-    let dir = std::env::var_os("NSYS_JAX_PIPE_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures"));
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!(
-            "\n!!! SKIPPING: shared fixtures not found at {} (set NSYS_JAX_PIPE_FIXTURES) !!!\n",
-            dir.display()
-        );
-        None
-    }
+    nsys_jax_pipe::testutil::fixtures_dir()
 }
 
 pub fn pax_archives(f: &Path) -> Vec<PathBuf> {
