@@ -117,6 +117,15 @@ fn normalized_name(source: &str) -> Option<&'static str> {
         .find(|c| aliases(c).contains(&source))
 }
 
+/// `f` applied element by element to two equally long columns.
+fn elementwise(a: &Int64Array, b: &Int64Array, f: impl Fn(i64, i64) -> i64) -> Int64Array {
+    a.values()
+        .iter()
+        .zip(b.values())
+        .map(|(&x, &y)| f(x, y))
+        .collect()
+}
+
 /// Reads the xz-compressed CSV variant.
 pub fn read_csv_xz(bytes: &[u8]) -> Result<RecordBatch> {
     let mut text = Vec::new();
@@ -351,21 +360,11 @@ pub fn normalize(batch: &RecordBatch) -> Result<RecordBatch> {
     let (end, duration) = match (end, duration) {
         (Some(e), Some(d)) => (e, d),
         (Some(e), None) => {
-            let d: Int64Array = start
-                .values()
-                .iter()
-                .zip(e.values())
-                .map(|(&s, &e)| e.saturating_sub(s))
-                .collect();
+            let d = elementwise(&start, &e, |s, e| e.saturating_sub(s));
             (e, d)
         }
         (None, Some(d)) => {
-            let e: Int64Array = start
-                .values()
-                .iter()
-                .zip(d.values())
-                .map(|(&s, &d)| s.saturating_add(d))
-                .collect();
+            let e = elementwise(&start, &d, |s, d| s.saturating_add(d));
             (e, d)
         }
         (None, None) => return Err(missing(END)),
@@ -486,31 +485,16 @@ pub fn normalize(batch: &RecordBatch) -> Result<RecordBatch> {
     let (dur_child, dur_non_child) = match (dur_child, dur_non_child) {
         (Some(c), Some(nc)) => (c, nc),
         (Some(c), None) => {
-            let nc: Int64Array = duration
-                .values()
-                .iter()
-                .zip(c.values())
-                .map(|(&d, &c)| d.saturating_sub(c))
-                .collect();
+            let nc = elementwise(&duration, &c, |d, c| d.saturating_sub(c));
             (c, nc)
         }
         (None, Some(nc)) => {
-            let c: Int64Array = duration
-                .values()
-                .iter()
-                .zip(nc.values())
-                .map(|(&d, &nc)| d.saturating_sub(nc))
-                .collect();
+            let c = elementwise(&duration, &nc, |d, nc| d.saturating_sub(nc));
             (c, nc)
         }
         (None, None) => {
             let c = Int64Array::from(child_dur);
-            let nc: Int64Array = duration
-                .values()
-                .iter()
-                .zip(c.values())
-                .map(|(&d, &c)| d.saturating_sub(c))
-                .collect();
+            let nc = elementwise(&duration, &c, |d, c| d.saturating_sub(c));
             (c, nc)
         }
     };
