@@ -22,9 +22,12 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Analyse nsys-jax archives (zip files or extracted folders). Several inputs are the
-    /// processes of one run, analysed like their combined archive.
+    /// Analyse profiles: nsys-jax archives (zip files or extracted folders) or Nsight Systems
+    /// reports with their XLA dumps. Several inputs are the processes of one run, analysed
+    /// like their combined archive.
     Analyze(AnalyzeArgs),
+    /// Turn an Nsight Systems report and its XLA dump into an nsys-jax archive.
+    Archive(ArchiveArgs),
     /// Inspect or trim the on-disk cache.
     Cache {
         #[command(subcommand)]
@@ -56,11 +59,60 @@ enum CacheCommand {
     },
 }
 
+/// Where reports find their XLA dump and nsys.
+#[derive(clap::Args, Debug)]
+struct CaptureArgs {
+    /// The XLA dump folder of a report (default: dump_<stem>/ or <stem>_dump/ beside it, else
+    /// its only dump*/ folder). With several reports, one per report, in the same order.
+    #[arg(long = "dump", value_name = "DIR")]
+    dumps: Vec<PathBuf>,
+    /// The Nsight Systems CLI (default: $NSYS, else nsys on PATH, else the usual places).
+    #[arg(long, value_name = "PATH")]
+    nsys: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+struct ArchiveArgs {
+    /// The report (.nsys-rep).
+    report: PathBuf,
+    /// The archive to write (default: <report stem>.zip in the current folder).
+    #[arg(short, long, value_name = "OUT.zip")]
+    output: Option<PathBuf>,
+    /// Replace an existing archive.
+    #[arg(short, long)]
+    force: bool,
+    /// An analysis to run and store in the archive under analysis/<name>/ (as for
+    /// `analyze`). Repeatable. Default: none.
+    #[arg(long = "analysis", value_name = "NAME")]
+    analyses: Vec<String>,
+    /// An extra argument for analysis scripts. Repeatable.
+    #[arg(long = "analysis-arg", value_name = "ARG", allow_hyphen_values = true)]
+    analysis_args: Vec<String>,
+    /// A pipeline file choosing the analyses to run and store in the archive.
+    #[arg(long)]
+    pipeline: Option<PathBuf>,
+    /// Print no analysis tables.
+    #[arg(short, long)]
+    quiet: bool,
+    #[command(flatten)]
+    capture: CaptureArgs,
+    #[command(flatten)]
+    cache: CacheArgs,
+    /// Do not read or write the on-disk cache.
+    #[arg(long)]
+    no_cache: bool,
+    /// Print which graph nodes executed and which were reused.
+    #[arg(long)]
+    explain: bool,
+}
+
 #[derive(clap::Args, Debug)]
 struct AnalyzeArgs {
-    /// Archives (.zip or extracted folders) of the profiled processes.
+    /// The profiled processes: archives (.zip or extracted folders) or reports (.nsys-rep).
     #[arg(required = true)]
     inputs: Vec<PathBuf>,
+    #[command(flatten)]
+    capture: CaptureArgs,
     /// An analysis to run: summary, communication, compilation, or the path of a script
     /// (run like nsys-jax's analysis scripts). Repeatable. Default: pipelines/default.toml.
     #[arg(long = "analysis", value_name = "NAME")]
@@ -111,6 +163,14 @@ pub fn main() -> i32 {
     match std::panic::catch_unwind(|| run(cli)) {
         Ok(Ok(())) => 0,
         Ok(Err(e)) => {
+            // A reader that stopped early (`| head`) is not an error.
+            let broken_pipe = e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            });
+            if broken_pipe {
+                return 0;
+            }
             eprintln!("nsys-jax-pipe: error: {}", one_line(&e));
             EXIT_INPUT
         }
@@ -121,35 +181,158 @@ pub fn main() -> i32 {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Analyze(a) => analyze(a),
+        Command::Archive(a) => archive(a),
         Command::Cache { command } => cache(command),
     }
 }
 
-fn analyze(a: AnalyzeArgs) -> Result<()> {
-    graph::input_paths_exist(&a.inputs)?;
-    let requests: Vec<AnalysisRequest> = if !a.analyses.is_empty() {
-        a.analyses
-            .iter()
-            .map(|n| AnalysisRequest::new(n, a.analysis_args.clone()))
-            .collect()
-    } else if let Some(p) = &a.pipeline {
-        pipeline::load(p)?
+/// Open the inputs of a run, saying which dump folder each report uses.
+fn open_inputs(
+    engine: Engine,
+    paths: &[PathBuf],
+    capture: &CaptureArgs,
+) -> Result<(graph::Db, graph::Run)> {
+    let inputs = graph::classify_inputs(paths, &capture.dumps)?;
+    for i in &inputs {
+        if let graph::RunInput::Capture(c) = i {
+            eprintln!("{}", c.dump_note);
+        }
+    }
+    graph::open_run(engine, &inputs, capture.nsys.clone())
+}
+
+fn archive(a: ArchiveArgs) -> Result<()> {
+    if !crate::capture::is_report(&a.report) {
+        bail!(
+            "{}: not an Nsight Systems report (.nsys-rep)",
+            a.report.display()
+        );
+    }
+    let output = a.output.clone().unwrap_or_else(|| {
+        PathBuf::from(format!(
+            "{}.zip",
+            a.report
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "report".into())
+        ))
+    });
+    let output = if output.extension().is_some_and(|e| e == "zip") {
+        output
     } else {
-        pipeline::default_pipeline()
+        output.with_extension("zip")
     };
+    if output.exists() && !a.force {
+        bail!("{}: already exists (use -f to overwrite)", output.display());
+    }
     let cache_dir = (!a.no_cache).then(|| default_cache_dir(a.cache.cache_dir.as_deref()));
     let engine = Engine::new(cache_dir.as_deref())?;
-    let (db, run) = graph::open_run(engine, &a.inputs)?;
+    let (db, run) = open_inputs(engine, std::slice::from_ref(&a.report), &a.capture)?;
+    let requests = requests(&a.analyses, &a.analysis_args, a.pipeline.as_deref(), false)?;
+    let p = run.processes(&db)[0];
+    let bar = spinner("archiving");
+    let contents = crate::capture::archive_contents(&db, p, false);
+    bar.finish_and_clear();
+    let mut contents = contents?;
+    for n in &contents.notes {
+        eprintln!("note: {n}");
+    }
+    let results = run_analyses(&db, run, &requests)?;
+    for (rel, bytes) in &results.files {
+        // Built-in analyses name their files `<analysis>.json`; scripts' files already lie
+        // under analysis/<name>/.
+        let rel = if rel.starts_with("analysis") {
+            rel.clone()
+        } else {
+            let stem = rel
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            Path::new("analysis").join(stem).join(rel)
+        };
+        contents
+            .entries
+            .push(crate::formats::archive_writer::Entry::deflated(
+                rel.to_string_lossy().replace('\\', "/"),
+                bytes.clone(),
+            ));
+    }
+    let members = contents.entries.len();
+    crate::formats::archive_writer::write_zip(contents.entries, &output, a.force)?;
+    let record = db.ctx.engine.finish();
+    let mut stdout = std::io::stdout().lock();
+    if !a.quiet {
+        print_texts(&mut stdout, &results.texts)?;
+    }
+    if a.explain {
+        writeln!(stdout, "──── pipeline ────\n{}", record.table())?;
+    }
+    writeln!(
+        stdout,
+        "wrote {} ({} members; {} nodes executed, {} reused, {:.0} ms)",
+        output.display(),
+        members,
+        record.executed,
+        record.reused,
+        record.wall_ms
+    )?;
+    std::mem::forget(db);
+    Ok(())
+}
 
-    // Per-process work runs in parallel up front, unless every analysis is already stored.
-    graph::prepare_archives(&db, run)?;
+fn spinner(what: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new_spinner().with_style(
+        indicatif::ProgressStyle::with_template(&format!("{{spinner}} {what} [{{elapsed}}]"))
+            .expect("valid template"),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
+}
+
+/// Which analyses to run: `--analysis` names, else the pipeline file, else the default
+/// pipeline (`default` false: none).
+fn requests(
+    names: &[String],
+    args: &[String],
+    pipeline: Option<&Path>,
+    default: bool,
+) -> Result<Vec<AnalysisRequest>> {
+    Ok(if !names.is_empty() {
+        names
+            .iter()
+            .map(|n| AnalysisRequest::new(n, args.to_vec()))
+            .collect()
+    } else if let Some(p) = pipeline {
+        pipeline::load(p)?
+    } else if default {
+        pipeline::default_pipeline()
+    } else {
+        vec![]
+    })
+}
+
+/// What the analyses of a run produced: files (relative to the output folder) and, per
+/// analysis, its terminal text.
+struct AnalysisResults {
+    files: Vec<(PathBuf, Vec<u8>)>,
+    texts: Vec<(String, String)>,
+}
+
+/// Run the requested analyses on a run. Per-process work runs in parallel up front, unless
+/// every analysis is already stored. Nothing is written here.
+fn run_analyses(
+    db: &graph::Db,
+    run: graph::Run,
+    requests: &[AnalysisRequest],
+) -> Result<AnalysisResults> {
+    graph::prepare_archives(db, run)?;
     let mut all_stored = true;
     for req in requests.iter().filter(|r| !r.is_script()) {
-        let spec = AnalysisSpec::new(&db, req.name.clone(), req.params.clone());
-        all_stored &= graph::analysis_is_stored(&db, run, spec)?;
+        let spec = AnalysisSpec::new(db, req.name.clone(), req.params.clone());
+        all_stored &= graph::analysis_is_stored(db, run, spec)?;
     }
     if !all_stored {
-        let n = run.processes(&db).len() as u64;
+        let n = run.processes(db).len() as u64;
         let bar = indicatif::ProgressBar::new(n).with_style(
             indicatif::ProgressStyle::with_template(
                 "{spinner} loading profiles {pos}/{len} [{elapsed}]",
@@ -157,37 +340,53 @@ fn analyze(a: AnalyzeArgs) -> Result<()> {
             .expect("valid template"),
         );
         bar.enable_steady_tick(std::time::Duration::from_millis(200));
-        let result = graph::prepare_processes(&db, run, &|| bar.inc(1));
+        let result = graph::prepare_processes(db, run, &|| bar.inc(1));
         bar.finish_and_clear();
         result?;
     }
-
-    // Compute everything first; write nothing unless all analyses succeeded.
     let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
     let mut texts: Vec<(String, String)> = Vec::new();
-    for req in &requests {
+    for req in requests {
         if req.is_script() {
             let path = PathBuf::from(&req.name);
             if !path.is_file() {
                 bail!("{}: analysis script not found", path.display());
             }
             let key = db.ctx.engine.file_key(&path)?;
-            let spec = ScriptSpec::new(&db, path.clone(), req.args.clone(), key);
-            let out = graph::script_analysis(&db, run, spec).map_err(anyhow::Error::from)?;
+            let spec = ScriptSpec::new(db, path.clone(), req.args.clone(), key);
+            let out = graph::script_analysis(db, run, spec).map_err(anyhow::Error::from)?;
             let name = crate::analyses::external::script_name(&path);
             for (rel, bytes) in &out.value.files {
                 files.push((Path::new("analysis").join(&name).join(rel), bytes.clone()));
             }
             texts.push((name, out.value.stdout.clone()));
         } else {
-            let spec = AnalysisSpec::new(&db, req.name.clone(), req.params.clone());
-            let out = graph::analysis(&db, run, spec).map_err(anyhow::Error::from)?;
+            let spec = AnalysisSpec::new(db, req.name.clone(), req.params.clone());
+            let out = graph::analysis(db, run, spec).map_err(anyhow::Error::from)?;
             for (name, content) in &out.value.files {
                 files.push((PathBuf::from(name), content.clone().into_bytes()));
             }
             texts.push((req.name.clone(), out.value.text.clone()));
         }
     }
+    Ok(AnalysisResults { files, texts })
+}
+
+fn print_texts(out: &mut impl Write, texts: &[(String, String)]) -> Result<()> {
+    for (name, text) in texts {
+        writeln!(out, "──── {name} ────\n{text}")?;
+    }
+    Ok(())
+}
+
+fn analyze(a: AnalyzeArgs) -> Result<()> {
+    let requests = requests(&a.analyses, &a.analysis_args, a.pipeline.as_deref(), true)?;
+    let cache_dir = (!a.no_cache).then(|| default_cache_dir(a.cache.cache_dir.as_deref()));
+    let engine = Engine::new(cache_dir.as_deref())?;
+    let (db, run) = open_inputs(engine, &a.inputs, &a.capture)?;
+
+    // Compute everything first; write nothing unless all analyses succeeded.
+    let AnalysisResults { mut files, texts } = run_analyses(&db, run, &requests)?;
     let record = db.ctx.engine.finish();
     files.push((
         "pipeline-run.json".into(),
@@ -198,9 +397,7 @@ fn analyze(a: AnalyzeArgs) -> Result<()> {
     }
     let mut stdout = std::io::stdout().lock();
     if !a.quiet {
-        for (name, text) in &texts {
-            writeln!(stdout, "──── {name} ────\n{text}")?;
-        }
+        print_texts(&mut stdout, &texts)?;
     }
     if a.explain {
         writeln!(stdout, "──── pipeline ────\n{}", record.table())?;

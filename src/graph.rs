@@ -7,12 +7,14 @@
 //! the same command reads the stored analysis outputs and nothing else.
 
 use crate::analyses;
+use crate::capture::{self, CaptureInput};
 use crate::engine::value::{Bytes, JsonValue, Tables};
 use crate::engine::{Engine, Key, KeyBuilder, versions};
 use crate::formats::archive::{self, Archive, MemberKeys};
 use crate::formats::hlo::{self, HloModuleInfo};
 use crate::formats::{pushpop, trace};
 use crate::frames;
+use crate::nsys::Nsys;
 use anyhow::{Context, Result};
 use arrow::array::{Array, AsArray, RecordBatch, StringArray};
 use serde::{Deserialize, Serialize};
@@ -53,10 +55,35 @@ impl std::error::Error for NodeError {}
 
 pub type NodeResult<T> = std::result::Result<Out<T>, NodeError>;
 
-/// Everything outside salsa that queries need: the engine and the opened archives.
+/// Everything outside salsa that queries need: the engine, the opened inputs and, for
+/// captures, the Nsight Systems CLI (found when first needed).
 pub struct GraphContext {
     pub engine: Engine,
     pub archives: Vec<Arc<Archive>>,
+    pub nsys_flag: Option<PathBuf>,
+    nsys: std::sync::OnceLock<std::result::Result<Nsys, String>>,
+}
+
+impl GraphContext {
+    pub fn new(engine: Engine, archives: Vec<Arc<Archive>>, nsys_flag: Option<PathBuf>) -> Self {
+        GraphContext {
+            engine,
+            archives,
+            nsys_flag,
+            nsys: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The nsys that exports this run's captures.
+    pub fn nsys(&self) -> Result<&Nsys> {
+        self.nsys
+            .get_or_init(|| {
+                crate::nsys::find(&self.engine, self.nsys_flag.as_deref())
+                    .map_err(|e| crate::error::one_line(&e))
+            })
+            .as_ref()
+            .map_err(|e| anyhow::anyhow!("{e}"))
+    }
 }
 
 #[salsa::db]
@@ -170,6 +197,9 @@ impl JsonValue for Vec<String> {}
 pub fn member_keys(db: &dyn Graph, a: InputArchive) -> NodeResult<MemberKeys> {
     let db = db.db();
     let archive = db.ctx.archives[a.index(db)].clone();
+    if archive.is_capture() {
+        return capture_member_keys(db, &archive);
+    }
     let key = KeyBuilder::new("member-keys", &versions::of(&["formats/archive.rs"]))
         .input(&a.file_key(db))
         .finish();
@@ -188,6 +218,30 @@ pub fn member_keys(db: &dyn Graph, a: InputArchive) -> NodeResult<MemberKeys> {
     Ok(Out { key, value })
 }
 
+/// Member keys of a capture: content keys of the report and dump files, and the keys of the
+/// members derived from the report (from the report's key and the nsys version; nothing is
+/// exported here).
+fn capture_member_keys(db: &Db, archive: &Archive) -> NodeResult<MemberKeys> {
+    let engine = db.engine();
+    let mut out = std::collections::BTreeMap::new();
+    let mut kb = KeyBuilder::new("capture-members", "1");
+    let report_key = fail(engine.file_key(&archive.path))?;
+    let nsys = fail(db.ctx.nsys())?;
+    let export = capture::export_key(&report_key, nsys);
+    for m in archive.members() {
+        let key = match archive.member_file(m) {
+            Some(file) => fail(engine.file_key(&file))?,
+            None => capture::derived_member_key(m, &export).expect("derived member"),
+        };
+        kb = kb.param(m, key.0);
+        out.insert(m.to_string(), key);
+    }
+    Ok(Out {
+        key: kb.finish(),
+        value: Arc::new(MemberKeys(out)),
+    })
+}
+
 fn member_key(
     db: &Db,
     p: Process,
@@ -201,7 +255,29 @@ fn member_key(
 }
 
 fn read_member(db: &Db, p: Process, member: &str) -> Result<Vec<u8>> {
-    p.archive_ref(db).read(member)
+    read_archive_member(db, &p.archive_ref(db), member)
+}
+
+/// The bytes of a member of an input: read from the archive, or for a member a capture
+/// derives from its report, computed by the capture's nodes.
+pub fn read_archive_member(db: &Db, archive: &Archive, member: &str) -> Result<Vec<u8>> {
+    if archive.is_capture() && archive.member_file(member).is_none() {
+        return Ok(derived_member(db, archive, member)?.unwrap_or_default());
+    }
+    archive.read(member)
+}
+
+/// A member derived from a capture's report (None when the capture has none, e.g. no GPU
+/// projection for an NVTX-only capture; reading the trace then gives an empty one).
+pub fn derived_member(db: &Db, archive: &Archive, member: &str) -> Result<Option<Vec<u8>>> {
+    let engine = db.engine();
+    let report_key = engine.file_key(&archive.path)?;
+    let bytes =
+        capture::derived_member(engine, db.ctx.nsys()?, &archive.path, &report_key, member)?;
+    match (bytes, member) {
+        (None, archive::TRACE) => Ok(Some(capture::empty_trace()?)),
+        (b, _) => Ok(b),
+    }
 }
 
 /// Attach the archive path and member to an error.
@@ -361,6 +437,27 @@ pub fn programs(db: &dyn Graph, p: Process) -> NodeResult<Vec<Arc<HloModuleInfo>
         key,
         value: Arc::new(value),
     })
+}
+
+/// The file names of a process's HLO stack frames (the Python sources of its programs),
+/// sorted and distinct.
+#[salsa::tracked(returns(clone))]
+pub fn source_file_names(db: &dyn Graph, p: Process) -> NodeResult<Vec<String>> {
+    let db = db.db();
+    let key = KeyBuilder::new("source-names", &versions::of(&["graph.rs"]))
+        .input(&programs_key(db, p)?)
+        .finish();
+    let label = p.label(db);
+    let value = fail(db.engine().node("source-names", &label, key, || {
+        let progs = programs(db, p)?;
+        let names: BTreeSet<String> = progs
+            .value
+            .iter()
+            .flat_map(|m| m.stack_frames.file_names.iter().cloned())
+            .collect();
+        Ok(names.into_iter().collect())
+    }))?;
+    Ok(Out { key, value })
 }
 
 pub fn xz_decompress(bytes: &[u8]) -> Result<Vec<u8>> {
@@ -589,6 +686,11 @@ fn load_run(db: &Db, run: Run) -> std::result::Result<RunData, NodeError> {
     let mut compiled = BTreeSet::new();
     let mut notes = Vec::new();
     for (label, g, c, ids) in loaded {
+        if g.is_none() {
+            notes.push(format!(
+                "{label}: no GPU projection (an NVTX-only capture?): no GPU tables, compile-time results only"
+            ));
+        }
         if let Some(g) = g {
             modules.push(g.value.get("module").unwrap().clone());
             thunks.push(g.value.get("thunk").unwrap().clone());
@@ -882,21 +984,71 @@ pub fn analysis(db: &dyn Graph, run: Run, spec: AnalysisSpec) -> NodeResult<Anal
     Ok(Out { key, value })
 }
 
+/// One input of a run: an nsys-jax archive (zip or folder) or a capture.
+#[derive(Clone, Debug)]
+pub enum RunInput {
+    Archive(PathBuf),
+    Capture(CaptureInput),
+}
+
+impl RunInput {
+    pub fn path(&self) -> &Path {
+        match self {
+            RunInput::Archive(p) => p,
+            RunInput::Capture(c) => &c.report,
+        }
+    }
+}
+
+/// Sort command-line inputs into archives and captures; `dumps` are the `--dump` folders,
+/// matched in order with the reports.
+pub fn classify_inputs(paths: &[PathBuf], dumps: &[PathBuf]) -> Result<Vec<RunInput>> {
+    input_paths_exist(paths)?;
+    let reports = paths.iter().filter(|p| capture::is_report(p)).count();
+    if !dumps.is_empty() && dumps.len() != reports {
+        anyhow::bail!(
+            "{} --dump folder(s) for {reports} report(s): give one --dump per report, in the same order, or none",
+            dumps.len()
+        );
+    }
+    let mut dumps = dumps.iter();
+    paths
+        .iter()
+        .map(|p| {
+            Ok(if capture::is_report(p) {
+                RunInput::Capture(capture::find_dump(p, dumps.next().map(PathBuf::as_path))?)
+            } else {
+                RunInput::Archive(p.clone())
+            })
+        })
+        .collect()
+}
+
 /// Open the inputs of one run and register them with a new database.
-pub fn open_run(engine: Engine, inputs: &[PathBuf]) -> Result<(Db, Run)> {
+pub fn open_run(
+    engine: Engine,
+    inputs: &[RunInput],
+    nsys_flag: Option<PathBuf>,
+) -> Result<(Db, Run)> {
     let archives: Vec<Arc<Archive>> = inputs
         .iter()
-        .map(|p| Archive::open(p).map(Arc::new))
+        .map(|i| match i {
+            RunInput::Archive(p) => Archive::open(p).map(Arc::new),
+            RunInput::Capture(c) => capture::open(c).map(Arc::new),
+        })
         .collect::<Result<_>>()?;
     let mut file_keys = Vec::new();
     for a in &archives {
         file_keys.push(if a.is_zip() {
             engine.file_key(&a.path)?
         } else {
-            // A folder's key is that of its member list; members are keyed one by one.
-            let mut kb = KeyBuilder::new("folder", "1");
+            // A folder's or capture's key is that of its files, keyed one by one (a capture's
+            // derived members follow from its report).
+            let mut kb = KeyBuilder::new(if a.is_capture() { "capture" } else { "folder" }, "1");
             for m in a.members() {
-                kb = kb.param(m, engine.file_key(&a.path.join(m))?.0);
+                if let Some(file) = a.member_file(m) {
+                    kb = kb.param(m, engine.file_key(&file)?.0);
+                }
             }
             kb.finish()
         });
@@ -905,7 +1057,7 @@ pub fn open_run(engine: Engine, inputs: &[PathBuf]) -> Result<(Db, Run)> {
         .iter()
         .map(|a| a.process_stems())
         .collect::<Result<_>>()?;
-    let db = Db::new(GraphContext { engine, archives });
+    let db = Db::new(GraphContext::new(engine, archives, nsys_flag));
     let mut processes = Vec::new();
     for (i, stems) in stems.into_iter().enumerate() {
         let a = InputArchive::new(&db, i, file_keys[i]);
@@ -961,6 +1113,10 @@ pub fn script_analysis(
         );
     for a in &archives {
         kb = kb.input(&a.file_key(db));
+        if db.ctx.archives[a.index(db)].is_capture() {
+            // What the script sees of a capture also depends on the nsys that exports it.
+            kb = kb.input(&member_keys(db, *a)?.key);
+        }
     }
     let key = kb.finish();
     let name = analyses::external::script_name(spec.path(db));
@@ -968,10 +1124,30 @@ pub fn script_analysis(
         db.engine()
             .node(&format!("analysis-script:{name}"), "", key, || {
                 let tmp = tempfile::tempdir()?;
-                let refs: Vec<&Archive> = archives
-                    .iter()
-                    .map(|a| db.ctx.archives[a.index(db)].as_ref())
-                    .collect();
+                // A capture is shown to the script as the archive it makes.
+                let mut opened: Vec<Arc<Archive>> = Vec::new();
+                for (i, a) in archives.iter().enumerate() {
+                    let archive = db.ctx.archives[a.index(db)].clone();
+                    if !archive.is_capture() {
+                        opened.push(archive);
+                        continue;
+                    }
+                    let p = *run
+                        .processes(db)
+                        .iter()
+                        .find(|p| p.archive(db) == *a)
+                        .expect("every archive has a process");
+                    let contents = capture::archive_contents(db, p, true)?;
+                    let stem = archive
+                        .path
+                        .file_stem()
+                        .map(|s| s.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| format!("capture{i}"));
+                    let dir = tmp.path().join("captures").join(&stem);
+                    crate::formats::archive_writer::write_dir(&contents.entries, &dir)?;
+                    opened.push(Arc::new(Archive::open(&dir)?));
+                }
+                let refs: Vec<&Archive> = opened.iter().map(|a| a.as_ref()).collect();
                 let folder = analyses::external::materialize(&refs, &tmp.path().join("archive"))?;
                 analyses::external::run_script(spec.path(db), spec.args(db), &folder)
             }),

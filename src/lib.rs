@@ -10,12 +10,14 @@
 //! - [`cli`]: the thin command-line front-end.
 
 pub mod analyses;
+pub mod capture;
 pub mod cli;
 pub mod engine;
 pub mod error;
 pub mod formats;
 pub mod frames;
 pub mod graph;
+pub mod nsys;
 pub mod nvtx;
 pub mod pipeline;
 pub mod stats;

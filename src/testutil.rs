@@ -18,3 +18,36 @@ pub fn fixtures_dir() -> Option<PathBuf> {
         None
     }
 }
+
+/// An Nsight Systems CLI for tests: `$NSYS`, else the checkout's `.nsys/` (where
+/// `scripts/install-nsys.sh .nsys` puts it), else `/tmp/nsys/`, else `nsys` on `PATH`; `None`
+/// (with a loud notice) when there is none.
+pub fn nsys_path() -> Option<PathBuf> {
+    let checkout = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let candidates = std::env::var_os("NSYS")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([
+            checkout.join(".nsys/target-linux-x64/nsys"),
+            PathBuf::from("/tmp/nsys/target-linux-x64/nsys"),
+        ])
+        .chain(
+            std::env::var_os("PATH")
+                .map(|p| {
+                    std::env::split_paths(&p)
+                        .map(|d| d.join("nsys"))
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default(),
+        );
+    for c in candidates {
+        if c.is_file() {
+            return Some(c);
+        }
+    }
+    eprintln!(
+        "\n!!! SKIPPING: no Nsight Systems CLI (set NSYS, or run scripts/install-nsys.sh .nsys) !!!\n"
+    );
+    None
+}

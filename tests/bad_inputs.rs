@@ -145,12 +145,25 @@ fn a_good_input_beside_a_bad_one_still_fails_cleanly() {
 }
 
 #[test]
-fn a_report_instead_of_an_archive() {
+fn a_file_named_like_a_report_that_is_none() {
+    // Reports are read through `nsys export`; a file that is not one fails there, with
+    // nsys's words, or (without nsys) with how to install it.
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("rank0.nsys-rep");
     std::fs::write(&p, b"\x00\x01binary").unwrap();
-    expect_error(
-        &[p.clone()],
-        &[p.to_str().unwrap(), "Nsight Systems report"],
+    let (cache, out) = (tmp.path().join("cache"), tmp.path().join("out"));
+    let o = analyze(&cache, &out, &[], &[p.clone()]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].contains("rank0.nsys-rep") && errors[0].contains("nsys export")
+            || errors[0].contains("install-nsys.sh"),
+        "{stderr}"
     );
+    // The run said that no dump folder was found.
+    assert!(stderr.contains("no XLA dump folder"), "{stderr}");
+    assert!(!out.exists());
 }

@@ -12,7 +12,7 @@
 //!   the same numbers as its `compilation-*.json`);
 //! - [`per_compilation`]: one breakdown per `XlaCompile` range.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use anyhow::Result;
 use arrow::array::{Array, RecordBatch, StringArray};
@@ -235,7 +235,8 @@ fn sort_desc<T>(rows: &mut [T], key: impl Fn(&T) -> (f64, &str)) {
 
 /// nsys-jax's summary tables over the compile frames of all processes.
 pub fn summary_tables(frames: &[RecordBatch]) -> Result<CompilationTables> {
-    let mut by_name: HashMap<String, (f64, f64)> = HashMap::new();
+    // Ordered maps: sums in a fixed order give the same digits on every run.
+    let mut by_name: BTreeMap<String, (f64, f64)> = BTreeMap::new();
     for frame in frames {
         let a = Attributed::new(frame)?;
         for i in 0..frame.num_rows() {
@@ -257,7 +258,7 @@ pub fn summary_tables(frames: &[RecordBatch]) -> Result<CompilationTables> {
         .collect();
     sort_desc(&mut ranges, |r| (r.non_child_ms, &r.name));
 
-    let mut folded: HashMap<&str, f64> = HashMap::new();
+    let mut folded: BTreeMap<&str, f64> = BTreeMap::new();
     for r in &ranges {
         let key = if r.name.starts_with("XlaPass:#") {
             "XlaPasses"

@@ -20,6 +20,9 @@ struct Stamp {
     key: Key,
 }
 
+/// Separates a path from the tag of a derived key in the memo's entry names.
+const TAG_SEPARATOR: char = '\0';
+
 /// The memo, loaded from and saved to a file in the cache directory (if any).
 pub struct FileMemo {
     file: Option<PathBuf>,
@@ -43,9 +46,33 @@ impl FileMemo {
 
     /// The content key of the file at `path`.
     pub fn key_of(&self, path: &Path) -> Result<Key> {
+        self.memoised(path, None, || hash_file(path))
+    }
+
+    /// A key derived from the file at `path` by `compute` (e.g. the version of a program),
+    /// memoised under `tag` like content keys: recomputed only when the file changes.
+    pub fn derived(
+        &self,
+        path: &Path,
+        tag: &str,
+        compute: impl FnOnce() -> Result<Key>,
+    ) -> Result<Key> {
+        self.memoised(path, Some(tag), compute)
+    }
+
+    fn memoised(
+        &self,
+        path: &Path,
+        tag: Option<&str>,
+        compute: impl FnOnce() -> Result<Key>,
+    ) -> Result<Key> {
         let md = fs::metadata(path).with_context(|| format!("{}: cannot read", path.display()))?;
         let canon = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        let name = canon.to_string_lossy().into_owned();
+        let mut name = canon.to_string_lossy().into_owned();
+        if let Some(tag) = tag {
+            name.push(TAG_SEPARATOR);
+            name.push_str(tag);
+        }
         let mtime_ns = md.mtime() as i128 * 1_000_000_000 + md.mtime_nsec() as i128;
         if let Some(s) = self.entries.lock().unwrap().get(&name)
             && s.size == md.len()
@@ -55,7 +82,7 @@ impl FileMemo {
         {
             return Ok(s.key);
         }
-        let key = hash_file(path)?;
+        let key = compute()?;
         self.entries.lock().unwrap().insert(
             name,
             Stamp {
@@ -89,7 +116,10 @@ impl FileMemo {
                 .map(|(k, v)| (k.clone(), v.clone())),
         );
         // Forget files that no longer exist.
-        merged.retain(|path, _| Path::new(path).exists());
+        merged.retain(|name, _| {
+            let path = name.split(TAG_SEPARATOR).next().unwrap_or(name);
+            Path::new(path).exists()
+        });
         let Some(dir) = file.parent() else { return };
         if let Ok(mut tmp) = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)
             && serde_json::to_writer(&mut tmp, &merged).is_ok()

@@ -80,6 +80,16 @@ impl Engine {
         self.memo.key_of(path)
     }
 
+    /// A key derived from a file by `compute` (see [`filememo::FileMemo::derived`]).
+    pub fn file_derived(
+        &self,
+        path: &Path,
+        tag: &str,
+        compute: impl FnOnce() -> Result<Key>,
+    ) -> Result<Key> {
+        self.memo.derived(path, tag, compute)
+    }
+
     /// The value of node `(kind, key)`: from the store when present and intact, else computed
     /// by `compute`, stored and recorded as executed. Within one process, concurrent and later
     /// requests for the same node share one computation (nodes of identical content, such as

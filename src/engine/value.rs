@@ -57,39 +57,88 @@ pub fn batch_from_ipc(bytes: &[u8]) -> Result<RecordBatch> {
 
 impl Value for Tables {
     fn encode(&self) -> Result<Vec<u8>> {
-        let mut out = Vec::new();
-        out.extend_from_slice(&(self.0.len() as u32).to_le_bytes());
-        for (name, batch) in &self.0 {
-            let ipc = batch_to_ipc(batch)?;
-            out.extend_from_slice(&(name.len() as u32).to_le_bytes());
-            out.extend_from_slice(name.as_bytes());
-            out.extend_from_slice(&(ipc.len() as u64).to_le_bytes());
-            out.extend_from_slice(&ipc);
-        }
-        Ok(out)
+        let blobs = self
+            .0
+            .iter()
+            .map(|(name, batch)| Ok((name.as_str(), batch_to_ipc(batch)?)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(encode_named(blobs.iter().map(|(n, b)| (*n, b.as_slice()))))
     }
 
     fn decode(bytes: &[u8]) -> Result<Self> {
-        let mut pos = 0usize;
-        let mut take = |n: usize| -> Result<&[u8]> {
-            let s = bytes.get(pos..pos + n).context("truncated table set")?;
-            pos += n;
-            Ok(s)
-        };
-        let count = u32::from_le_bytes(take(4)?.try_into()?) as usize;
-        let mut out = Vec::with_capacity(count);
-        for _ in 0..count {
-            let nlen = u32::from_le_bytes(take(4)?.try_into()?) as usize;
-            let name = String::from_utf8(take(nlen)?.to_vec())?;
-            let blen = u64::from_le_bytes(take(8)?.try_into()?) as usize;
-            let batch = batch_from_ipc(take(blen)?)?;
-            out.push((name, batch));
-        }
-        if pos != bytes.len() {
-            bail!("trailing bytes in table set");
-        }
-        Ok(Tables(out))
+        Ok(Tables(
+            decode_named(bytes)?
+                .into_iter()
+                .map(|(name, blob)| Ok((name, batch_from_ipc(blob)?)))
+                .collect::<Result<_>>()?,
+        ))
     }
+}
+
+/// Named files (e.g. the parquet members of an archive), stored as they are.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Files(pub Vec<(String, Vec<u8>)>);
+
+impl Files {
+    pub fn get(&self, name: &str) -> Option<&[u8]> {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, b)| b.as_slice())
+    }
+}
+
+impl Value for Files {
+    fn encode(&self) -> Result<Vec<u8>> {
+        Ok(encode_named(
+            self.0.iter().map(|(n, b)| (n.as_str(), b.as_slice())),
+        ))
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        Ok(Files(
+            decode_named(bytes)?
+                .into_iter()
+                .map(|(n, b)| (n, b.to_vec()))
+                .collect(),
+        ))
+    }
+}
+
+/// `count, (name length, name, blob length, blob)*`, little-endian.
+fn encode_named<'a>(items: impl ExactSizeIterator<Item = (&'a str, &'a [u8])>) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&(items.len() as u32).to_le_bytes());
+    for (name, blob) in items {
+        out.extend_from_slice(&(name.len() as u32).to_le_bytes());
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(&(blob.len() as u64).to_le_bytes());
+        out.extend_from_slice(blob);
+    }
+    out
+}
+
+fn decode_named(bytes: &[u8]) -> Result<Vec<(String, &[u8])>> {
+    let mut pos = 0usize;
+    let mut take = |n: usize| -> Result<&[u8]> {
+        let s = bytes
+            .get(pos..pos.checked_add(n).context("bad length")?)
+            .context("truncated entry")?;
+        pos += n;
+        Ok(s)
+    };
+    let count = u32::from_le_bytes(take(4)?.try_into()?) as usize;
+    let mut out = Vec::with_capacity(count.min(1 << 16));
+    for _ in 0..count {
+        let nlen = u32::from_le_bytes(take(4)?.try_into()?) as usize;
+        let name = String::from_utf8(take(nlen)?.to_vec())?;
+        let blen = u64::from_le_bytes(take(8)?.try_into()?) as usize;
+        out.push((name, take(blen)?));
+    }
+    if pos != bytes.len() {
+        bail!("trailing bytes in entry");
+    }
+    Ok(out)
 }
 
 /// Raw bytes (e.g. a compiled descriptor set).
@@ -127,5 +176,17 @@ mod tests {
         assert_eq!(back.get("two").unwrap().num_rows(), 1);
         let enc = t.encode().unwrap();
         assert!(Tables::decode(&enc[..enc.len() - 3]).is_err());
+    }
+
+    #[test]
+    fn files_round_trip() {
+        let f = Files(vec![
+            ("a.parquet".into(), vec![1, 2, 3]),
+            ("b".into(), vec![]),
+        ]);
+        let enc = f.encode().unwrap();
+        assert_eq!(Files::decode(&enc).unwrap(), f);
+        assert!(Files::decode(&enc[..enc.len() - 1]).is_err());
+        assert!(Files::decode(&[0xff, 0xff, 0xff, 0xff, 1, 0, 0, 0]).is_err());
     }
 }

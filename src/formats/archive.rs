@@ -14,10 +14,26 @@ pub const TRACE: &str = "nvtx_gpu_proj_trace/trace.parquet";
 pub const PUSHPOP_PARQUET: &str = "report_nvtx_pushpop_trace.parquet";
 pub const PUSHPOP_CSV_XZ: &str = "report_nvtx_pushpop_trace.csv.xz";
 pub const THREAD_METADATA: &str = "thread-metadata.parquet";
+pub const SYSTEM_METADATA: &str = "system-metadata.parquet";
+pub const DEVICE_METADATA: &str = "device-metadata.parquet";
+
+/// The members of an archive that are computed from the report (`nsys export` and what is
+/// built from it) rather than copied.
+pub const DERIVED: [&str; 5] = [
+    TRACE,
+    PUSHPOP_PARQUET,
+    THREAD_METADATA,
+    SYSTEM_METADATA,
+    DEVICE_METADATA,
+];
 
 enum Source {
     Zip(Mutex<zip::ZipArchive<fs::File>>),
     Dir,
+    /// A capture: the report, the XLA dump folder (if any) and the members derived from them.
+    Capture {
+        dump: Option<PathBuf>,
+    },
 }
 
 pub struct Archive {
@@ -96,8 +112,71 @@ impl Archive {
         })
     }
 
+    /// A capture: `report` (a `.nsys-rep`) and the XLA dump folder written beside it, seen
+    /// as the archive it would make. Members: the report itself, `dump/<file>` for every
+    /// `.pb`/`.pbtxt` of the dump (not compressed), and the [`DERIVED`] members, which the
+    /// graph computes (reading them here is an error).
+    pub fn open_capture(report: &Path, dump: Option<&Path>) -> Result<Archive> {
+        let md = fs::metadata(report)
+            .map_err(|e| anyhow::anyhow!("{}: {}", report.display(), io_reason(&e)))?;
+        if !md.is_file() {
+            bail!("{}: not a file", report.display());
+        }
+        let mut members = BTreeMap::new();
+        let name = report
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "report.nsys-rep".into());
+        members.insert(name, (md.len(), 0));
+        if let Some(dump) = dump {
+            for (rel, size) in dump_folder_files(dump)? {
+                members.insert(format!("dump/{rel}"), (size, 0));
+            }
+        }
+        for d in DERIVED {
+            members.insert(d.to_string(), (0, 0));
+        }
+        Ok(Archive {
+            path: report.to_path_buf(),
+            source: Source::Capture {
+                dump: dump.map(Path::to_path_buf),
+            },
+            members,
+        })
+    }
+
     pub fn is_zip(&self) -> bool {
         matches!(self.source, Source::Zip(_))
+    }
+
+    pub fn is_capture(&self) -> bool {
+        matches!(self.source, Source::Capture { .. })
+    }
+
+    /// The dump folder of a capture.
+    pub fn capture_dump(&self) -> Option<&Path> {
+        match &self.source {
+            Source::Capture { dump } => dump.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Where a member of a capture or folder lives on disk (None for zip members and for
+    /// members a capture derives).
+    pub fn member_file(&self, member: &str) -> Option<PathBuf> {
+        match &self.source {
+            Source::Zip(_) => None,
+            Source::Dir => Some(self.path.join(member)),
+            Source::Capture { dump } => {
+                if let Some(rel) = member.strip_prefix("dump/") {
+                    dump.as_ref().map(|d| d.join(rel))
+                } else if DERIVED.contains(&member) {
+                    None
+                } else {
+                    Some(self.path.clone())
+                }
+            }
+        }
     }
 
     pub fn members(&self) -> impl Iterator<Item = &str> {
@@ -132,6 +211,16 @@ impl Archive {
             Source::Dir => fs::read(self.path.join(member)).map_err(|e| {
                 anyhow::anyhow!("{}/{member}: {}", self.path.display(), io_reason(&e))
             }),
+            Source::Capture { .. } => {
+                let Some(file) = self.member_file(member) else {
+                    bail!(
+                        "{}: {member} is computed from the report, not read",
+                        self.path.display()
+                    );
+                };
+                fs::read(&file)
+                    .map_err(|e| anyhow::anyhow!("{}: {}", file.display(), io_reason(&e)))
+            }
             Source::Zip(zip) => {
                 let mut zip = zip.lock().unwrap();
                 let mut entry = zip.by_index(index).map_err(|e| {
@@ -152,7 +241,7 @@ impl Archive {
     /// The processes this archive holds: `None` for a per-process archive, else the stems of
     /// a combined one (sorted).
     pub fn process_stems(&self) -> Result<Vec<Option<String>>> {
-        if self.has(TRACE) {
+        if self.has(TRACE) || self.is_capture() {
             return Ok(vec![None]);
         }
         let stems: Vec<String> = self
@@ -206,6 +295,29 @@ impl Archive {
         }
         out
     }
+}
+
+/// The `.pb` and `.pbtxt` files of an XLA dump folder (subfolders included), as paths
+/// relative to it, with their sizes, sorted.
+pub fn dump_folder_files(dump: &Path) -> Result<Vec<(String, u64)>> {
+    if !dump.is_dir() {
+        bail!("{}: XLA dump folder not found", dump.display());
+    }
+    let mut out = Vec::new();
+    for entry in walkdir::WalkDir::new(dump).min_depth(1).sort_by_file_name() {
+        let entry = entry.with_context(|| format!("{}: cannot list folder", dump.display()))?;
+        let name = entry.file_name().to_string_lossy();
+        if entry.file_type().is_file() && (name.ends_with(".pb") || name.ends_with(".pbtxt")) {
+            let rel = entry
+                .path()
+                .strip_prefix(dump)
+                .expect("walked path is under its root")
+                .to_string_lossy()
+                .replace('\\', "/");
+            out.push((rel, entry.metadata().map(|m| m.len()).unwrap_or(0)));
+        }
+    }
+    Ok(out)
 }
 
 /// Content keys of an archive's members: for a zip, blake3 of each member's uncompressed

@@ -1,13 +1,13 @@
-//! Tables exported from an Nsight Systems report with `nsys export --type parquetdir`
-//! (DESIGN §3).
+//! Tables exported from an Nsight Systems report with `nsys export --type arrowdir` (or
+//! `parquetdir`) (DESIGN §3).
 //!
-//! A parquetdir export is a folder holding one `<TABLE>.parquet` per table, named exactly
-//! like the SQLite tables (`NVTX_EVENTS.parquet`, `StringIds.parquet`,
-//! `CUPTI_ACTIVITY_KIND_KERNEL.parquet`, ...). Tables are created lazily: a report without
-//! memsets has no `CUPTI_ACTIVITY_KIND_MEMSET.parquet`, an NVTX-only capture has no CUPTI
+//! Such an export is a folder holding one `<TABLE>.arrow` (Arrow IPC stream) or
+//! `<TABLE>.parquet` per table, named exactly like the SQLite tables (`NVTX_EVENTS`,
+//! `StringIds`, `CUPTI_ACTIVITY_KIND_KERNEL`, ...). Tables are created lazily: a report
+//! without memsets has no `CUPTI_ACTIVITY_KIND_MEMSET` file, an NVTX-only capture has no CUPTI
 //! tables at all.
 //!
-//! [`read_parquetdir`] reads only the columns this project uses and normalises their types:
+//! [`read_export_dir`] reads only the columns this project uses and normalises their types:
 //! nsys writes ids such as `globalTid`, `globalPid`, `domainId` or `nameId` as unsigned
 //! 64-bit integers and other exporters may write nullable integers as floating point; every
 //! integer column comes back as `Int64` (a value that does not fit, or a float that is not
@@ -51,7 +51,7 @@ pub const TARGET_INFO_NVTX_CUDA_DEVICE: &str = "TARGET_INFO_NVTX_CUDA_DEVICE";
 /// The machine's environment (CPU, OS, driver, ...).
 pub const TARGET_INFO_SYSTEM_ENV: &str = "TARGET_INFO_SYSTEM_ENV";
 
-/// Every table [`read_parquetdir`] reads, which is also what [`export`] asks nsys for.
+/// Every table [`read_export_dir`] reads, which is also what [`export`] asks nsys for.
 pub const TABLES: [&str; 10] = [
     NVTX_EVENTS,
     STRING_IDS,
@@ -90,6 +90,56 @@ pub struct ExportTables {
     pub target_info_nvtx_cuda_device: Option<RecordBatch>,
     /// All columns (`globalVid, devStateName, name, nameEnum, value`).
     pub target_info_system_env: Option<RecordBatch>,
+}
+
+impl ExportTables {
+    /// The tables by name (for storing them as a node value).
+    pub fn to_named(&self) -> Vec<(String, RecordBatch)> {
+        let mut out = vec![(NVTX_EVENTS.to_string(), self.nvtx_events.clone())];
+        for (name, t) in [
+            (STRING_IDS, &self.string_ids),
+            (RUNTIME, &self.runtime),
+            (KERNEL, &self.kernel),
+            (MEMCPY, &self.memcpy),
+            (MEMSET, &self.memset),
+            (THREAD_NAMES, &self.thread_names),
+            (TARGET_INFO_GPU, &self.target_info_gpu),
+            (
+                TARGET_INFO_NVTX_CUDA_DEVICE,
+                &self.target_info_nvtx_cuda_device,
+            ),
+            (TARGET_INFO_SYSTEM_ENV, &self.target_info_system_env),
+        ] {
+            if let Some(b) = t {
+                out.push((name.to_string(), b.clone()));
+            }
+        }
+        out
+    }
+
+    /// The inverse of [`ExportTables::to_named`].
+    pub fn from_named(tables: &[(String, RecordBatch)]) -> Result<ExportTables> {
+        let get = |n: &str| tables.iter().find(|(k, _)| k == n).map(|(_, b)| b.clone());
+        Ok(ExportTables {
+            nvtx_events: get(NVTX_EVENTS).context("stored export has no NVTX_EVENTS")?,
+            string_ids: get(STRING_IDS),
+            runtime: get(RUNTIME),
+            kernel: get(KERNEL),
+            memcpy: get(MEMCPY),
+            memset: get(MEMSET),
+            thread_names: get(THREAD_NAMES),
+            target_info_gpu: get(TARGET_INFO_GPU),
+            target_info_nvtx_cuda_device: get(TARGET_INFO_NVTX_CUDA_DEVICE),
+            target_info_system_env: get(TARGET_INFO_SYSTEM_ENV),
+        })
+    }
+
+    /// Whether the report holds any GPU activity (kernels, copies or sets).
+    pub fn has_gpu_activity(&self) -> bool {
+        [&self.kernel, &self.memcpy, &self.memset]
+            .iter()
+            .any(|t| t.as_ref().is_some_and(|b| b.num_rows() > 0))
+    }
 }
 
 /// What a column must become.
@@ -179,17 +229,17 @@ const MEM_COLS: &[Col] = &[
 ];
 const THREAD_COLS: &[Col] = &[int_req("nameId"), int("priority"), int_req("globalTid")];
 
-/// Reads the tables of a parquetdir export (see the module notes).
-pub fn read_parquetdir(dir: &Path) -> Result<ExportTables> {
+/// Reads the tables of an arrowdir or parquetdir export (see the module notes).
+pub fn read_export_dir(dir: &Path) -> Result<ExportTables> {
     if !dir.is_dir() {
         bail!(
-            "{}: not a folder (expected an nsys parquetdir export)",
+            "{}: not a folder (expected an nsys arrowdir or parquetdir export)",
             dir.display()
         );
     }
     let nvtx_events = read_table(dir, NVTX_EVENTS, Some(NVTX_COLS))?.ok_or_else(|| {
         anyhow!(
-            "{}: missing (the report holds no NVTX events, or {} is not a parquetdir export)",
+            "{}: missing (the report holds no NVTX events, or {} is not an nsys export)",
             table_path(dir, NVTX_EVENTS).display(),
             dir.display()
         )
@@ -208,7 +258,13 @@ pub fn read_parquetdir(dir: &Path) -> Result<ExportTables> {
     })
 }
 
+/// The file of `table` in an export folder: `<table>.arrow` (arrowdir) or `<table>.parquet`
+/// (parquetdir); the parquet name when neither exists.
 fn table_path(dir: &Path, table: &str) -> PathBuf {
+    let arrow = dir.join(format!("{table}.arrow"));
+    if arrow.exists() {
+        return arrow;
+    }
     dir.join(format!("{table}.parquet"))
 }
 
@@ -224,11 +280,16 @@ fn read_table(dir: &Path, table: &str, cols: Option<&[Col]>) -> Result<Option<Re
 }
 
 fn read_file(path: &Path, cols: Option<&[Col]>) -> Result<RecordBatch> {
-    let file = File::open(path).map_err(|e| anyhow!("cannot open: {e}"))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| anyhow!("not a readable parquet file ({e})"))?;
-    let file_schema = builder.schema().clone();
-    // Root indices of the wanted columns that the file has, in file order.
+    let raw = if path.extension().is_some_and(|e| e == "arrow") {
+        read_arrow(path, cols)?
+    } else {
+        read_parquet_file(path, cols)?
+    };
+    normalise_columns(raw, cols)
+}
+
+/// The wanted columns that a file has, as indices into its schema, in file order.
+fn wanted_roots(file_schema: &Schema, cols: Option<&[Col]>) -> Result<Vec<usize>> {
     let mut roots: Vec<usize> = match cols {
         Some(cols) => {
             let mut roots = Vec::new();
@@ -244,6 +305,35 @@ fn read_file(path: &Path, cols: Option<&[Col]>) -> Result<RecordBatch> {
         None => (0..file_schema.fields().len()).collect(),
     };
     roots.sort_unstable();
+    Ok(roots)
+}
+
+/// An Arrow IPC stream file of an arrowdir export.
+fn read_arrow(path: &Path, cols: Option<&[Col]>) -> Result<RecordBatch> {
+    use arrow::ipc::reader::StreamReader;
+    let file = File::open(path).map_err(|e| anyhow!("cannot open: {e}"))?;
+    let probe = StreamReader::try_new(std::io::BufReader::new(file), None)
+        .map_err(|e| anyhow!("not a readable Arrow IPC stream ({e})"))?;
+    let roots = wanted_roots(&probe.schema(), cols)?;
+    drop(probe);
+    let file = File::open(path).map_err(|e| anyhow!("cannot open: {e}"))?;
+    let reader = StreamReader::try_new(
+        std::io::BufReader::with_capacity(1 << 20, file),
+        Some(roots),
+    )
+    .map_err(|e| anyhow!("not a readable Arrow IPC stream ({e})"))?;
+    let schema = reader.schema();
+    let batches = reader
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow!("corrupt or truncated Arrow IPC stream ({e})"))?;
+    Ok(concat_batches(&schema, &batches)?)
+}
+
+fn read_parquet_file(path: &Path, cols: Option<&[Col]>) -> Result<RecordBatch> {
+    let file = File::open(path).map_err(|e| anyhow!("cannot open: {e}"))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| anyhow!("not a readable parquet file ({e})"))?;
+    let roots = wanted_roots(builder.schema(), cols)?;
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
     let reader = builder
         .with_projection(mask)
@@ -254,8 +344,11 @@ fn read_file(path: &Path, cols: Option<&[Col]>) -> Result<RecordBatch> {
     let batches = reader
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow!("corrupt or truncated parquet ({e})"))?;
-    let raw = concat_batches(&read_schema, &batches)?;
+    Ok(concat_batches(&read_schema, &batches)?)
+}
 
+/// The wanted columns with normalised types (see the module notes).
+fn normalise_columns(raw: RecordBatch, cols: Option<&[Col]>) -> Result<RecordBatch> {
     let (fields, columns): (Vec<Field>, Vec<ArrayRef>) = match cols {
         Some(cols) => {
             let mut fields = Vec::with_capacity(cols.len());
@@ -368,7 +461,7 @@ fn normalise_text(array: &ArrayRef, column: &str) -> Result<ArrayRef> {
     }
 }
 
-/// A column of a table as `Int64` (a no-op copy for tables from [`read_parquetdir`]; other
+/// A column of a table as `Int64` (a no-op copy for tables from [`read_export_dir`]; other
 /// integer or float types are converted with the same checks).
 pub fn int64_column(batch: &RecordBatch, table: &str, column: &str) -> Result<Int64Array> {
     let array = batch
@@ -387,49 +480,42 @@ pub fn text_column(batch: &RecordBatch, table: &str, column: &str) -> Result<Str
     Ok(array.as_string::<i32>().clone())
 }
 
-/// Runs `nsys export --type parquetdir` on `report`, writing the tables to `out_dir` (which
+/// Runs `nsys export --type arrowdir` on `report` (Arrow IPC: faster to write and to read
+/// than parquetdir, which [`read_export_dir`] reads too), writing the tables to `out_dir` (which
 /// nsys creates; an existing folder is reused, and the files of [`TABLES`] in it are removed
-/// first so that a table this report lacks cannot be read from an earlier export). When this
-/// nsys can export selected tables (`--tables`), only [`TABLES`] are exported. nsys's output
-/// is captured; on failure the error carries nsys's own message.
+/// first so that a table this report lacks cannot be read from an earlier export). Only
+/// [`TABLES`] are exported (`--tables`, Nsight Systems 2023.4 and newer). nsys's output is
+/// captured; on failure the error carries nsys's own message.
 pub fn export(nsys: &Path, report: &Path, out_dir: &Path) -> Result<()> {
     if !report.is_file() {
         bail!("{}: no such report file", report.display());
     }
-    let help = Command::new(nsys)
-        .args(["export", "--help"])
-        .output()
-        .with_context(|| format!("cannot run {}", nsys.display()))?;
-    let help =
-        String::from_utf8_lossy(&help.stdout).into_owned() + &String::from_utf8_lossy(&help.stderr);
-
     if out_dir.is_dir() {
         for table in TABLES {
-            let stale = table_path(out_dir, table);
-            if stale.exists() {
-                std::fs::remove_file(&stale)
-                    .with_context(|| format!("cannot remove {}", stale.display()))?;
+            for ext in ["arrow", "parquet"] {
+                let stale = out_dir.join(format!("{table}.{ext}"));
+                if stale.exists() {
+                    std::fs::remove_file(&stale)
+                        .with_context(|| format!("cannot remove {}", stale.display()))?;
+                }
             }
         }
     }
-
-    let mut cmd = Command::new(nsys);
-    cmd.args([
-        "export",
-        "--type",
-        "parquetdir",
-        "--force-overwrite",
-        "true",
-    ]);
-    if help.contains("--quiet") {
-        cmd.args(["--quiet", "true"]);
-    }
-    if help.contains("--tables") {
-        // nsys matches each pattern against the whole table name, ignoring case.
-        cmd.arg(format!("--tables={}", TABLES.join(",")));
-    }
-    cmd.arg("--output").arg(out_dir).arg(report);
-    let out = cmd
+    let out = Command::new(nsys)
+        .args([
+            "export",
+            "--type",
+            "arrowdir",
+            "--force-overwrite",
+            "true",
+            "--quiet",
+            "true",
+            // nsys matches each pattern against the whole table name, ignoring case.
+            &format!("--tables={}", TABLES.join(",")),
+        ])
+        .arg("--output")
+        .arg(out_dir)
+        .arg(report)
         .output()
         .with_context(|| format!("cannot run {}", nsys.display()))?;
     if !out.status.success() {
@@ -485,31 +571,9 @@ pub(crate) mod testing {
     //! Finding nsys and exporting fixtures in tests.
     use std::path::{Path, PathBuf};
 
-    /// `$NSYS`, else `/tmp/nsys/target-linux-x64/nsys`, else `nsys` on `PATH`; `None` (with a
-    /// loud notice) when there is none.
+    /// An nsys for tests (see [`crate::testutil::nsys_path`]).
     pub fn nsys() -> Option<PathBuf> {
-        let candidates = std::env::var_os("NSYS")
-            .map(PathBuf::from)
-            .into_iter()
-            .chain([PathBuf::from("/tmp/nsys/target-linux-x64/nsys")])
-            .chain(
-                std::env::var_os("PATH")
-                    .map(|p| {
-                        std::env::split_paths(&p)
-                            .map(|d| d.join("nsys"))
-                            .collect::<Vec<_>>()
-                    })
-                    .unwrap_or_default(),
-            );
-        for c in candidates {
-            if c.is_file() {
-                return Some(c);
-            }
-        }
-        eprintln!(
-            "\n!!! SKIPPING: no Nsight Systems CLI (set NSYS, or run scripts/install-nsys.sh) !!!\n"
-        );
-        None
+        crate::testutil::nsys_path()
     }
 
     /// Exports `report` into a fresh folder under `tmp`.
@@ -565,7 +629,7 @@ mod tests {
             Arc::new(Float64Array::from(vec![Some(10.0), None])),
         );
         write_parquet(&tmp.path().join("NVTX_EVENTS.parquet"), &batch);
-        let t = read_parquetdir(tmp.path()).unwrap();
+        let t = read_export_dir(tmp.path()).unwrap();
         let nvtx = &t.nvtx_events;
         let schema = nvtx.schema();
         let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
@@ -598,7 +662,7 @@ mod tests {
     #[test]
     fn bad_values_and_missing_tables_name_the_file() {
         let tmp = tempfile::tempdir().unwrap();
-        let e = read_parquetdir(tmp.path()).unwrap_err().to_string();
+        let e = read_export_dir(tmp.path()).unwrap_err().to_string();
         assert!(e.contains("NVTX_EVENTS.parquet"), "{e}");
 
         let batch = nvtx_batch(
@@ -606,7 +670,7 @@ mod tests {
             Arc::new(Float64Array::from(vec![Some(10.5), None])),
         );
         write_parquet(&tmp.path().join("NVTX_EVENTS.parquet"), &batch);
-        let e = format!("{:#}", read_parquetdir(tmp.path()).unwrap_err());
+        let e = format!("{:#}", read_export_dir(tmp.path()).unwrap_err());
         assert!(
             e.contains("NVTX_EVENTS.parquet") && e.contains("\"end\""),
             "{e}"
@@ -617,11 +681,11 @@ mod tests {
             Arc::new(Float64Array::from(vec![Some(10.0), None])),
         );
         write_parquet(&tmp.path().join("NVTX_EVENTS.parquet"), &batch);
-        let e = format!("{:#}", read_parquetdir(tmp.path()).unwrap_err());
+        let e = format!("{:#}", read_export_dir(tmp.path()).unwrap_err());
         assert!(e.contains("globalTid") && e.contains("row 0"), "{e}");
 
         std::fs::write(tmp.path().join("NVTX_EVENTS.parquet"), b"not parquet").unwrap();
-        let e = format!("{:#}", read_parquetdir(tmp.path()).unwrap_err());
+        let e = format!("{:#}", read_export_dir(tmp.path()).unwrap_err());
         assert!(
             e.contains("NVTX_EVENTS.parquet") && e.contains("parquet"),
             "{e}"
@@ -633,7 +697,7 @@ mod tests {
         )])
         .unwrap();
         write_parquet(&tmp.path().join("NVTX_EVENTS.parquet"), &no_tid);
-        let e = format!("{:#}", read_parquetdir(tmp.path()).unwrap_err());
+        let e = format!("{:#}", read_export_dir(tmp.path()).unwrap_err());
         assert!(
             e.contains("NVTX_EVENTS.parquet") && e.contains("eventType"),
             "{e}"
@@ -654,6 +718,7 @@ mod tests {
         let out = tmp.path().join("rep");
         std::fs::create_dir_all(&out).unwrap();
         std::fs::write(out.join("CUPTI_ACTIVITY_KIND_MEMSET.parquet"), b"stale").unwrap();
+        std::fs::write(out.join("CUPTI_ACTIVITY_KIND_MEMSET.arrow"), b"stale").unwrap();
         export(&nsys, &report, &out).unwrap();
         let mut files: Vec<String> = std::fs::read_dir(&out)
             .unwrap()
@@ -664,12 +729,12 @@ mod tests {
         assert!(
             files
                 .iter()
-                .all(|f| TABLES.iter().any(|t| f == &format!("{t}.parquet"))),
+                .all(|f| TABLES.iter().any(|t| f == &format!("{t}.arrow"))),
             "{files:?}"
         );
         assert!(!files.iter().any(|f| f.contains("MEMSET")), "{files:?}");
 
-        let t = read_parquetdir(&out).unwrap();
+        let t = read_export_dir(&out).unwrap();
         assert_eq!(t.nvtx_events.num_rows(), 2182);
         assert_eq!(t.kernel.as_ref().unwrap().num_rows(), 844);
         assert_eq!(t.memcpy.as_ref().unwrap().num_rows(), 9);

@@ -668,3 +668,9 @@ mod tests {
         assert_eq!(c.num_child[first], 3);
     }
 }
+
+/// `report_nvtx_pushpop_trace.parquet` from the output of
+/// [`crate::frames::projection::pushpop`] (pandas index: RangeId).
+pub fn write_parquet(pushpop: &RecordBatch) -> Result<Vec<u8>> {
+    super::write_parquet(pushpop, &super::PandasIndex::Columns(&["RangeId"]), 1)
+}

@@ -347,3 +347,29 @@ mod tests {
         assert!(read(b"not parquet".to_vec()).is_err());
     }
 }
+
+/// `trace.parquet` in the classic layout, as Nsight Systems' `nvtx_gpu_proj_trace` recipe
+/// writes it (pandas types: the columns that recipe leaves nullable are float64) plus the
+/// `Rank` column, from the output of [`crate::frames::projection::project`].
+pub fn write_classic(projection: &RecordBatch, rank: i64) -> Result<Vec<u8>> {
+    const FLOAT: [&str; 5] = ["Orig Start", "Orig Duration", "Lvl", "RangeId", "ParentId"];
+    let schema = projection.schema();
+    let mut cols: Vec<(String, ArrayRef)> = Vec::new();
+    for (f, c) in schema.fields().iter().zip(projection.columns()) {
+        let c = if FLOAT.contains(&f.name().as_str()) {
+            cast(c, &DataType::Float64)?
+        } else {
+            c.clone()
+        };
+        cols.push((f.name().clone(), c));
+    }
+    cols.push((
+        "Rank".into(),
+        Arc::new(arrow::array::Int64Array::from(vec![
+            rank;
+            projection.num_rows()
+        ])),
+    ));
+    let batch = RecordBatch::try_from_iter(cols)?;
+    super::write_parquet(&batch, &super::PandasIndex::Default, 1)
+}

@@ -1213,7 +1213,7 @@ mod tests {
         let fixtures = crate::testutil::fixtures_dir()?;
         let nsys = testing::nsys()?;
         let dir = testing::export_to(&nsys, &fixtures.join(report), tmp);
-        Some(crate::formats::nsys_export::read_parquetdir(&dir).unwrap())
+        Some(crate::formats::nsys_export::read_export_dir(&dir).unwrap())
     }
 
     /// Nsight Systems' own `nvtx_gpu_proj_trace` and `nvtx_pushpop_trace` reports for

@@ -1,6 +1,8 @@
 //! Warm-up split (DESIGN §8.1): a program whose compilation was seen has its execution 0 as
-//! initialisation; when the profile has communication, execution 1 is initialisation too. If
-//! that leaves a frame with no steady-state rows, everything in it counts as steady state.
+//! initialisation; when the profile has communication, one more execution of every program
+//! is initialisation (so a program compiled outside the profile loses its execution 0, one
+//! compiled inside loses 0 and 1). If that leaves a frame with no steady-state rows,
+//! everything in it counts as steady state.
 
 use super::gpu::{COMMUNICATION, PROGRAM_EXECUTION, PROGRAM_ID, UNKNOWN_PROGRAM};
 use anyhow::Result;
@@ -21,7 +23,7 @@ fn split(
     frame: &RecordBatch,
     what: &str,
     compiled: &BTreeSet<String>,
-    threshold: i32,
+    extra: i32,
     notes: &mut Vec<String>,
 ) -> Result<RecordBatch> {
     let prog = frame.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
@@ -33,7 +35,10 @@ fn split(
         .map(|i| prog.value(i) != UNKNOWN_PROGRAM)
         .collect();
     let steady: Vec<bool> = (0..frame.num_rows())
-        .map(|i| known[i] && (!compiled.contains(prog.value(i)) || exec.value(i) > threshold))
+        .map(|i| {
+            let init = compiled.contains(prog.value(i)) as i32 + extra;
+            known[i] && exec.value(i) >= init
+        })
         .collect();
     let mask = if frame.num_rows() > 0 && !steady.iter().any(|&s| s) && known.iter().any(|&k| k) {
         notes.push(format!(
@@ -55,10 +60,10 @@ pub fn steady_state(
 ) -> Result<Steady> {
     let comm = thunk.column_by_name(COMMUNICATION).unwrap().as_boolean();
     let has_comm = comm.true_count() > 0;
-    let threshold = if has_comm { 1 } else { 0 };
+    let extra = has_comm as i32;
     let mut notes = Vec::new();
-    let module = split(module, "module", compiled, threshold, &mut notes)?;
-    let thunk = split(thunk, "thunk", compiled, threshold, &mut notes)?;
+    let module = split(module, "module", compiled, extra, &mut notes)?;
+    let thunk = split(thunk, "thunk", compiled, extra, &mut notes)?;
     let comm_mask = thunk
         .column_by_name(COMMUNICATION)
         .unwrap()

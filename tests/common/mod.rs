@@ -69,3 +69,68 @@ pub fn rel(a: f64, b: f64) -> f64 {
         (a - b).abs() / b.abs().max(f64::MIN_POSITIVE)
     }
 }
+
+/// An nsys for tests; `None` (loudly) when there is none.
+pub fn nsys() -> Option<PathBuf> {
+    nsys_jax_pipe::testutil::nsys_path()
+}
+
+/// Run the binary with `NSYS` set to `nsys`.
+pub fn run_with_nsys(nsys: &Path, args: &[&std::ffi::OsStr]) -> Output {
+    std::process::Command::new(bin())
+        .args(args)
+        .env_remove("NSYS_JAX_PIPE_CACHE")
+        .env("NSYS", nsys)
+        .output()
+        .expect("run nsys-jax-pipe")
+}
+
+/// Build an argument list from strings and paths.
+#[macro_export]
+macro_rules! args {
+    ($($a:expr),* $(,)?) => {{
+        let v: Vec<std::ffi::OsString> = vec![$(std::ffi::OsString::from($a)),*];
+        v
+    }};
+}
+
+pub fn os(v: &[std::ffi::OsString]) -> Vec<&std::ffi::OsStr> {
+    v.iter().map(|s| s.as_os_str()).collect()
+}
+
+/// The member names of a zip archive.
+pub fn zip_members(path: &Path) -> Vec<String> {
+    let z = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut names: Vec<String> = z.file_names().map(|n| n.unwrap().into_owned()).collect();
+    names.sort();
+    names
+}
+
+/// One member of a zip archive.
+pub fn zip_read(path: &Path, member: &str) -> Vec<u8> {
+    use std::io::Read;
+    let mut z = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut f = z
+        .by_name(member)
+        .unwrap_or_else(|e| panic!("{member}: {e}"));
+    let mut out = Vec::new();
+    f.read_to_end(&mut out).unwrap();
+    out
+}
+
+/// An analysis JSON with the process labels (which name the input) removed, for comparing
+/// the analyses of different containers of the same profile.
+pub fn without_labels(mut v: serde_json::Value) -> serde_json::Value {
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(m) => {
+                m.remove("process");
+                m.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut v);
+    v
+}

@@ -1,0 +1,499 @@
+//! Captures: an Nsight Systems report (`.nsys-rep`) and the XLA dump folder written beside
+//! it, turned into the members of an nsys-jax archive by nodes of the graph (DESIGN §2–§6):
+//!
+//! - `nsys-export`: `nsys export` of the tables this project reads, keyed by the report's
+//!   content and the nsys version (the only step that runs an external program);
+//! - `projection`: NVTX ranges projected onto the GPU → `nvtx_gpu_proj_trace/trace.parquet`
+//!   (absent when the capture has no GPU activity, e.g. an NVTX-only capture);
+//! - `pushpop`: CPU push/pop ranges → `report_nvtx_pushpop_trace.parquet`;
+//! - `metadata`: thread, system and device metadata parquet files;
+//! - `dump-xz`: one per dump file, its xz-compressed bytes (`dump/<file>.xz`);
+//! - `sources`: the Python files named by the HLO stack frames that exist on this machine.
+//!
+//! Every node's key is computed from keys alone (the report's content key, the nsys version
+//! key, the dump files' content keys), so a run whose results are stored never exports.
+
+use crate::engine::value::{Bytes, Files, Tables};
+use crate::engine::{Engine, Key, KeyBuilder, versions};
+use crate::formats::archive::{
+    self, Archive, DEVICE_METADATA, PUSHPOP_PARQUET, SYSTEM_METADATA, THREAD_METADATA, TRACE,
+};
+use crate::formats::archive_writer::Entry;
+use crate::formats::nsys_export::{self, ExportTables};
+use crate::formats::{metadata, pushpop, trace};
+use crate::frames::projection;
+use crate::graph::{self, Db, Process};
+use crate::nsys::Nsys;
+use anyhow::{Context, Result, bail};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A report and the dump folder that goes with it.
+#[derive(Clone, Debug)]
+pub struct CaptureInput {
+    pub report: PathBuf,
+    pub dump: Option<PathBuf>,
+    /// How the dump folder was chosen, for the run output.
+    pub dump_note: String,
+}
+
+/// Whether `path` names an Nsight Systems report.
+pub fn is_report(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e == "nsys-rep" || e == "qdrep")
+}
+
+/// The dump folder of `report`: `flag` when given, else beside the report `dump_<stem>/`,
+/// `<stem>_dump/`, else the only `dump*/` folder there. No dump is not an error (the
+/// analyses then lack HLO details, which the note says).
+pub fn find_dump(report: &Path, flag: Option<&Path>) -> Result<CaptureInput> {
+    let input = |dump: Option<PathBuf>, note: String| CaptureInput {
+        report: report.to_path_buf(),
+        dump,
+        dump_note: note,
+    };
+    if let Some(d) = flag {
+        if !d.is_dir() {
+            bail!("{}: XLA dump folder not found (--dump)", d.display());
+        }
+        return Ok(input(
+            Some(d.to_path_buf()),
+            format!("{}: XLA dump {} (--dump)", report.display(), d.display()),
+        ));
+    }
+    let dir = report
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let stem = report
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    for name in [format!("dump_{stem}"), format!("{stem}_dump")] {
+        let d = dir.join(&name);
+        if d.is_dir() {
+            return Ok(input(
+                Some(d.clone()),
+                format!(
+                    "{}: XLA dump {} (beside the report)",
+                    report.display(),
+                    d.display()
+                ),
+            ));
+        }
+    }
+    let mut dumps: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| {
+                    e.file_name().to_string_lossy().starts_with("dump") && e.path().is_dir()
+                })
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    dumps.sort();
+    match dumps.len() {
+        1 => {
+            let d = dumps.pop().expect("one");
+            Ok(input(
+                Some(d.clone()),
+                format!(
+                    "{}: XLA dump {} (the only dump folder beside the report)",
+                    report.display(),
+                    d.display()
+                ),
+            ))
+        }
+        0 => Ok(input(
+            None,
+            format!(
+                "{}: no XLA dump folder beside the report (dump_{stem}/ or {stem}_dump/); without it there are no HLO details (collective sizes, source lines): pass --dump DIR",
+                report.display()
+            ),
+        )),
+        _ => bail!(
+            "{}: several dump folders beside the report ({}) and none named dump_{stem}/ or {stem}_dump/: pass --dump DIR",
+            report.display(),
+            dumps
+                .iter()
+                .map(|d| d
+                    .file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+// ------------------------------------------------------------------ keys
+
+/// The key of the export of a report (content key `report`) by this nsys.
+pub fn export_key(report: &Key, nsys: &Nsys) -> Key {
+    KeyBuilder::new("nsys-export", &versions::of(&["formats/nsys_export.rs"]))
+        .param("nsys-version", nsys.version_key.0)
+        .input(report)
+        .finish()
+}
+
+/// The node that produces a derived member, and that node's key.
+fn producer(member: &str, export: &Key) -> Option<(&'static str, Key)> {
+    let (kind, sources): (&'static str, &[&str]) = match member {
+        TRACE => (
+            "projection",
+            &["frames/projection.rs", "formats/trace.rs", "formats/mod.rs"],
+        ),
+        PUSHPOP_PARQUET => (
+            "pushpop",
+            &[
+                "frames/projection.rs",
+                "formats/pushpop.rs",
+                "formats/mod.rs",
+            ],
+        ),
+        THREAD_METADATA | SYSTEM_METADATA | DEVICE_METADATA => {
+            ("metadata", &["formats/metadata.rs", "formats/mod.rs"])
+        }
+        _ => return None,
+    };
+    Some((
+        kind,
+        KeyBuilder::new(kind, &versions::of(sources))
+            .input(export)
+            .finish(),
+    ))
+}
+
+/// The content key of a derived member (computed from keys only).
+pub fn derived_member_key(member: &str, export: &Key) -> Option<Key> {
+    let (_, node) = producer(member, export)?;
+    Some(
+        KeyBuilder::new("derived-member", "1")
+            .param("member", member)
+            .input(&node)
+            .finish(),
+    )
+}
+
+// ------------------------------------------------------------------ nodes
+
+/// The exported tables of a report.
+pub fn export_tables(
+    engine: &Engine,
+    nsys: &Nsys,
+    report: &Path,
+    report_key: &Key,
+) -> Result<Arc<Tables>> {
+    let key = export_key(report_key, nsys);
+    let label = file_label(report);
+    engine.node("nsys-export", &label, key, || {
+        let tmp = tempfile::Builder::new()
+            .prefix("nsys-jax-pipe-export-")
+            .tempdir()
+            .context("cannot create a temporary folder for nsys export")?;
+        let out = tmp.path().join("tables");
+        nsys_export::export(&nsys.path, report, &out)?;
+        let tables = nsys_export::read_export_dir(&out)
+            .with_context(|| format!("reading the export of {}", report.display()))?;
+        Ok(Tables(tables.to_named()))
+    })
+}
+
+/// The bytes of a derived member of a capture (`None` when the capture has no such member:
+/// the GPU projection of a capture without GPU activity).
+pub fn derived_member(
+    engine: &Engine,
+    nsys: &Nsys,
+    report: &Path,
+    report_key: &Key,
+    member: &str,
+) -> Result<Option<Vec<u8>>> {
+    let export = export_key(report_key, nsys);
+    let Some((kind, key)) = producer(member, &export) else {
+        bail!("{member}: not a member derived from the report");
+    };
+    let label = file_label(report);
+    let files = engine.node(kind, &label, key, || {
+        let stored = export_tables(engine, nsys, report, report_key)?;
+        let t = ExportTables::from_named(&stored.0)?;
+        let what = |step: &str| format!("{}: {step}", report.display());
+        Ok(Files(match kind {
+            "projection" => {
+                if t.has_gpu_activity() {
+                    let p = projection::project(&t).with_context(|| what("NVTX projection"))?;
+                    vec![(TRACE.to_string(), trace::write_classic(&p, 0)?)]
+                } else {
+                    vec![]
+                }
+            }
+            "pushpop" => {
+                let p = projection::pushpop(&t).with_context(|| what("push/pop trace"))?;
+                vec![(PUSHPOP_PARQUET.to_string(), pushpop::write_parquet(&p)?)]
+            }
+            _ => metadata::metadata_files(&t).with_context(|| what("metadata"))?,
+        }))
+    })?;
+    Ok(files.get(member).map(<[u8]>::to_vec))
+}
+
+/// A classic-layout `trace.parquet` without rows: what a capture without GPU activity is
+/// read as.
+pub fn empty_trace() -> Result<Vec<u8>> {
+    let empty = arrow::array::RecordBatch::new_empty(projection::projection_schema());
+    trace::write_classic(&empty, 0)
+}
+
+/// xz preset of the dump files (nsys-jax used Python's default, 6).
+const XZ_PRESET: u32 = 6;
+
+/// The xz-compressed bytes of one dump file (content key `content`).
+pub fn dump_xz(engine: &Engine, file: &Path, content: &Key) -> Result<Arc<Bytes>> {
+    let key = KeyBuilder::new("dump-xz", &versions::of(&["capture.rs"]))
+        .param("preset", XZ_PRESET.to_le_bytes())
+        .input(content)
+        .finish();
+    engine.node("dump-xz", &file_label(file), key, || {
+        use std::io::Write;
+        let raw = std::fs::read(file)
+            .map_err(|e| anyhow::anyhow!("{}: {}", file.display(), archive::io_reason(&e)))?;
+        let mut enc = xz2::write::XzEncoder::new(Vec::with_capacity(raw.len() / 3), XZ_PRESET);
+        enc.write_all(&raw)?;
+        Ok(Bytes(enc.finish()?))
+    })
+}
+
+/// The Python source files named by HLO stack frames: those to archive and those left out.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Sources {
+    /// Absolute paths of readable files.
+    pub files: Vec<PathBuf>,
+    /// `(name, why)` for names that are not files here (`<string>`, `<frozen ...>`, missing,
+    /// unreadable).
+    pub skipped: Vec<(String, String)>,
+}
+
+/// Sort the file names of HLO stack frames into files to archive and names to skip.
+pub fn classify_sources<'a>(names: impl IntoIterator<Item = &'a str>) -> Sources {
+    let mut names: Vec<&str> = names.into_iter().collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut out = Sources::default();
+    for name in names {
+        let path = Path::new(name);
+        if name.starts_with('<') {
+            out.skipped
+                .push((name.to_string(), "not a file (generated code)".into()));
+        } else if !path.is_absolute() {
+            out.skipped
+                .push((name.to_string(), "relative path, location unknown".into()));
+        } else {
+            match std::fs::File::open(path) {
+                Ok(f) if f.metadata().is_ok_and(|m| m.is_file()) => {
+                    out.files.push(path.to_path_buf())
+                }
+                Ok(_) => out.skipped.push((name.to_string(), "not a file".into())),
+                Err(e) => out.skipped.push((name.to_string(), archive::io_reason(&e))),
+            }
+        }
+    }
+    out
+}
+
+fn file_label(p: &Path) -> String {
+    p.file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_else(|| p.display().to_string())
+}
+
+/// What goes into the archive of a capture, and what the run output should say about it.
+pub struct ArchiveContents {
+    pub entries: Vec<Entry>,
+    pub notes: Vec<String>,
+}
+
+/// The members of the nsys-jax archive of the capture `p` (DESIGN §2.2): the report, the
+/// derived parquet files, `dump/<file>.xz`, the project's `protos/` and `sources/<absolute
+/// path>`. The export (with what is built from it), the dump compression and the HLO
+/// decoding that names the source files run in parallel, unless `serial` (required inside a
+/// graph query, which must not fan out to other threads).
+pub fn archive_contents(db: &Db, p: Process, serial: bool) -> Result<ArchiveContents> {
+    use rayon::prelude::*;
+    let archive = p.archive_ref(db);
+    if !archive.is_capture() {
+        bail!("{}: not a capture", archive.path.display());
+    }
+    let engine = &db.ctx.engine;
+    let nsys = db.ctx.nsys()?.clone();
+    let report_key = engine.file_key(&archive.path)?;
+    let keys = graph::member_keys(db, p.archive(db)).map_err(anyhow::Error::from)?;
+    let dumps: Vec<(String, PathBuf, Key)> = archive
+        .members_under("dump")
+        .map(|m| {
+            let file = archive.member_file(m).expect("dump members are files");
+            Ok((m.to_string(), file, keys.value.get(m)?))
+        })
+        .collect::<Result<_>>()?;
+
+    let derived = || -> Result<Vec<Entry>> {
+        export_tables(engine, &nsys, &archive.path, &report_key)?;
+        let one = |m: &&str| derived_member(engine, &nsys, &archive.path, &report_key, m);
+        let files: Vec<Option<Vec<u8>>> = if serial {
+            archive::DERIVED.iter().map(one).collect::<Result<_>>()?
+        } else {
+            archive::DERIVED
+                .par_iter()
+                .map(one)
+                .collect::<Result<_>>()?
+        };
+        Ok(archive::DERIVED
+            .iter()
+            .zip(files)
+            .filter_map(|(m, b)| b.map(|b| Entry::stored(*m, b)))
+            .collect())
+    };
+    // The report is deflated while nsys exports it.
+    let report = || -> Result<Entry> {
+        let bytes = std::fs::read(&archive.path).map_err(|e| {
+            anyhow::anyhow!("{}: {}", archive.path.display(), archive::io_reason(&e))
+        })?;
+        Entry::deflated(file_label(&archive.path), bytes).pack()
+    };
+    let compress = || -> Result<Vec<Entry>> {
+        let one = |(m, file, key): &(String, PathBuf, Key)| {
+            let xz = dump_xz(engine, file, key)?;
+            Ok(Entry::stored(format!("{m}.xz"), xz.0.clone()))
+        };
+        if serial {
+            dumps.iter().map(one).collect()
+        } else {
+            dumps.par_iter().map(one).collect()
+        }
+    };
+    let db2 = db.clone();
+    let sources = move || -> Result<(Sources, Vec<Entry>)> {
+        let names = graph::source_file_names(&db2, p).map_err(anyhow::Error::from)?;
+        let s = classify_sources(names.value.iter().map(String::as_str));
+        let mut entries = Vec::new();
+        let mut unreadable = Vec::new();
+        for f in &s.files {
+            match std::fs::read(f) {
+                Ok(b) => entries.push(Entry::deflated(
+                    format!("sources/{}", f.to_string_lossy().trim_start_matches('/')),
+                    b,
+                )),
+                Err(e) => unreadable.push((f.display().to_string(), archive::io_reason(&e))),
+            }
+        }
+        let mut s = s;
+        s.files
+            .retain(|f| !unreadable.iter().any(|(u, _)| Path::new(u) == f));
+        s.skipped.extend(unreadable);
+        Ok((s, entries))
+    };
+    let (derived, ((report, dump), sources)) = if serial {
+        (derived(), ((report(), compress()), sources()))
+    } else {
+        rayon::join(derived, || {
+            rayon::join(|| rayon::join(report, compress), sources)
+        })
+    };
+    let (derived, report, dump) = (derived?, report?, dump?);
+    let mut notes = Vec::new();
+    let name = file_label(&archive.path);
+    // Sources are a convenience: a dump that cannot be decoded costs them, not the archive.
+    let (sources, source_entries) = sources.unwrap_or_else(|e| {
+        notes.push(format!(
+            "{name}: no source files archived: {}",
+            crate::error::one_line(&e)
+        ));
+        (Sources::default(), vec![])
+    });
+
+    if !derived.iter().any(|e| e.name == TRACE) {
+        notes.push(format!(
+            "{name}: no GPU activity in the report (an NVTX-only capture): no {TRACE}; compile-time analyses only"
+        ));
+    }
+    if !sources.skipped.is_empty() {
+        notes.push(format!(
+            "{name}: {} source file(s) named by the HLO stack frames not archived: {}",
+            sources.skipped.len(),
+            sources
+                .skipped
+                .iter()
+                .map(|(n, why)| format!("{n} ({why})"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let mut entries = vec![report];
+    entries.extend(derived);
+    entries.extend(dump);
+    for (path, bytes) in crate::formats::hlo::builtin_proto_sources() {
+        entries.push(Entry::deflated(format!("protos/{path}"), bytes));
+    }
+    entries.extend(source_entries);
+    Ok(ArchiveContents { entries, notes })
+}
+
+/// Open a capture as an archive (see [`Archive::open_capture`]).
+pub fn open(input: &CaptureInput) -> Result<Archive> {
+    Archive::open_capture(&input.report, input.dump.as_deref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_dump_beside_a_report() {
+        let tmp = tempfile::tempdir().unwrap();
+        let rep = tmp.path().join("rank0.nsys-rep");
+        std::fs::write(&rep, b"x").unwrap();
+        let c = find_dump(&rep, None).unwrap();
+        assert!(c.dump.is_none() && c.dump_note.contains("--dump"), "{c:?}");
+
+        std::fs::create_dir(tmp.path().join("dump_rank1")).unwrap();
+        let c = find_dump(&rep, None).unwrap();
+        assert_eq!(c.dump.unwrap(), tmp.path().join("dump_rank1"));
+        std::fs::create_dir(tmp.path().join("dump_rank2")).unwrap();
+        let e = find_dump(&rep, None).unwrap_err().to_string();
+        assert!(e.contains("several") && e.contains("dump_rank2"), "{e}");
+        std::fs::create_dir(tmp.path().join("rank0_dump")).unwrap();
+        assert_eq!(
+            find_dump(&rep, None).unwrap().dump.unwrap(),
+            tmp.path().join("rank0_dump")
+        );
+        std::fs::create_dir(tmp.path().join("dump_rank0")).unwrap();
+        assert_eq!(
+            find_dump(&rep, None).unwrap().dump.unwrap(),
+            tmp.path().join("dump_rank0")
+        );
+        let e = find_dump(&rep, Some(&tmp.path().join("nope")))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nope") && e.contains("not found"), "{e}");
+    }
+
+    #[test]
+    fn sorts_source_names() {
+        let tmp = tempfile::tempdir().unwrap();
+        let f = tmp.path().join("train.py");
+        std::fs::write(&f, b"print(1)").unwrap();
+        let fs = f.to_string_lossy().into_owned();
+        let s = classify_sources([
+            fs.as_str(),
+            "<string>",
+            "<frozen runpy>",
+            "/no/such/file.py",
+            "rel.py",
+            fs.as_str(),
+        ]);
+        assert_eq!(s.files, vec![f.clone()]);
+        let why: Vec<&str> = s.skipped.iter().map(|(_, w)| w.as_str()).collect();
+        assert_eq!(s.skipped.len(), 4, "{s:?}");
+        assert!(why.contains(&"no such file or folder"), "{why:?}");
+    }
+}
