@@ -371,9 +371,9 @@ pub fn archive_contents(db: &Db, p: Process, serial: bool) -> Result<ArchiveCont
             dumps.par_iter().map(one).collect()
         }
     };
-    let db2 = db.clone();
-    let sources = move || -> Result<(Sources, Vec<Entry>)> {
-        let names = graph::source_file_names(&db2, p).map_err(anyhow::Error::from)?;
+    // Takes the database to query: the caller's inside a query, a clone on another thread.
+    let sources = |db: &Db| -> Result<(Sources, Vec<Entry>)> {
+        let names = graph::source_file_names(db, p).map_err(anyhow::Error::from)?;
         let s = classify_sources(names.value.iter().map(String::as_str));
         let mut entries = Vec::new();
         let mut unreadable = Vec::new();
@@ -393,10 +393,11 @@ pub fn archive_contents(db: &Db, p: Process, serial: bool) -> Result<ArchiveCont
         Ok((s, entries))
     };
     let (derived, ((report, dump), sources)) = if serial {
-        (derived(), ((report(), compress()), sources()))
+        (derived(), ((report(), compress()), sources(db)))
     } else {
+        let db2 = db.clone();
         rayon::join(derived, || {
-            rayon::join(|| rayon::join(report, compress), sources)
+            rayon::join(|| rayon::join(report, compress), move || sources(&db2))
         })
     };
     let (derived, report, dump) = (derived?, report?, dump?);

@@ -70,3 +70,52 @@ fn external_script_runs_once_and_its_outputs_are_collected() {
         "{err}"
     );
 }
+
+/// A script given a report sees the archive the report makes (one per report; several
+/// reports as one combined folder).
+#[test]
+fn external_script_sees_captures_as_archives() {
+    let Some(f) = fixtures() else { return };
+    let Some(nsys) = nsys() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let script = tmp.path().join("layout.py");
+    std::fs::write(
+        &script,
+        r#"
+import os, sys
+prefix = sys.argv[-1]
+trace = os.path.join(prefix, "nvtx_gpu_proj_trace", "trace.parquet")
+kind = "combined" if os.path.isdir(trace) else "single"
+dumps = [f for f in os.listdir(os.path.join(prefix, "dump")) if f.endswith(".hlo.pb.xz")]
+print(kind, sorted(f for f in os.listdir(prefix) if f.endswith(".nsys-rep")), len(dumps) > 0)
+"#,
+    )
+    .unwrap();
+    let cache = tmp.path().join("cache");
+    let run_on = |reports: &[&str]| -> String {
+        let out = tmp.path().join(format!("o{}", reports.len()));
+        let mut a = args![
+            "analyze",
+            "--cache-dir",
+            &cache,
+            "-o",
+            &out,
+            "--analysis",
+            &script
+        ];
+        a.extend(reports.iter().map(|r| f.join(r).into_os_string()));
+        let o = run_with_nsys(&nsys, &os(&a));
+        assert_ok(&o);
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let one = run_on(&["h200/fsdp2_1proc/rep.nsys-rep"]);
+    assert!(one.contains("single ['rep.nsys-rep'] True"), "{one}");
+    let two = run_on(&[
+        "h200/fsdp2_2proc/rank0.nsys-rep",
+        "h200/fsdp2_2proc/rank1.nsys-rep",
+    ]);
+    assert!(
+        two.contains("combined ['rank0.nsys-rep', 'rank1.nsys-rep'] True"),
+        "{two}"
+    );
+}
