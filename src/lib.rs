@@ -17,6 +17,7 @@ pub mod error;
 pub mod formats;
 pub mod frames;
 pub mod graph;
+pub mod launch;
 pub mod nsys;
 pub mod nvtx;
 pub mod pipeline;
