@@ -194,17 +194,7 @@ fn archives_of_captures_analyse_like_the_reports() {
             .to_string_lossy()
             .into_owned();
         let zip = tmp.path().join(format!("{name}.zip"));
-        let o = run_with_nsys(
-            &nsys,
-            &os(&args![
-                "archive",
-                &report,
-                "-o",
-                &zip,
-                "--cache-dir",
-                &cache
-            ]),
-        );
+        let o = archive_with(&nsys, &report, &zip, &cache);
         assert_ok(&o);
         let stderr = String::from_utf8_lossy(&o.stderr);
         // The workload's own file is not on this machine: listed, not fatal.
@@ -363,17 +353,7 @@ fn second_run_executes_nothing_and_does_not_start_nsys() {
     );
     // Archiving reuses the same export.
     let zip = tmp.path().join("a.zip");
-    assert_ok(&run_with_nsys(
-        &nsys,
-        &os(&args![
-            "archive",
-            &report,
-            "-o",
-            &zip,
-            "--cache-dir",
-            &cache
-        ]),
-    ));
+    assert_ok(&archive_with(&nsys, &report, &zip, &cache));
     assert_eq!(
         std::fs::read_to_string(&log).unwrap(),
         calls,
@@ -483,10 +463,7 @@ fn bad_captures_and_bad_nsys_give_one_line_errors() {
     // A file that is not a report.
     let fake = tmp.path().join("fake.nsys-rep");
     std::fs::write(&fake, b"not a report at all").unwrap();
-    let e = one_line_error(&run_with_nsys(
-        &real,
-        &os(&args!["archive", &fake, "-o", &zip, "--cache-dir", &cache]),
-    ));
+    let e = one_line_error(&archive_with(&real, &fake, &zip, &cache));
     assert!(
         e.contains("fake.nsys-rep") && e.contains("nsys export"),
         "{e}"
@@ -524,17 +501,7 @@ fn bad_captures_and_bad_nsys_give_one_line_errors() {
     assert!(e.contains("module_3984.jit_train_step"), "{e}");
     assert!(!out.exists());
     // The archive keeps the user's files as they are and says what it could not use.
-    let o = run_with_nsys(
-        &real,
-        &os(&args![
-            "archive",
-            cap.join("rep.nsys-rep"),
-            "-o",
-            &zip,
-            "--cache-dir",
-            &cache
-        ]),
-    );
+    let o = archive_with(&real, &cap.join("rep.nsys-rep"), &zip, &cache);
     assert_ok(&o);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(

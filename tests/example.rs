@@ -78,17 +78,7 @@ fn example_report_gives_the_shipped_archive() {
     let cache = tmp.path().join("cache");
 
     let zip = tmp.path().join("again.zip");
-    assert_ok(&run_with_nsys(
-        &nsys,
-        &os(&args![
-            "archive",
-            &report,
-            "-o",
-            &zip,
-            "--cache-dir",
-            &cache
-        ]),
-    ));
+    assert_ok(&archive_with(&nsys, &report, &zip, &cache));
     let shipped = example();
     let ours: Vec<String> = zip_members(&zip)
         .into_iter()

@@ -571,11 +571,6 @@ pub(crate) mod testing {
     //! Finding nsys and exporting fixtures in tests.
     use std::path::{Path, PathBuf};
 
-    /// An nsys for tests (see [`crate::testutil::nsys_path`]).
-    pub fn nsys() -> Option<PathBuf> {
-        crate::testutil::nsys_path()
-    }
-
     /// Exports `report` into a fresh folder under `tmp`.
     pub fn export_to(nsys: &Path, report: &Path, tmp: &Path) -> PathBuf {
         let out = tmp.join(
@@ -709,7 +704,7 @@ mod tests {
         let Some(fixtures) = crate::testutil::fixtures_dir() else {
             return;
         };
-        let Some(nsys) = testing::nsys() else {
+        let Some(nsys) = crate::testutil::nsys_path() else {
             return;
         };
         let tmp = tempfile::tempdir().unwrap();
@@ -776,7 +771,7 @@ mod tests {
 
     #[test]
     fn export_failure_carries_nsys_message() {
-        let Some(nsys) = testing::nsys() else {
+        let Some(nsys) = crate::testutil::nsys_path() else {
             return;
         };
         let tmp = tempfile::tempdir().unwrap();

@@ -1211,7 +1211,7 @@ mod tests {
     /// fixtures or nsys are not here.
     fn exported(report: &str, tmp: &Path) -> Option<ExportTables> {
         let fixtures = crate::testutil::fixtures_dir()?;
-        let nsys = testing::nsys()?;
+        let nsys = crate::testutil::nsys_path()?;
         let dir = testing::export_to(&nsys, &fixtures.join(report), tmp);
         Some(crate::formats::nsys_export::read_export_dir(&dir).unwrap())
     }
@@ -1222,7 +1222,7 @@ mod tests {
     /// when this nsys cannot produce them.
     fn nsys_stats(report: &str, tmp: &Path) -> Option<(Option<RecordBatch>, Option<RecordBatch>)> {
         let fixtures = crate::testutil::fixtures_dir()?;
-        let nsys = testing::nsys()?;
+        let nsys = crate::testutil::nsys_path()?;
         let sqlite = tmp.join("stats.sqlite");
         let run = |args: &[&std::ffi::OsStr]| {
             std::process::Command::new(&nsys)

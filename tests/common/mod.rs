@@ -134,3 +134,18 @@ pub fn without_labels(mut v: serde_json::Value) -> serde_json::Value {
     strip(&mut v);
     v
 }
+
+/// `archive REPORT -o ZIP --cache-dir CACHE` with `nsys`.
+pub fn archive_with(nsys: &Path, report: &Path, zip: &Path, cache: &Path) -> Output {
+    run_with_nsys(
+        nsys,
+        &[
+            "archive".as_ref(),
+            report.as_os_str(),
+            "-o".as_ref(),
+            zip.as_os_str(),
+            "--cache-dir".as_ref(),
+            cache.as_os_str(),
+        ],
+    )
+}
