@@ -193,6 +193,7 @@ pub fn export_tables(
             .prefix("nsys-jax-pipe-export-")
             .tempdir()
             .context("cannot create a temporary folder for nsys export")?;
+        let _cleanup = crate::interrupt::remove_on_interrupt(tmp.path());
         let out = tmp.path().join("tables");
         nsys_export::export(&nsys.path, report, &out)?;
         let tables = nsys_export::read_export_dir(&out)

@@ -5,7 +5,8 @@ use crate::error::{EXIT_INPUT, EXIT_INTERNAL, one_line};
 use crate::graph::{self, AnalysisSpec, ScriptSpec};
 use crate::pipeline::{self, AnalysisRequest};
 use anyhow::{Context, Result, bail};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -28,6 +29,16 @@ enum Command {
     Analyze(AnalyzeArgs),
     /// Turn an Nsight Systems report and its XLA dump into an nsys-jax archive.
     Archive(ArchiveArgs),
+    /// Profile a program with Nsight Systems, write its nsys-jax archive and analyse it
+    /// (as `nsys-jax`; also `nsys-jax-pipe nsys-jax ...` or a link named nsys-jax).
+    #[command(
+        override_usage = "nsys-jax-pipe run [OPTIONS] [NSYS PROFILE OPTIONS] -- PROGRAM [ARGS]...\n       nsys-jax-pipe run [OPTIONS] PROGRAM [ARGS]...",
+        after_help = RUN_AFTER_HELP
+    )]
+    Run(RunArgs),
+    /// nsys-jax-combine's command line (a link named nsys-jax-combine).
+    #[command(name = "nsys-jax-combine", hide = true)]
+    NsysJaxCombine(CombineCompatArgs),
     /// Inspect or trim the on-disk cache.
     Cache {
         #[command(subcommand)]
@@ -85,7 +96,7 @@ struct ArchiveArgs {
     /// `analyze`). Repeatable. Default: none.
     #[arg(long = "analysis", value_name = "NAME")]
     analyses: Vec<String>,
-    /// An extra argument for analysis scripts. Repeatable.
+    /// An argument for the analysis script named before it. Repeatable.
     #[arg(long = "analysis-arg", value_name = "ARG", allow_hyphen_values = true)]
     analysis_args: Vec<String>,
     /// A pipeline file choosing the analyses to run and store in the archive.
@@ -106,6 +117,88 @@ struct ArchiveArgs {
     explain: bool,
 }
 
+const RUN_AFTER_HELP: &str = "\
+Options before `--` that are not listed above go to `nsys profile` as given (e.g.
+--capture-range=cudaProfilerApi --capture-range-end=stop). Unless given, these are added:
+--cuda-graph-trace=node --cpuctxsw=none --trace=cuda,nvtx,cublas,cudnn. The report and the
+XLA dump are written to a local temporary folder (TMPDIR); only the finished archive is
+written to the output location.
+
+The program runs with XLA_FLAGS extended by --xla_dump_to=<temporary folder>/dump (a
+--xla_dump_to of yours is replaced, with a warning) and --xla_dump_hlo_as_proto=true (unless
+set); every other flag is kept as written. JAX_TRACEBACK_IN_LOCATIONS_LIMIT=-1 and
+JAX_ENABLE_COMPILATION_CACHE=false are set unless already set.
+
+Exit code: the program's (0 when Nsight Systems ended it by its --kill signal after a
+--capture-range-end=stop-shutdown|repeat-shutdown capture or a --duration); 2 for a usage or
+input error; 128+N when interrupted by signal N (nothing is written then).";
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// The archive to write, NAME.zip (a .zip or .nsys-rep suffix is dropped; %q{VAR} is
+    /// replaced by the environment variable VAR, %% by %). Default: a new
+    /// nsys-jax-report-XXXXXX.zip in the current folder.
+    #[arg(short, long, value_name = "NAME")]
+    output: Option<String>,
+    /// Replace an existing archive.
+    #[arg(short = 'f', long = "force-overwrite", visible_alias = "force")]
+    force: bool,
+    /// Profile only when this bash test holds (evaluated as [[ EXPR ]], e.g.
+    /// '$SLURM_LOCALID == 0'); otherwise run the program without profiling.
+    #[arg(long, value_name = "EXPR")]
+    condition: Option<String>,
+    /// An analysis to run on the profile, stored in the archive under analysis/<name>/ and
+    /// printed: summary, communication, compilation, or the path of a script. Repeatable;
+    /// each --analysis-arg goes to the --analysis before it. Default: pipelines/default.toml.
+    #[arg(long = "analysis", value_name = "NAME")]
+    analyses: Vec<String>,
+    /// An argument for the analysis script named before it. Repeatable.
+    #[arg(long = "analysis-arg", value_name = "ARG", allow_hyphen_values = true)]
+    analysis_args: Vec<String>,
+    /// A pipeline file choosing the analyses and their parameters (e.g. pipelines/ci.toml).
+    #[arg(long)]
+    pipeline: Option<PathBuf>,
+    /// Run no analyses: the archive holds the profile only.
+    #[arg(long, conflicts_with_all = ["analyses", "pipeline"])]
+    no_analysis: bool,
+    /// Print no analysis tables.
+    #[arg(short, long)]
+    quiet: bool,
+    /// Print which graph nodes executed.
+    #[arg(long)]
+    explain: bool,
+    /// The Nsight Systems CLI (default: $NSYS, else nsys on PATH, else the usual places).
+    #[arg(long, value_name = "PATH")]
+    nsys: Option<PathBuf>,
+    /// An option for nsys profile (what the command line has before `--` and is not listed
+    /// here ends up here).
+    #[arg(long = "nsys-arg", hide = true, allow_hyphen_values = true)]
+    nsys_args: Vec<String>,
+    /// nsys-jax's behaviour: no analyses unless asked for.
+    #[arg(long = "nsys-jax-compat", hide = true)]
+    nsys_jax: bool,
+    /// The program to profile and its arguments.
+    #[arg(last = true, required = true, value_name = "PROGRAM")]
+    program: Vec<OsString>,
+}
+
+/// nsys-jax-combine's options, accepted so that its command lines parse.
+#[derive(clap::Args, Debug)]
+struct CombineCompatArgs {
+    /// The combined archive to write.
+    #[arg(short, long)]
+    output: PathBuf,
+    #[arg(short = 'f', long = "force-overwrite")]
+    force: bool,
+    #[arg(long = "analysis")]
+    analyses: Vec<String>,
+    #[arg(long = "analysis-arg", allow_hyphen_values = true)]
+    analysis_args: Vec<String>,
+    /// The per-process archives.
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+}
+
 #[derive(clap::Args, Debug)]
 struct AnalyzeArgs {
     /// The profiled processes: archives (.zip or extracted folders) or reports (.nsys-rep).
@@ -117,7 +210,8 @@ struct AnalyzeArgs {
     /// (run like nsys-jax's analysis scripts). Repeatable. Default: pipelines/default.toml.
     #[arg(long = "analysis", value_name = "NAME")]
     analyses: Vec<String>,
-    /// An extra argument for analysis scripts (before the archive folder). Repeatable.
+    /// An argument for the analysis script named before it (passed before the archive
+    /// folder). Repeatable.
     #[arg(long = "analysis-arg", value_name = "ARG", allow_hyphen_values = true)]
     analysis_args: Vec<String>,
     /// A pipeline file choosing the analyses and their parameters.
@@ -141,13 +235,32 @@ struct AnalyzeArgs {
 
 /// Entry point: returns the process exit code. Errors are printed as one line.
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
+    let argv = match crate::compat::rewrite(std::env::args_os().collect(), &run_options()) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("nsys-jax-pipe: error: {}", one_line(&e));
+            return EXIT_INPUT;
+        }
+    };
+    let parsed = Cli::command()
+        .try_get_matches_from(argv)
+        .and_then(|m| Cli::from_arg_matches(&m).map(|c| (c, m)));
+    let (cli, matches) = match parsed {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() { EXIT_INPUT } else { 0 };
         }
     };
+    let plan = match matches.subcommand().map(|(_, m)| analysis_plan(m)) {
+        Some(Err(e)) => {
+            eprintln!("nsys-jax-pipe: error: {}", one_line(&e));
+            return EXIT_INPUT;
+        }
+        Some(Ok(p)) => p,
+        None => vec![],
+    };
+    crate::interrupt::install();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("NSYS_JAX_PIPE_LOG")
@@ -160,8 +273,8 @@ pub fn main() -> i32 {
     std::panic::set_hook(Box::new(|info| {
         eprintln!("nsys-jax-pipe: internal error: {info}");
     }));
-    match std::panic::catch_unwind(|| run(cli)) {
-        Ok(Ok(())) => 0,
+    match std::panic::catch_unwind(|| dispatch(cli, &plan)) {
+        Ok(Ok(code)) => code,
         Ok(Err(e)) => {
             // A reader that stopped early (`| head`) is not an error.
             let broken_pipe = e.chain().any(|c| {
@@ -172,18 +285,94 @@ pub fn main() -> i32 {
                 return 0;
             }
             eprintln!("nsys-jax-pipe: error: {}", one_line(&e));
-            EXIT_INPUT
+            match e.downcast_ref::<crate::error::Interrupted>() {
+                Some(i) => 128 + i.0,
+                None => EXIT_INPUT,
+            }
         }
         Err(_) => EXIT_INTERNAL,
     }
 }
 
-fn run(cli: Cli) -> Result<()> {
+fn dispatch(cli: Cli, plan: &[(String, Vec<String>)]) -> Result<i32> {
     match cli.command {
-        Command::Analyze(a) => analyze(a),
-        Command::Archive(a) => archive(a),
-        Command::Cache { command } => cache(command),
+        Command::Analyze(a) => analyze(a, plan).map(|()| 0),
+        Command::Archive(a) => archive(a, plan).map(|()| 0),
+        Command::Run(a) => run(a, plan),
+        Command::NsysJaxCombine(a) => bail!(
+            "nsys-jax-combine: writing a combined archive ({}) is not supported yet; `nsys-jax-pipe analyze {}` analyses these archives together",
+            a.output.display(),
+            a.inputs
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        Command::Cache { command } => cache(command).map(|()| 0),
     }
+}
+
+/// `run`'s options, for splitting its command line (see [`crate::compat`]).
+fn run_options() -> Vec<crate::compat::OptionSpec> {
+    let cmd = Cli::command();
+    let Some(run) = cmd.find_subcommand("run") else {
+        return vec![];
+    };
+    let mut specs: Vec<crate::compat::OptionSpec> = run
+        .get_arguments()
+        .filter(|a| !a.is_positional())
+        .map(|a| crate::compat::OptionSpec {
+            longs: a
+                .get_long()
+                .into_iter()
+                .chain(a.get_all_aliases().unwrap_or_default())
+                .map(str::to_string)
+                .collect(),
+            short: a.get_short(),
+            takes_value: a.get_action().takes_values(),
+        })
+        .collect();
+    // clap's own --help / -h.
+    specs.push(crate::compat::OptionSpec {
+        longs: vec!["help".into()],
+        short: Some('h'),
+        takes_value: false,
+    });
+    specs
+}
+
+/// `--analysis` names with the `--analysis-arg`s that follow each, in command-line order.
+fn analysis_plan(m: &clap::ArgMatches) -> Result<Vec<(String, Vec<String>)>> {
+    let indexed = |id: &str| -> Vec<(usize, String)> {
+        if !matches!(m.try_contains_id(id), Ok(true)) {
+            return vec![];
+        }
+        match (m.indices_of(id), m.try_get_many::<String>(id)) {
+            (Some(i), Ok(Some(v))) => i.zip(v.cloned()).collect(),
+            _ => vec![],
+        }
+    };
+    let names = indexed("analyses");
+    let mut args = indexed("analysis_args");
+    let mut events: Vec<(usize, bool, String)> = names
+        .into_iter()
+        .map(|(i, n)| (i, true, n))
+        .chain(args.drain(..).map(|(i, a)| (i, false, a)))
+        .collect();
+    events.sort_by_key(|e| e.0);
+    let mut plan: Vec<(String, Vec<String>)> = Vec::new();
+    for (_, is_name, v) in events {
+        if is_name {
+            plan.push((v, vec![]));
+        } else if let Some(last) = plan.last_mut() {
+            last.1.push(v);
+        } else {
+            bail!(
+                "--analysis-arg {v}: comes before any --analysis (an argument belongs to the --analysis before it)"
+            );
+        }
+    }
+    Ok(plan)
 }
 
 /// Open the inputs of a run, saying which dump folder each report uses.
@@ -201,7 +390,7 @@ fn open_inputs(
     graph::open_run(engine, &inputs, capture.nsys.clone())
 }
 
-fn archive(a: ArchiveArgs) -> Result<()> {
+fn archive(a: ArchiveArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
     if !crate::capture::is_report(&a.report) {
         bail!(
             "{}: not an Nsight Systems report (.nsys-rep)",
@@ -228,16 +417,61 @@ fn archive(a: ArchiveArgs) -> Result<()> {
     let cache_dir = (!a.no_cache).then(|| default_cache_dir(a.cache.cache_dir.as_deref()));
     let engine = Engine::new(cache_dir.as_deref())?;
     let (db, run) = open_inputs(engine, std::slice::from_ref(&a.report), &a.capture)?;
-    let requests = requests(&a.analyses, &a.analysis_args, a.pipeline.as_deref(), false)?;
-    let p = run.processes(&db)[0];
-    let bar = spinner("archiving");
-    let contents = crate::capture::archive_contents(&db, p, false);
+    let requests = requests(plan, a.pipeline.as_deref(), false)?;
+    let written = write_archive(&db, run, &requests, &output, a.force)?;
+    let record = db.ctx.engine.finish();
+    let mut stdout = std::io::stdout().lock();
+    if !a.quiet {
+        print_texts(&mut stdout, &written.texts)?;
+    }
+    if a.explain {
+        writeln!(stdout, "──── pipeline ────\n{}", record.table())?;
+    }
+    writeln!(
+        stdout,
+        "wrote {} ({} members; {} nodes executed, {} reused, {:.0} ms)",
+        output.display(),
+        written.members,
+        record.executed,
+        record.reused,
+        record.wall_ms
+    )?;
+    std::mem::forget(db);
+    Ok(())
+}
+
+/// What writing an archive did.
+struct Written {
+    members: usize,
+    texts: Vec<(String, String)>,
+    /// Time to lay out the archive's members (export, projection, compression).
+    contents: std::time::Duration,
+    /// Time to run the analyses.
+    analyses: std::time::Duration,
+}
+
+/// Lay out the archive of the run's only process (a capture), run the analyses, store their
+/// outputs under `analysis/<name>/`, and write the zip `output` in one rename.
+fn write_archive(
+    db: &graph::Db,
+    run: graph::Run,
+    requests: &[AnalysisRequest],
+    output: &Path,
+    force: bool,
+) -> Result<Written> {
+    let p = run.processes(db)[0];
+    let start = std::time::Instant::now();
+    let bar = spinner("writing the archive: nsys export, projection, compression");
+    let contents = crate::capture::archive_contents(db, p, false);
     bar.finish_and_clear();
     let mut contents = contents?;
     for n in &contents.notes {
         eprintln!("note: {n}");
     }
-    let results = run_analyses(&db, run, &requests)?;
+    let contents_time = start.elapsed();
+    let start = std::time::Instant::now();
+    let results = run_analyses(db, run, requests)?;
+    let analyses = start.elapsed();
     for (rel, bytes) in &results.files {
         // Built-in analyses name their files `<analysis>.json`; scripts' files already lie
         // under analysis/<name>/.
@@ -258,26 +492,164 @@ fn archive(a: ArchiveArgs) -> Result<()> {
             ));
     }
     let members = contents.entries.len();
-    crate::formats::archive_writer::write_zip(contents.entries, &output, a.force)?;
+    crate::formats::archive_writer::write_zip(contents.entries, output, force)?;
+    Ok(Written {
+        members,
+        texts: results.texts,
+        contents: contents_time,
+        analyses,
+    })
+}
+
+/// An output name nobody else can take: `nsys-jax-report-XXXXXX.zip` created empty in the
+/// current folder (concurrent ranks each get their own), removed again on failure.
+struct Reserved {
+    path: PathBuf,
+    keep: bool,
+    _interrupt: crate::interrupt::Guard,
+}
+
+impl Reserved {
+    fn new() -> Result<Reserved> {
+        let (_, path) = tempfile::Builder::new()
+            .prefix("nsys-jax-report-")
+            .suffix(".zip")
+            .tempfile_in(".")
+            .context("cannot create nsys-jax-report-*.zip in the current folder")?
+            .keep()
+            .context("cannot create nsys-jax-report-*.zip in the current folder")?;
+        let path = path.file_name().map(PathBuf::from).unwrap_or(path);
+        Ok(Reserved {
+            _interrupt: crate::interrupt::remove_on_interrupt(&path),
+            path,
+            keep: false,
+        })
+    }
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// `run`: profile the program, then archive and analyse its capture (see RUN_AFTER_HELP).
+fn run(a: RunArgs, plan: &[(String, Vec<String>)]) -> Result<i32> {
+    use crate::launch;
+    let requests = if a.no_analysis {
+        vec![]
+    } else {
+        requests(plan, a.pipeline.as_deref(), !a.nsys_jax)?
+    };
+    // Everything that can be checked is checked before the program runs.
+    for r in requests.iter().filter(|r| r.is_script()) {
+        if !Path::new(&r.name).is_file() {
+            bail!("{}: analysis script not found", r.name);
+        }
+    }
+    let options = launch::NsysOptions::parse(&a.nsys_args)?;
+    let shutdown_signal = options.shutdown_signal()?;
+    if let Some(expr) = &a.condition
+        && !launch::condition_holds(expr)?
+    {
+        eprintln!("nsys-jax-pipe: [[ {expr} ]] is false: running the program without profiling");
+        launch::find_program(&a.program[0])?;
+        let status = std::process::Command::new(&a.program[0])
+            .args(&a.program[1..])
+            .status()
+            .with_context(|| format!("{}: cannot start", a.program[0].to_string_lossy()))?;
+        return Ok(launch::exit_code(status));
+    }
+    launch::find_program(&a.program[0])?;
+    let mut reserved = None;
+    let output = match &a.output {
+        Some(name) => {
+            let (path, warnings) = launch::output_archive(name, |k| std::env::var(k).ok());
+            for w in warnings {
+                eprintln!("nsys-jax-pipe: warning: {w}");
+            }
+            if path.exists() && !a.force {
+                bail!("{}: already exists (use -f to overwrite)", path.display());
+            }
+            if path.is_dir() {
+                bail!("{}: is a folder", path.display());
+            }
+            path
+        }
+        None => reserved.insert(Reserved::new()?).path.clone(),
+    };
+    let engine = Engine::new(None)?;
+    let nsys = crate::nsys::find(&engine, a.nsys.as_deref())?;
+    let work = tempfile::Builder::new()
+        .prefix("nsys-jax-pipe-run-")
+        .tempdir()
+        .context("cannot create a temporary folder (TMPDIR)")?;
+    let _cleanup = crate::interrupt::remove_on_interrupt(work.path());
+    let stem = output
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "report".into());
+    let profiled = launch::profile(&nsys.path, &options, &a.program, work.path(), &stem)?;
+    let succeeded = launch::run_succeeded(profiled.exit_code, shutdown_signal);
+    match (profiled.exit_code, succeeded) {
+        (0, _) => {}
+        (code, true) => eprintln!(
+            "nsys-jax-pipe: the program ended by {} after the capture (expected with this --capture-range-end/--duration)",
+            crate::interrupt::signal_name(code - 128)
+        ),
+        (code, false) => eprintln!("nsys-jax-pipe: warning: the program exited with code {code}"),
+    }
+    let failed_code = if succeeded { 0 } else { profiled.exit_code };
+    if !profiled.report.is_file() {
+        eprintln!(
+            "nsys-jax-pipe: error: nsys profile wrote no report (exit code {}); no archive written",
+            profiled.exit_code
+        );
+        return Ok(if failed_code != 0 {
+            failed_code
+        } else {
+            EXIT_INPUT
+        });
+    }
+    if profiled.dump.is_none() {
+        eprintln!(
+            "nsys-jax-pipe: warning: the program wrote no XLA dump (did it replace XLA_FLAGS, or run no JAX code?); the archive has no HLO"
+        );
+    }
+    let after = std::time::Instant::now();
+    let inputs = vec![graph::RunInput::Capture(crate::capture::CaptureInput {
+        report: profiled.report.clone(),
+        dump: profiled.dump.clone(),
+        dump_note: String::new(),
+    })];
+    let (db, run) = graph::open_run(engine, &inputs, Some(nsys.path.clone()))?;
+    let written = write_archive(&db, run, &requests, &output, a.force || reserved.is_some())?;
+    if let Some(r) = reserved.as_mut() {
+        r.keep = true;
+    }
     let record = db.ctx.engine.finish();
+    let after = after.elapsed();
     let mut stdout = std::io::stdout().lock();
     if !a.quiet {
-        print_texts(&mut stdout, &results.texts)?;
+        print_texts(&mut stdout, &written.texts)?;
     }
     if a.explain {
         writeln!(stdout, "──── pipeline ────\n{}", record.table())?;
     }
     writeln!(
         stdout,
-        "wrote {} ({} members; {} nodes executed, {} reused, {:.0} ms)",
+        "wrote {} ({} members) · profiled run {:.1} s · after it {:.2} s (archive {:.2} s, analyses {:.2} s)",
         output.display(),
-        members,
-        record.executed,
-        record.reused,
-        record.wall_ms
+        written.members,
+        profiled.wall.as_secs_f64(),
+        after.as_secs_f64(),
+        written.contents.as_secs_f64(),
+        written.analyses.as_secs_f64(),
     )?;
     std::mem::forget(db);
-    Ok(())
+    Ok(failed_code)
 }
 
 fn spinner(what: &str) -> indicatif::ProgressBar {
@@ -292,15 +664,13 @@ fn spinner(what: &str) -> indicatif::ProgressBar {
 /// Which analyses to run: `--analysis` names, else the pipeline file, else the default
 /// pipeline (`default` false: none).
 fn requests(
-    names: &[String],
-    args: &[String],
+    plan: &[(String, Vec<String>)],
     pipeline: Option<&Path>,
     default: bool,
 ) -> Result<Vec<AnalysisRequest>> {
-    Ok(if !names.is_empty() {
-        names
-            .iter()
-            .map(|n| AnalysisRequest::new(n, args.to_vec()))
+    Ok(if !plan.is_empty() {
+        plan.iter()
+            .map(|(n, args)| AnalysisRequest::new(n, args.clone()))
             .collect()
     } else if let Some(p) = pipeline {
         pipeline::load(p)?
@@ -379,8 +749,8 @@ fn print_texts(out: &mut impl Write, texts: &[(String, String)]) -> Result<()> {
     Ok(())
 }
 
-fn analyze(a: AnalyzeArgs) -> Result<()> {
-    let requests = requests(&a.analyses, &a.analysis_args, a.pipeline.as_deref(), true)?;
+fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
+    let requests = requests(plan, a.pipeline.as_deref(), true)?;
     let cache_dir = (!a.no_cache).then(|| default_cache_dir(a.cache.cache_dir.as_deref()));
     let engine = Engine::new(cache_dir.as_deref())?;
     let (db, run) = open_inputs(engine, &a.inputs, &a.capture)?;
@@ -428,6 +798,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .prefix(".tmp-")
         .tempfile_in(dir)
         .with_context(|| format!("{}: cannot write", dir.display()))?;
+    let _interrupt = crate::interrupt::remove_on_interrupt(tmp.path());
     tmp.write_all(bytes)?;
     tmp.persist(path)
         .map_err(|e| e.error)

@@ -18,3 +18,19 @@ pub fn one_line(e: &anyhow::Error) -> String {
     }
     parts.join(": ").replace('\n', " ")
 }
+
+/// The run was interrupted by `signal`; the exit code is 128 + the signal.
+#[derive(Debug)]
+pub struct Interrupted(pub i32);
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "interrupted ({}); no archive was written",
+            crate::interrupt::signal_name(self.0)
+        )
+    }
+}
+
+impl std::error::Error for Interrupted {}

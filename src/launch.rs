@@ -1,5 +1,11 @@
-//! How a profiled program is prepared: the output name (`%q{VAR}` expansion, as in Nsight
-//! Systems' `-o`) and the `XLA_FLAGS` it runs with (DESIGN §10, nsys-jax's behaviour).
+//! How a program is profiled (the `run` command): the output name (`%q{VAR}` expansion, as
+//! in Nsight Systems' `-o`), the environment it runs in (`XLA_FLAGS` with the dump redirected,
+//! JAX settings; DESIGN §10 and nsys-jax's behaviour), the `nsys profile` options (the user's
+//! plus defaults), the `--condition` test, and what its exit status means.
+
+use anyhow::{Context, Result, bail};
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
 
 /// Expand `%q{VAR}` with the value of `VAR` from `env`, and `%%` to `%`. An undefined
 /// variable is left as written and named in the returned warnings.
@@ -116,6 +122,292 @@ pub fn merge_xla_flags(user: Option<&str>, dump_to: &str) -> (String, Vec<String
     (out.join(" "), warnings)
 }
 
+/// Environment variables set for the profiled program, unless the user set them:
+/// full Python tracebacks in HLO metadata (source lines) and no compilation cache (a cached
+/// executable leaves no HLO dump).
+pub const JAX_ENV_DEFAULTS: [(&str, &str); 2] = [
+    ("JAX_TRACEBACK_IN_LOCATIONS_LIMIT", "-1"),
+    ("JAX_ENABLE_COMPILATION_CACHE", "false"),
+];
+
+/// The variables to set for the profiled program, given the current environment (`get`),
+/// and the warnings about the user's `XLA_FLAGS`.
+pub fn program_env(
+    get: impl Fn(&str) -> Option<String>,
+    dump_to: &str,
+) -> (Vec<(String, String)>, Vec<String>) {
+    let (flags, warnings) = merge_xla_flags(get("XLA_FLAGS").as_deref(), dump_to);
+    let mut vars = vec![("XLA_FLAGS".to_string(), flags)];
+    for (k, v) in JAX_ENV_DEFAULTS {
+        if get(k).is_none() {
+            vars.push((k.to_string(), v.to_string()));
+        }
+    }
+    (vars, warnings)
+}
+
+/// `nsys profile` defaults, each added unless the user gave that option: CUDA graphs traced
+/// per node (XLA launches thunks as graph nodes; per-graph tracing would hide them), no CPU
+/// context-switch trace (unused, and large), and the APIs whose GPU work the analyses
+/// attribute (CUDA, NVTX for XLA's ranges, cuBLAS and cuDNN library calls).
+pub const NSYS_DEFAULTS: [(&str, Option<char>, &str); 3] = [
+    ("cuda-graph-trace", None, "node"),
+    ("cpuctxsw", None, "none"),
+    ("trace", Some('t'), "cuda,nvtx,cublas,cudnn"),
+];
+
+/// The `nsys profile` options the user gave, as (name, value) pairs: `--name=value`,
+/// `--name value`, `-x value` (short names as written, without the dash).
+#[derive(Debug, Clone, Default)]
+pub struct NsysOptions {
+    pub tokens: Vec<String>,
+    parsed: Vec<(String, Option<String>)>,
+}
+
+impl NsysOptions {
+    pub fn parse(tokens: &[String]) -> Result<NsysOptions> {
+        let mut parsed = Vec::new();
+        let mut i = 0;
+        while i < tokens.len() {
+            let t = &tokens[i];
+            let Some(opt) = t.strip_prefix('-') else {
+                bail!(
+                    "{t:?}: not an nsys profile option (options come before `--`, the program after it)"
+                );
+            };
+            let (name, value) = match opt.strip_prefix('-') {
+                Some(long) => match long.split_once('=') {
+                    Some((n, v)) => (n.to_string(), Some(v.to_string())),
+                    None => (long.to_string(), None),
+                },
+                None => (opt.to_string(), None),
+            };
+            let value = match value {
+                Some(v) => Some(v),
+                None if tokens.get(i + 1).is_some_and(|n| !n.starts_with('-')) => {
+                    i += 1;
+                    Some(tokens[i].clone())
+                }
+                None => None,
+            };
+            parsed.push((name, value));
+            i += 1;
+        }
+        Ok(NsysOptions {
+            tokens: tokens.to_vec(),
+            parsed,
+        })
+    }
+
+    /// The last value given for the option `long` (or its short name).
+    pub fn value(&self, long: &str, short: Option<char>) -> Option<&str> {
+        self.parsed
+            .iter()
+            .rev()
+            .find(|(n, _)| n == long || short.is_some_and(|s| n.len() == 1 && n.starts_with(s)))
+            .and_then(|(_, v)| v.as_deref())
+    }
+
+    pub fn has(&self, long: &str, short: Option<char>) -> bool {
+        self.parsed
+            .iter()
+            .any(|(n, _)| n == long || short.is_some_and(|s| n.len() == 1 && n.starts_with(s)))
+    }
+
+    /// The full `nsys profile` argument list: the user's options, the defaults they did not
+    /// override, and the report's location. Also returns the defaults that were added.
+    pub fn profile_args(&self, report_base: &Path) -> (Vec<OsString>, Vec<String>) {
+        let mut args: Vec<OsString> = vec!["profile".into()];
+        args.extend(self.tokens.iter().map(OsString::from));
+        let mut added = Vec::new();
+        for (long, short, value) in NSYS_DEFAULTS {
+            if !self.has(long, short) {
+                let a = format!("--{long}={value}");
+                args.push(a.clone().into());
+                added.push(a);
+            }
+        }
+        let mut out = OsString::from("--output=");
+        out.push(report_base.as_os_str());
+        args.push(out);
+        (args, added)
+    }
+
+    /// The signal Nsight Systems ends the program with once the capture is over, when it
+    /// does (`--capture-range-end=stop-shutdown|repeat-shutdown:N`, or `--duration`), per
+    /// `--kill` (default SIGTERM; `none`: no signal). The program's death by that signal is
+    /// the expected end of the run, not a failure.
+    pub fn shutdown_signal(&self) -> Result<Option<i32>> {
+        let ends_by_shutdown = self
+            .value("capture-range-end", None)
+            .is_some_and(|v| v.starts_with("stop-shutdown") || v.starts_with("repeat-shutdown"))
+            || self.has("duration", Some('d'));
+        if !ends_by_shutdown {
+            return Ok(None);
+        }
+        parse_kill(self.value("kill", None).unwrap_or("sigterm"))
+    }
+}
+
+/// `--kill` values: `none`, a signal name (`sigterm`, `SIGKILL`, `int`, ...) or number.
+pub fn parse_kill(v: &str) -> Result<Option<i32>> {
+    let lower = v.to_ascii_lowercase();
+    if lower == "none" {
+        return Ok(None);
+    }
+    if let Ok(n) = lower.parse::<i32>() {
+        return Ok(Some(n));
+    }
+    let name = lower.strip_prefix("sig").unwrap_or(&lower);
+    let n = match name {
+        "hup" => libc::SIGHUP,
+        "int" => libc::SIGINT,
+        "quit" => libc::SIGQUIT,
+        "kill" => libc::SIGKILL,
+        "usr1" => libc::SIGUSR1,
+        "usr2" => libc::SIGUSR2,
+        "term" => libc::SIGTERM,
+        _ => bail!(
+            "--kill {v}: not a signal Nsight Systems knows (none, sigterm, sigkill, or a number)"
+        ),
+    };
+    Ok(Some(n))
+}
+
+/// The exit code a shell would report for `status`: the code, or 128 + the signal.
+pub fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1)
+}
+
+/// Whether `code` ends a successful run: 0, or death by the signal Nsight Systems sends on
+/// shutdown.
+pub fn run_succeeded(code: i32, shutdown_signal: Option<i32>) -> bool {
+    code == 0 || shutdown_signal.is_some_and(|s| code == 128 + s)
+}
+
+/// Evaluate `--condition`: bash's `[[ EXPR ]]` in the current environment. True/false by its
+/// exit status; an expression bash cannot evaluate is an error.
+pub fn condition_holds(expr: &str) -> Result<bool> {
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!("[[ {expr} ]]"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .context("--condition needs bash, which could not be started")?;
+    // bash exits 0 on some syntax errors inside [[ ]]; what it prints says more.
+    match out.status.code() {
+        Some(0) if out.stderr.is_empty() => Ok(true),
+        Some(1) if out.stderr.is_empty() => Ok(false),
+        _ => bail!(
+            "--condition {expr:?}: bash cannot evaluate [[ {expr} ]]: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+    }
+}
+
+/// The executable `program` names: a path (with a `/`) or a name looked up on `PATH`.
+pub fn find_program(program: &OsStr) -> Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let p = Path::new(program);
+    if program.as_encoded_bytes().contains(&b'/') {
+        if executable(p) {
+            return Ok(p.to_path_buf());
+        }
+        bail!("{}: program not found or not executable", p.display());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        let c = dir.join(p);
+        if executable(&c) {
+            return Ok(c);
+        }
+    }
+    bail!("{}: program not found on PATH", p.display())
+}
+
+/// The archive an explicit `-o NAME` designates: `.nsys-rep` / `.zip` dropped, `%q{VAR}`
+/// expanded, `.zip` added.
+pub fn output_archive(name: &str, env: impl Fn(&str) -> Option<String>) -> (PathBuf, Vec<String>) {
+    let base = name.strip_suffix(".nsys-rep").unwrap_or(name);
+    let base = base.strip_suffix(".zip").unwrap_or(base);
+    let (expanded, warnings) = expand_output_name(base, env);
+    (PathBuf::from(format!("{expanded}.zip")), warnings)
+}
+
+/// What a profiled run left behind.
+pub struct Profiled {
+    /// The report (it may be missing when nsys failed).
+    pub report: PathBuf,
+    /// The XLA dump folder, when the program wrote one.
+    pub dump: Option<PathBuf>,
+    /// The exit code of `nsys profile` (the program's, or 128 + the signal that ended it).
+    pub exit_code: i32,
+    /// Wall time from the start of nsys to its exit.
+    pub wall: std::time::Duration,
+}
+
+/// Run `program` under `nsys profile` with the report and the XLA dump in `work` (a local
+/// temporary folder): the report is `work/<stem>.nsys-rep`, the dump `work/dump/`. The
+/// program's output goes to the terminal. An interrupt while it runs ends nsys and the
+/// program (see [`crate::interrupt`]) and is returned as [`crate::error::Interrupted`].
+pub fn profile(
+    nsys: &Path,
+    options: &NsysOptions,
+    program: &[OsString],
+    work: &Path,
+    stem: &str,
+) -> Result<Profiled> {
+    let dump = work.join("dump");
+    let (vars, warnings) = program_env(|k| std::env::var(k).ok(), &dump.to_string_lossy());
+    for w in warnings {
+        eprintln!("nsys-jax-pipe: warning: {w}");
+    }
+    let report_base = work.join(stem);
+    let (args, added) = options.profile_args(&report_base);
+    let shown: Vec<String> = added
+        .iter()
+        .cloned()
+        .chain(options.tokens.iter().cloned())
+        .chain(program.iter().map(|a| a.to_string_lossy().into_owned()))
+        .collect();
+    eprintln!("nsys-jax-pipe: profiling: nsys profile {}", shown.join(" "));
+    let start = std::time::Instant::now();
+    let mut child = std::process::Command::new(nsys)
+        .args(&args)
+        .args(program)
+        .envs(vars)
+        .spawn()
+        .with_context(|| format!("{}: cannot start nsys", nsys.display()))?;
+    let status = {
+        let _forward = crate::interrupt::forward_to(child.id());
+        child
+            .wait()
+            .with_context(|| format!("{}: lost track of nsys", nsys.display()))?
+    };
+    if let Some(signal) = crate::interrupt::received() {
+        return Err(crate::error::Interrupted(signal).into());
+    }
+    let mut report = report_base.into_os_string();
+    report.push(".nsys-rep");
+    Ok(Profiled {
+        report: PathBuf::from(report),
+        dump: dump
+            .read_dir()
+            .is_ok_and(|mut d| d.next().is_some())
+            .then_some(dump),
+        exit_code: exit_code(status),
+        wall: start.elapsed(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,6 +455,86 @@ mod tests {
             split_flags(r#"--x="a b" --y='c d'"#),
             vec![r#"--x="a b""#, "--y='c d'"]
         );
+    }
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn nsys_options_and_defaults() {
+        let o = NsysOptions::parse(&strings(&[
+            "--capture-range=cudaProfilerApi",
+            "-t",
+            "cuda,nvtx,osrt",
+            "--capture-range-end",
+            "stop-shutdown",
+            "--stats=false",
+        ]))
+        .unwrap();
+        assert_eq!(o.value("trace", Some('t')), Some("cuda,nvtx,osrt"));
+        assert_eq!(o.value("capture-range-end", None), Some("stop-shutdown"));
+        let (args, added) = o.profile_args(Path::new("/tmp/x/rep"));
+        assert_eq!(added, ["--cuda-graph-trace=node", "--cpuctxsw=none"]);
+        assert_eq!(args.last().unwrap(), "--output=/tmp/x/rep");
+        assert_eq!(args[0], "profile");
+        assert_eq!(o.shutdown_signal().unwrap(), Some(libc::SIGTERM));
+        let none = NsysOptions::parse(&[]).unwrap();
+        assert_eq!(none.profile_args(Path::new("r")).1.len(), 3);
+        assert_eq!(none.shutdown_signal().unwrap(), None);
+        let k = NsysOptions::parse(&strings(&[
+            "--capture-range-end=repeat-shutdown:2",
+            "--kill=sigkill",
+        ]))
+        .unwrap();
+        assert_eq!(k.shutdown_signal().unwrap(), Some(9));
+        let d = NsysOptions::parse(&strings(&["-d", "30", "--kill", "none"])).unwrap();
+        assert_eq!(d.shutdown_signal().unwrap(), None);
+        let s = NsysOptions::parse(&strings(&["--capture-range-end=stop"])).unwrap();
+        assert_eq!(s.shutdown_signal().unwrap(), None);
+        assert!(NsysOptions::parse(&strings(&["python"])).is_err());
+        assert!(parse_kill("sigfoo").is_err());
+        assert_eq!(parse_kill("2").unwrap(), Some(2));
+        assert!(run_succeeded(143, Some(15)));
+        assert!(!run_succeeded(143, None));
+        assert!(!run_succeeded(3, Some(15)));
+    }
+
+    #[test]
+    fn environment_defaults() {
+        let (vars, _) = program_env(
+            |k| (k == "JAX_ENABLE_COMPILATION_CACHE").then(|| "true".into()),
+            "/d",
+        );
+        assert_eq!(
+            vars,
+            vec![
+                (
+                    "XLA_FLAGS".to_string(),
+                    "--xla_dump_to=/d --xla_dump_hlo_as_proto=true".to_string()
+                ),
+                (
+                    "JAX_TRACEBACK_IN_LOCATIONS_LIMIT".to_string(),
+                    "-1".to_string()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn output_archives_and_conditions() {
+        assert_eq!(
+            output_archive("out/rank%q{RANK}.nsys-rep", env).0,
+            PathBuf::from("out/rank3.zip")
+        );
+        assert_eq!(output_archive("a.zip", env).0, PathBuf::from("a.zip"));
+        assert_eq!(output_archive("a.b", env).0, PathBuf::from("a.b.zip"));
+        assert!(condition_holds("1 == 1").unwrap());
+        assert!(!condition_holds("a == b").unwrap());
+        assert!(condition_holds("1 -eq ").is_err());
+        assert!(find_program(OsStr::new("sh")).is_ok());
+        assert!(find_program(OsStr::new("no-such-program-xyz")).is_err());
+        assert!(find_program(OsStr::new("./no/such")).is_err());
     }
 
     proptest! {

@@ -7,16 +7,19 @@
 //! - [`formats`]: readers and writers of file formats (archives, parquet tables, HLO);
 //! - [`frames`]: the data model built from the raw tables (module, thunk, compile, communication);
 //! - [`analyses`]: one module per analysis;
-//! - [`cli`]: the thin command-line front-end.
+//! - [`launch`]: profiling a program under Nsight Systems (the `run` command);
+//! - [`cli`]: the thin command-line front-end, and [`compat`] for the `nsys-jax` names.
 
 pub mod analyses;
 pub mod capture;
 pub mod cli;
+pub mod compat;
 pub mod engine;
 pub mod error;
 pub mod formats;
 pub mod frames;
 pub mod graph;
+pub mod interrupt;
 pub mod launch;
 pub mod nsys;
 pub mod nvtx;

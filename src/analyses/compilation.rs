@@ -245,7 +245,8 @@ pub fn summary_tables(frames: &[RecordBatch]) -> Result<CompilationTables> {
             entry.1 += a.child[i];
         }
     }
-    let total_ns: f64 = by_name.values().map(|v| v.0).sum();
+    // `+ 0.0`: an empty sum is -0.0.
+    let total_ns: f64 = by_name.values().map(|v| v.0).sum::<f64>() + 0.0;
     let total_ms = total_ns * 1e-6;
     let mut ranges: Vec<RangeRow> = by_name
         .into_iter()

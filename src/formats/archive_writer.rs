@@ -102,6 +102,7 @@ pub fn write_zip(entries: Vec<Entry>, dest: &Path, force: bool) -> Result<()> {
         .suffix(".zip.tmp")
         .tempfile_in(dir)
         .with_context(|| format!("{}: cannot write", dir.display()))?;
+    let _interrupt = crate::interrupt::remove_on_interrupt(tmp.path());
     let packed: Vec<Entry> = entries
         .into_par_iter()
         .map(Entry::pack)

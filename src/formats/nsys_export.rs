@@ -516,8 +516,16 @@ pub fn export(nsys: &Path, report: &Path, out_dir: &Path) -> Result<()> {
         .arg("--output")
         .arg(out_dir)
         .arg(report)
-        .output()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .with_context(|| format!("cannot run {}", nsys.display()))?;
+    let out = {
+        let _stop = crate::interrupt::stop_on_interrupt(out.id());
+        out.wait_with_output()
+            .with_context(|| format!("cannot run {}", nsys.display()))?
+    };
     if !out.status.success() {
         let message = nsys_message(&out.stderr, &out.stdout);
         bail!(
