@@ -59,16 +59,28 @@ clean STEPS=12 PROFILE_FROM=4 "$BIN" run -o "$TMPDIR/shutdown" -q \
 echo "rc=$? (want 0)"
 
 echo "== 5. SIGTERM while the program runs"
-rm -f "$TMPDIR/term.log"
-clean STEPS=100000 PROFILE_FROM=4 "$BIN" run -o "$TMPDIR/interrupted" \
-	--capture-range=cudaProfilerApi --capture-range-end=stop \
-	-- python3 /opt/nsys-jax-pipe-example/workload.py >"$TMPDIR/term.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 120); do grep -q '^step 20:' "$TMPDIR/term.log" && break; sleep 1; done
-kill -TERM $pid
-wait $pid
-echo "rc=$? (want 143)"
-tail -4 "$TMPDIR/term.log"
-ls "$TMPDIR" | grep -v '^bare$\|^fail.zip$\|^shutdown.zip$\|^term.log$' | sed 's/^/left in TMPDIR: /'
-ls "$TMPDIR/interrupted.zip" 2>/dev/null && echo "archive written despite the interrupt"
+# to nsys-jax-pipe alone (`kill PID`), then to its whole process group (`kill -- -PGID`, as
+# a job scheduler may): either way nsys must get exactly one signal.
+for target in process group; do
+	rm -f "$TMPDIR/term.log"
+	# setsid: its own process group, whose id is its pid (env execs nsys-jax-pipe in place).
+	setsid env -i PATH="$PATH" HOME=/root LANG=C.UTF-8 TMPDIR="$TMPDIR" NSYS="$NSYS" \
+		NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 \
+		STEPS=100000 PROFILE_FROM=4 "$BIN" run -o "$TMPDIR/interrupted" \
+		--capture-range=cudaProfilerApi --capture-range-end=stop \
+		-- python3 /opt/nsys-jax-pipe-example/workload.py >"$TMPDIR/term.log" 2>&1 &
+	pid=$!
+	for _ in $(seq 1 120); do grep -q '^step 20:' "$TMPDIR/term.log" && break; sleep 1; done
+	start=$EPOCHREALTIME
+	if [[ $target == process ]]; then kill -TERM "$pid"; else kill -TERM -- "-$pid"; fi
+	wait "$pid"
+	rc=$?
+	awk -v a="$start" -v b="$EPOCHREALTIME" -v rc="$rc" -v t="$target" \
+		'BEGIN { printf "SIGTERM to the %s: rc=%d (want 143) after %.1f s\n", t, rc, b - a }'
+	tail -2 "$TMPDIR/term.log"
+	sleep 2
+	pgrep -af workload.py | sed 's/^/still running: /'
+	ls "$TMPDIR" | grep -v '^bare$\|^fail.zip$\|^shutdown.zip$\|^term.log$\|^nvidia$' | sed 's/^/left in TMPDIR: /'
+	ls "$TMPDIR/interrupted.zip" 2>/dev/null && echo "archive written despite the interrupt"
+done
 ls -la "$OUTDIR"

@@ -624,8 +624,20 @@ fn run(a: RunArgs, plan: &[(String, Vec<String>)]) -> Result<i32> {
         dump: profiled.dump.clone(),
         dump_note: String::new(),
     })];
-    let (db, run) = graph::open_run(engine, &inputs, Some(nsys.path.clone()))?;
-    let written = write_archive(&db, run, &requests, &output, a.force || reserved.is_some())?;
+    let processed =
+        graph::open_run(engine, &inputs, Some(nsys.path.clone())).and_then(|(db, run)| {
+            let w = write_archive(&db, run, &requests, &output, a.force || reserved.is_some())?;
+            Ok((db, w))
+        });
+    let (db, written) = match processed {
+        Ok(x) => x,
+        // The program's failure is the news; ours follows it.
+        Err(e) if failed_code != 0 => {
+            eprintln!("nsys-jax-pipe: error: {}", one_line(&e));
+            return Ok(failed_code);
+        }
+        Err(e) => return Err(e),
+    };
     if let Some(r) = reserved.as_mut() {
         r.keep = true;
     }

@@ -1,9 +1,14 @@
 //! Interrupts (Ctrl-C, `kill`, a scheduler ending the job) without half-written outputs.
 //!
 //! A thread waits for SIGINT, SIGTERM and SIGHUP. While a profiled program runs, the signal
-//! is noted and, when another process sent it to this one alone (`kill PID`), passed on to
-//! the program's Nsight Systems, which then stops the program and closes the capture; a
-//! Ctrl-C from the terminal already reaches every process of the foreground group. Outside
+//! is noted and Nsight Systems, which stops the program and closes the capture when it gets
+//! one, must get exactly one: a second makes it abort on the spot, leaving the program
+//! running and its raw data behind. A Ctrl-C from the terminal already reaches every process
+//! of the foreground group, so it is not passed on. A signal another process sent (`kill`,
+//! a batch scheduler) may have been sent to this process alone or to the whole group or job;
+//! it is passed on (as SIGTERM) only when, after a grace period, none of the processes under
+//! nsys has ended, i.e. nsys did not get it itself. A second interrupt is always passed on.
+//! Outside
 //! that window the helper processes registered with [`stop_on_interrupt`] (`nsys export`)
 //! are stopped, the files registered with [`remove_on_interrupt`] (temporary folders,
 //! archives being written) removed, and the process exits with 128 + the signal number.
@@ -48,15 +53,35 @@ pub fn install() {
     });
 }
 
+/// How long nsys has to show that it got a signal itself.
+const GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 fn on_signal(signal: i32, sent_by_a_process: bool) {
     let child = CHILD.load(Ordering::SeqCst);
     if child > 0 {
-        RECEIVED.store(signal, Ordering::SeqCst);
-        if sent_by_a_process || signal != SIGINT {
-            // SAFETY: kill(2) on a process id we spawned and have not yet reaped.
-            unsafe {
-                libc::kill(child, signal);
-            }
+        let repeated = RECEIVED.swap(signal, Ordering::SeqCst) != 0;
+        if repeated {
+            terminate(child);
+        } else if sent_by_a_process {
+            // The processes under nsys just before the signal (taken now, some may already
+            // have ended on the same signal).
+            let before = SNAPSHOT.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let _ = std::thread::Builder::new()
+                .name("interrupt-grace".into())
+                .spawn(move || {
+                    let start = std::time::Instant::now();
+                    while start.elapsed() < GRACE {
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                        if CHILD.load(Ordering::SeqCst) != child {
+                            return;
+                        }
+                        let now = descendants(child);
+                        if before.iter().any(|p| !now.contains(p)) {
+                            return;
+                        }
+                    }
+                    terminate(child);
+                });
         }
         return;
     }
@@ -66,6 +91,41 @@ fn on_signal(signal: i32, sent_by_a_process: bool) {
         signal_name(signal)
     );
     std::process::exit(128 + signal);
+}
+
+/// SIGTERM to nsys, if it is still the child being waited for.
+fn terminate(child: i32) {
+    if CHILD.load(Ordering::SeqCst) == child {
+        // SAFETY: kill(2) on the process id of a child that has not been reaped yet.
+        unsafe {
+            libc::kill(child, libc::SIGTERM);
+        }
+    }
+}
+
+/// The processes under `pid` (Linux: /proc/PID/task/TID/children).
+fn descendants(pid: i32) -> std::collections::BTreeSet<i32> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let Ok(text) = std::fs::read_to_string(t.path().join("children")) else {
+                continue;
+            };
+            for c in text
+                .split_whitespace()
+                .filter_map(|c| c.parse::<i32>().ok())
+            {
+                if out.insert(c) {
+                    todo.push(c);
+                }
+            }
+        }
+    }
+    out
 }
 
 fn remove_pending() {
@@ -125,10 +185,24 @@ pub fn stop_on_interrupt(pid: u32) -> Guard {
     register(Pending::Process(pid as i32))
 }
 
+/// The processes under the child, as last seen.
+static SNAPSHOT: Mutex<std::collections::BTreeSet<i32>> =
+    Mutex::new(std::collections::BTreeSet::new());
+
 /// While the returned guard lives, interrupts go to `pid` (see the module documentation).
 pub fn forward_to(pid: u32) -> ChildGuard {
+    let pid = pid as i32;
     RECEIVED.store(0, Ordering::SeqCst);
-    CHILD.store(pid as i32, Ordering::SeqCst);
+    CHILD.store(pid, Ordering::SeqCst);
+    let _ = std::thread::Builder::new()
+        .name("child-watch".into())
+        .spawn(move || {
+            while CHILD.load(Ordering::SeqCst) == pid && RECEIVED.load(Ordering::SeqCst) == 0 {
+                let now = descendants(pid);
+                *SNAPSHOT.lock().unwrap_or_else(|e| e.into_inner()) = now;
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+        });
     ChildGuard
 }
 

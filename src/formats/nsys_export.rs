@@ -237,13 +237,20 @@ pub fn read_export_dir(dir: &Path) -> Result<ExportTables> {
             dir.display()
         );
     }
-    let nvtx_events = read_table(dir, NVTX_EVENTS, Some(NVTX_COLS))?.ok_or_else(|| {
-        anyhow!(
-            "{}: missing (the report holds no NVTX events, or {} is not an nsys export)",
-            table_path(dir, NVTX_EVENTS).display(),
+    let nvtx_events = match read_table(dir, NVTX_EVENTS, Some(NVTX_COLS))? {
+        Some(t) => t,
+        // nsys writes no file for a table without rows: a report without NVTX events (a
+        // program that never ran XLA code) has none, but has other tables.
+        None if TABLES.iter().any(|t| table_path(dir, t).exists()) => normalise_columns(
+            RecordBatch::new_empty(Arc::new(Schema::empty())),
+            Some(NVTX_COLS),
+        )?,
+        None => bail!(
+            "{}: no tables ({} is not an nsys export)",
+            dir.display(),
             dir.display()
-        )
-    })?;
+        ),
+    };
     Ok(ExportTables {
         nvtx_events,
         string_ids: read_table(dir, STRING_IDS, Some(STRING_COLS))?,
