@@ -1,22 +1,18 @@
 //! Interrupts (Ctrl-C, `kill`, a scheduler ending the job) without half-written outputs.
 //!
 //! A thread waits for SIGINT, SIGTERM and SIGHUP. While a profiled program runs, the signal
-//! is noted and Nsight Systems, which stops the program and closes the capture when it gets
-//! one, must get exactly one: a second makes it abort on the spot, leaving the program
-//! running and its raw data behind. A Ctrl-C from the terminal already reaches every process
-//! of the foreground group, so it is not passed on. A signal another process sent (`kill`,
-//! a batch scheduler) may have been sent to this process alone or to the whole group or job;
-//! it is passed on (as SIGTERM) only when, after a grace period, none of the processes under
-//! nsys has ended, i.e. nsys did not get it itself. A second interrupt is always passed on.
-//! Outside
+//! is noted and passed on to Nsight Systems, which then stops the program and closes the
+//! capture. nsys runs in a process group of its own (and starts the program in a session of
+//! its own), so that it gets each signal once, from here, whether the signal came from the
+//! terminal (Ctrl-C), `kill PID`, or a job scheduler signalling this process's group: nsys
+//! aborts on the spot on a second signal, leaving the program running and its raw data
+//! behind, so a signal from here must not come on top of one from elsewhere. Outside
 //! that window the helper processes registered with [`stop_on_interrupt`] (`nsys export`)
 //! are stopped, the files registered with [`remove_on_interrupt`] (temporary folders,
 //! archives being written) removed, and the process exits with 128 + the signal number.
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-use signal_hook::iterator::SignalsInfo;
-use signal_hook::iterator::exfiltrator::WithOrigin;
-use signal_hook::low_level::siginfo::Cause;
+use signal_hook::iterator::Signals;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -40,48 +36,26 @@ static INSTALLED: OnceLock<()> = OnceLock::new();
 /// default action (termination) applies, as for any program.
 pub fn install() {
     INSTALLED.get_or_init(|| {
-        let Ok(mut signals) = SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP]) else {
+        let Ok(mut signals) = Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
             return;
         };
         let _ = std::thread::Builder::new()
             .name("interrupts".into())
             .spawn(move || {
-                for origin in signals.forever() {
-                    on_signal(origin.signal, matches!(origin.cause, Cause::Sent(_)));
+                for signal in signals.forever() {
+                    on_signal(signal);
                 }
             });
     });
 }
 
-/// How long nsys has to show that it got a signal itself.
-const GRACE: std::time::Duration = std::time::Duration::from_secs(2);
-
-fn on_signal(signal: i32, sent_by_a_process: bool) {
+fn on_signal(signal: i32) {
     let child = CHILD.load(Ordering::SeqCst);
     if child > 0 {
-        let repeated = RECEIVED.swap(signal, Ordering::SeqCst) != 0;
-        if repeated {
-            terminate(child);
-        } else if sent_by_a_process {
-            // The processes under nsys just before the signal (taken now, some may already
-            // have ended on the same signal).
-            let before = SNAPSHOT.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            let _ = std::thread::Builder::new()
-                .name("interrupt-grace".into())
-                .spawn(move || {
-                    let start = std::time::Instant::now();
-                    while start.elapsed() < GRACE {
-                        std::thread::sleep(std::time::Duration::from_millis(50));
-                        if CHILD.load(Ordering::SeqCst) != child {
-                            return;
-                        }
-                        let now = descendants(child);
-                        if before.iter().any(|p| !now.contains(p)) {
-                            return;
-                        }
-                    }
-                    terminate(child);
-                });
+        RECEIVED.store(signal, Ordering::SeqCst);
+        // SAFETY: kill(2) on the process id of a child that has not been reaped yet.
+        unsafe {
+            libc::kill(child, signal);
         }
         return;
     }
@@ -91,41 +65,6 @@ fn on_signal(signal: i32, sent_by_a_process: bool) {
         signal_name(signal)
     );
     std::process::exit(128 + signal);
-}
-
-/// SIGTERM to nsys, if it is still the child being waited for.
-fn terminate(child: i32) {
-    if CHILD.load(Ordering::SeqCst) == child {
-        // SAFETY: kill(2) on the process id of a child that has not been reaped yet.
-        unsafe {
-            libc::kill(child, libc::SIGTERM);
-        }
-    }
-}
-
-/// The processes under `pid` (Linux: /proc/PID/task/TID/children).
-fn descendants(pid: i32) -> std::collections::BTreeSet<i32> {
-    let mut out = std::collections::BTreeSet::new();
-    let mut todo = vec![pid];
-    while let Some(p) = todo.pop() {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
-            continue;
-        };
-        for t in tasks.flatten() {
-            let Ok(text) = std::fs::read_to_string(t.path().join("children")) else {
-                continue;
-            };
-            for c in text
-                .split_whitespace()
-                .filter_map(|c| c.parse::<i32>().ok())
-            {
-                if out.insert(c) {
-                    todo.push(c);
-                }
-            }
-        }
-    }
-    out
 }
 
 fn remove_pending() {
@@ -185,24 +124,11 @@ pub fn stop_on_interrupt(pid: u32) -> Guard {
     register(Pending::Process(pid as i32))
 }
 
-/// The processes under the child, as last seen.
-static SNAPSHOT: Mutex<std::collections::BTreeSet<i32>> =
-    Mutex::new(std::collections::BTreeSet::new());
-
-/// While the returned guard lives, interrupts go to `pid` (see the module documentation).
+/// While the returned guard lives, interrupts go to `pid`, which must lead a process group
+/// of its own (see the module documentation).
 pub fn forward_to(pid: u32) -> ChildGuard {
-    let pid = pid as i32;
     RECEIVED.store(0, Ordering::SeqCst);
-    CHILD.store(pid, Ordering::SeqCst);
-    let _ = std::thread::Builder::new()
-        .name("child-watch".into())
-        .spawn(move || {
-            while CHILD.load(Ordering::SeqCst) == pid && RECEIVED.load(Ordering::SeqCst) == 0 {
-                let now = descendants(pid);
-                *SNAPSHOT.lock().unwrap_or_else(|e| e.into_inner()) = now;
-                std::thread::sleep(std::time::Duration::from_millis(200));
-            }
-        });
+    CHILD.store(pid as i32, Ordering::SeqCst);
     ChildGuard
 }
 

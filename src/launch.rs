@@ -380,10 +380,13 @@ pub fn profile(
         .collect();
     eprintln!("nsys-jax-pipe: profiling: nsys profile {}", shown.join(" "));
     let start = std::time::Instant::now();
+    use std::os::unix::process::CommandExt;
     let mut child = std::process::Command::new(nsys)
         .args(&args)
         .args(program)
         .envs(vars)
+        // A process group of its own: interrupts reach it once, through this process.
+        .process_group(0)
         .spawn()
         .with_context(|| format!("{}: cannot start nsys", nsys.display()))?;
     let status = {
