@@ -673,7 +673,18 @@ mod tests {
     fn bad_values_and_missing_tables_name_the_file() {
         let tmp = tempfile::tempdir().unwrap();
         let e = read_export_dir(tmp.path()).unwrap_err().to_string();
-        assert!(e.contains("NVTX_EVENTS.parquet"), "{e}");
+        assert!(e.contains("no tables") && e.contains("is not an nsys export"), "{e}");
+        // A report without NVTX events: the other tables, and no NVTX rows.
+        let strings = RecordBatch::try_from_iter([
+            ("id", Arc::new(Int64Array::from(vec![1])) as ArrayRef),
+            ("value", Arc::new(StringArray::from(vec!["x"])) as ArrayRef),
+        ])
+        .unwrap();
+        write_parquet(&tmp.path().join("StringIds.parquet"), &strings);
+        let t = read_export_dir(tmp.path()).unwrap();
+        assert_eq!(t.nvtx_events.num_rows(), 0);
+        assert_eq!(t.nvtx_events.num_columns(), NVTX_COLS.len());
+        std::fs::remove_file(tmp.path().join("StringIds.parquet")).unwrap();
 
         let batch = nvtx_batch(
             Arc::new(UInt64Array::from(vec![1, 2])),
