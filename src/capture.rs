@@ -479,7 +479,12 @@ mod tests {
         let mut preset = xz2::write::XzEncoder::new(Vec::new(), super::XZ_PRESET);
         std::io::Write::write_all(&mut preset, &raw).unwrap();
         let preset = preset.finish().unwrap();
-        assert!(small.len() <= preset.len() + 64, "{} vs {}", small.len(), preset.len());
+        assert!(
+            small.len() <= preset.len() + 64,
+            "{} vs {}",
+            small.len(),
+            preset.len()
+        );
         assert!(!super::xz_compress(b"").unwrap().is_empty());
     }
 

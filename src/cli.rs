@@ -36,9 +36,9 @@ enum Command {
         after_help = RUN_AFTER_HELP
     )]
     Run(RunArgs),
-    /// nsys-jax-combine's command line (a link named nsys-jax-combine).
-    #[command(name = "nsys-jax-combine", hide = true)]
-    NsysJaxCombine(CombineCompatArgs),
+    /// Combine the per-process archives (or reports) of one run into one nsys-jax archive
+    /// (as `nsys-jax-combine`; also a link named nsys-jax-combine).
+    Combine(CombineArgs),
     /// Inspect or trim the on-disk cache.
     Cache {
         #[command(subcommand)]
@@ -182,21 +182,44 @@ struct RunArgs {
     program: Vec<OsString>,
 }
 
-/// nsys-jax-combine's options, accepted so that its command lines parse.
 #[derive(clap::Args, Debug)]
-struct CombineCompatArgs {
-    /// The combined archive to write.
-    #[arg(short, long)]
+struct CombineArgs {
+    /// The combined archive to write (.zip is added when missing).
+    #[arg(short, long, value_name = "OUT.zip")]
     output: PathBuf,
-    #[arg(short = 'f', long = "force-overwrite")]
+    /// Replace an existing archive.
+    #[arg(short = 'f', long = "force-overwrite", visible_alias = "force")]
     force: bool,
-    #[arg(long = "analysis")]
+    /// Which inputs' reports (.nsys-rep) to keep.
+    #[arg(long, value_enum, default_value = "first")]
+    keep_nsys_rep: crate::combine::KeepReports,
+    /// An analysis to run on the combined run and store under analysis/<name>/ (as for
+    /// `analyze`). Repeatable; each --analysis-arg goes to the --analysis before it.
+    /// Default: none.
+    #[arg(long = "analysis", value_name = "NAME")]
     analyses: Vec<String>,
-    #[arg(long = "analysis-arg", allow_hyphen_values = true)]
+    /// An argument for the analysis script named before it. Repeatable.
+    #[arg(long = "analysis-arg", value_name = "ARG", allow_hyphen_values = true)]
     analysis_args: Vec<String>,
-    /// The per-process archives.
-    #[arg(required = true)]
+    /// A pipeline file choosing the analyses to run and store.
+    #[arg(long)]
+    pipeline: Option<PathBuf>,
+    /// The per-process inputs: archives (.zip or extracted folders) or reports (.nsys-rep).
+    #[arg(required = true, num_args = 2..)]
     inputs: Vec<PathBuf>,
+    #[command(flatten)]
+    capture: CaptureArgs,
+    #[command(flatten)]
+    cache: CacheArgs,
+    /// Do not read or write the on-disk cache.
+    #[arg(long)]
+    no_cache: bool,
+    /// Print which graph nodes executed and which were reused.
+    #[arg(long)]
+    explain: bool,
+    /// Print no analysis tables.
+    #[arg(short, long)]
+    quiet: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -299,15 +322,7 @@ fn dispatch(cli: Cli, plan: &[(String, Vec<String>)]) -> Result<i32> {
         Command::Analyze(a) => analyze(a, plan).map(|()| 0),
         Command::Archive(a) => archive(a, plan).map(|()| 0),
         Command::Run(a) => run(a, plan),
-        Command::NsysJaxCombine(a) => bail!(
-            "nsys-jax-combine: writing a combined archive ({}) is not supported yet; `nsys-jax-pipe analyze {}` analyses these archives together",
-            a.output.display(),
-            a.inputs
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(" ")
-        ),
+        Command::Combine(a) => combine(a, plan).map(|()| 0),
         Command::Cache { command } => cache(command).map(|()| 0),
     }
 }
@@ -472,25 +487,7 @@ fn write_archive(
     let start = std::time::Instant::now();
     let results = run_analyses(db, run, requests)?;
     let analyses = start.elapsed();
-    for (rel, bytes) in &results.files {
-        // Built-in analyses name their files `<analysis>.json`; scripts' files already lie
-        // under analysis/<name>/.
-        let rel = if rel.starts_with("analysis") {
-            rel.clone()
-        } else {
-            let stem = rel
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            Path::new("analysis").join(stem).join(rel)
-        };
-        contents
-            .entries
-            .push(crate::formats::archive_writer::Entry::deflated(
-                rel.to_string_lossy().replace('\\', "/"),
-                bytes.clone(),
-            ));
-    }
+    contents.entries.extend(analysis_entries(&results));
     let members = contents.entries.len();
     crate::formats::archive_writer::write_zip(contents.entries, output, force)?;
     Ok(Written {
@@ -499,6 +496,134 @@ fn write_archive(
         contents: contents_time,
         analyses,
     })
+}
+
+/// The analyses' output files as archive members under `analysis/<name>/`.
+fn analysis_entries(results: &AnalysisResults) -> Vec<crate::formats::archive_writer::Entry> {
+    results
+        .files
+        .iter()
+        .map(|(rel, bytes)| {
+            // Built-in analyses name their files `<analysis>.json`; scripts' files already
+            // lie under analysis/<name>/.
+            let rel = if rel.starts_with("analysis") {
+                rel.clone()
+            } else {
+                let stem = rel
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                Path::new("analysis").join(stem).join(rel)
+            };
+            crate::formats::archive_writer::Entry::deflated(
+                rel.to_string_lossy().replace('\\', "/"),
+                bytes.clone(),
+            )
+        })
+        .collect()
+}
+
+/// `combine`: one archive from the per-process inputs of a run (see [`crate::combine`]).
+fn combine(a: CombineArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
+    let output = if a.output.extension().is_some_and(|e| e == "zip") {
+        a.output.clone()
+    } else {
+        let mut o = a.output.clone().into_os_string();
+        o.push(".zip");
+        PathBuf::from(o)
+    };
+    if output.exists() && !a.force {
+        bail!("{}: already exists (use -f to overwrite)", output.display());
+    }
+    let requests = requests(plan, a.pipeline.as_deref(), false)?;
+    let cache_dir = (!a.no_cache).then(|| default_cache_dir(a.cache.cache_dir.as_deref()));
+    let engine = Engine::new(cache_dir.as_deref())?;
+    let (db, run) = open_inputs(engine, &a.inputs, &a.capture)?;
+    let bar = spinner("combining");
+    let inputs = combine_inputs(&db, run, &a.inputs);
+    bar.finish_and_clear();
+    let combined = crate::combine::combine(inputs?, a.keep_nsys_rep)?;
+    for w in &combined.warnings {
+        eprintln!("nsys-jax-pipe: warning: {w}");
+    }
+    let mut entries = combined.entries;
+    let results = run_analyses(&db, run, &requests)?;
+    entries.extend(analysis_entries(&results));
+    let members = entries.len();
+    crate::formats::archive_writer::write_zip(entries, &output, a.force)?;
+    let record = db.ctx.engine.finish();
+    let mut stdout = std::io::stdout().lock();
+    if !a.quiet {
+        print_texts(&mut stdout, &results.texts)?;
+    }
+    if a.explain {
+        writeln!(stdout, "──── pipeline ────\n{}", record.table())?;
+    }
+    writeln!(
+        stdout,
+        "wrote {} ({} members from {} inputs; {} nodes executed, {} reused, {:.0} ms)",
+        output.display(),
+        members,
+        a.inputs.len(),
+        record.executed,
+        record.reused,
+        record.wall_ms
+    )?;
+    std::mem::forget(db);
+    Ok(())
+}
+
+/// Every input's members: an archive's as they are, a capture's as `archive` lays them out.
+fn combine_inputs(
+    db: &graph::Db,
+    run: graph::Run,
+    paths: &[PathBuf],
+) -> Result<Vec<crate::combine::Input>> {
+    use rayon::prelude::*;
+    let processes = run.processes(db).clone();
+    if processes.len() != paths.len() {
+        bail!("combine takes per-process inputs; an input is already a combined archive");
+    }
+    let stem = |p: &Path| {
+        let name = p
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        ["zip", "nsys-rep", "qdrep"]
+            .iter()
+            .find_map(|e| name.strip_suffix(&format!(".{e}")).map(str::to_string))
+            .unwrap_or(name)
+    };
+    // Captures are laid out one after another (each fans out inside); archives are read in
+    // parallel.
+    let mut out = Vec::with_capacity(paths.len());
+    for (p, path) in processes.iter().zip(paths) {
+        let archive = p.archive_ref(db);
+        let entries = if archive.is_capture() {
+            let contents = crate::capture::archive_contents(db, *p, false)?;
+            for n in &contents.notes {
+                eprintln!("note: {n}");
+            }
+            contents.entries
+        } else {
+            let members: Vec<String> = archive.members().map(str::to_string).collect();
+            members
+                .par_iter()
+                .map(|m| {
+                    Ok(crate::formats::archive_writer::Entry::by_name(
+                        m.clone(),
+                        archive.read(m)?,
+                    ))
+                })
+                .collect::<Result<Vec<_>>>()?
+        };
+        out.push(crate::combine::Input {
+            path: path.clone(),
+            stem: stem(path),
+            entries,
+        });
+    }
+    Ok(out)
 }
 
 /// An output name nobody else can take: `nsys-jax-report-XXXXXX.zip` created empty in the

@@ -1,6 +1,7 @@
 //! The command line before it is parsed: `run`'s mix of its own options, `nsys profile`
-//! options and the program, and the compatibility names `nsys-jax` / `nsys-jax-combine`
-//! (a link named so, or `nsys-jax-pipe nsys-jax ...`).
+//! options and the program, and the compatibility names `nsys-jax` (a link named so, or
+//! `nsys-jax-pipe nsys-jax ...`, → `run`) and `nsys-jax-combine` (a link, or
+//! `nsys-jax-pipe nsys-jax-combine ...`, → `combine`).
 //!
 //! `run [OPTIONS] [NSYS PROFILE OPTIONS] -- PROGRAM [ARGS]...` is rewritten into a form the
 //! argument parser checks strictly: the options `run` knows stay as they are, every other
@@ -61,7 +62,14 @@ pub fn rewrite(argv: Vec<OsString>, run_options: &[OptionSpec]) -> Result<Vec<Os
     let mode = match (invoked_as.as_str(), first.as_deref()) {
         ("nsys-jax", _) => Mode::NsysJax,
         ("nsys-jax-combine", _) => {
-            let mut out = vec![argv0.clone(), "nsys-jax-combine".into()];
+            // Its options are a subset of `combine`'s, with the same meaning.
+            let mut out = vec![argv0.clone(), "combine".into()];
+            out.extend(rest);
+            return Ok(out);
+        }
+        (_, Some("nsys-jax-combine")) => {
+            rest[0] = "combine".into();
+            let mut out = vec![argv0.clone()];
             out.extend(rest);
             return Ok(out);
         }
@@ -337,13 +345,11 @@ mod tests {
         assert_eq!(via_sub, want);
         assert_eq!(
             rw(&["nsys-jax-combine", "-o", "x.zip", "a.zip"]).unwrap(),
-            [
-                "nsys-jax-combine",
-                "nsys-jax-combine",
-                "-o",
-                "x.zip",
-                "a.zip"
-            ]
+            ["nsys-jax-combine", "combine", "-o", "x.zip", "a.zip"]
+        );
+        assert_eq!(
+            rw(&["nsys-jax-pipe", "nsys-jax-combine", "a.zip"]).unwrap(),
+            ["nsys-jax-pipe", "combine", "a.zip"]
         );
     }
 }

@@ -599,7 +599,8 @@ pub fn compile_frame(
             db,
             p,
             &member,
-            if member.ends_with(".csv.xz") {
+            // In a combined archive the member is `report_nvtx_pushpop_trace.csv.xz/<stem>`.
+            if member.starts_with(archive::PUSHPOP_CSV_XZ) {
                 pushpop::read_csv_xz(&bytes)
             } else {
                 pushpop::read_parquet(&bytes)

@@ -13,6 +13,7 @@
 pub mod analyses;
 pub mod capture;
 pub mod cli;
+pub mod combine;
 pub mod compat;
 pub mod engine;
 pub mod error;

@@ -21,8 +21,9 @@ pub struct Entry {
 enum Content {
     /// Bytes to deflate (true) or store (false).
     Raw(Vec<u8>, bool),
-    /// The member already compressed: a one-member zip (see [`Entry::pack`]).
-    Packed(Vec<u8>),
+    /// The member already compressed: a one-member zip (see [`Entry::pack`]), and the
+    /// blake3 hash of its uncompressed bytes.
+    Packed(Vec<u8>, [u8; 32]),
 }
 
 impl Entry {
@@ -61,9 +62,10 @@ impl Entry {
         w.write_all(bytes)
             .with_context(|| format!("cannot compress {}", self.name))?;
         let packed = w.finish()?.into_inner();
+        let hash = *blake3::hash(bytes).as_bytes();
         Ok(Entry {
             name: self.name,
-            content: Content::Packed(packed),
+            content: Content::Packed(packed, hash),
         })
     }
 
@@ -71,7 +73,35 @@ impl Entry {
     pub fn bytes(&self) -> Option<&[u8]> {
         match &self.content {
             Content::Raw(b, _) => Some(b),
-            Content::Packed(_) => None,
+            Content::Packed(..) => None,
+        }
+    }
+
+    /// blake3 of the member's uncompressed bytes.
+    pub fn content_hash(&self) -> [u8; 32] {
+        match &self.content {
+            Content::Raw(b, _) => *blake3::hash(b).as_bytes(),
+            Content::Packed(_, h) => *h,
+        }
+    }
+
+    /// The same content under another name.
+    pub fn renamed(mut self, name: impl Into<String>) -> Entry {
+        self.name = name.into();
+        self
+    }
+
+    /// Stored or deflated by the name, as nsys-jax did: already compressed formats (`.xz`,
+    /// `.parquet`, `.zip`, `.gz`) stored, everything else deflated.
+    pub fn by_name(name: impl Into<String>, bytes: Vec<u8>) -> Entry {
+        let name = name.into();
+        let compressed = [".xz", ".parquet", ".zip", ".gz", ".zst"]
+            .iter()
+            .any(|e| name.ends_with(e));
+        if compressed {
+            Entry::stored(name, bytes)
+        } else {
+            Entry::deflated(name, bytes)
         }
     }
 }
@@ -114,11 +144,13 @@ pub fn write_zip(entries: Vec<Entry>, dest: &Path, force: bool) -> Result<()> {
             .with_context(|| format!("{}: cannot write", dir.display()))?;
         let mut zip = zip::ZipWriter::new(std::io::BufWriter::new(tmp.as_file()));
         for e in packed {
-            let Content::Packed(bytes) = e.content else {
+            let Content::Packed(bytes, _) = e.content else {
                 unreachable!("packed above")
             };
-            let part = zip::ZipArchive::new(std::io::Cursor::new(bytes))?;
-            zip.merge_archive(part)
+            let mut part = zip::ZipArchive::new(std::io::Cursor::new(bytes))?;
+            let member = part.by_index_raw(0)?;
+            // The packed member may carry an older name (see `renamed`).
+            zip.raw_copy_file_rename(member, e.name.as_str())
                 .with_context(|| format!("{}: cannot write {}", dest.display(), e.name))?;
         }
         let mut out = zip
@@ -148,7 +180,7 @@ pub fn write_dir(entries: &[Entry], dest: &Path) -> Result<()> {
         }
         let bytes = match &e.content {
             Content::Raw(b, _) => b.clone(),
-            Content::Packed(z) => {
+            Content::Packed(z, _) => {
                 let mut part = zip::ZipArchive::new(std::io::Cursor::new(z.as_slice()))?;
                 let mut f = part.by_index(0)?;
                 let mut out = Vec::new();

@@ -673,7 +673,10 @@ mod tests {
     fn bad_values_and_missing_tables_name_the_file() {
         let tmp = tempfile::tempdir().unwrap();
         let e = read_export_dir(tmp.path()).unwrap_err().to_string();
-        assert!(e.contains("no tables") && e.contains("is not an nsys export"), "{e}");
+        assert!(
+            e.contains("no tables") && e.contains("is not an nsys export"),
+            "{e}"
+        );
         // A report without NVTX events: the other tables, and no NVTX rows.
         let strings = RecordBatch::try_from_iter([
             ("id", Arc::new(Int64Array::from(vec![1])) as ArrayRef),
