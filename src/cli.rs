@@ -847,7 +847,8 @@ fn run_analyses(
             .expect("valid template"),
         );
         bar.enable_steady_tick(std::time::Duration::from_millis(200));
-        let result = graph::prepare_processes(db, run, &|| bar.inc(1));
+        let needs = graph::Needs::of(requests.iter().map(|r| r.name.as_str()));
+        let result = graph::prepare_processes(db, run, needs, &|| bar.inc(1));
         bar.finish_and_clear();
         result?;
     }

@@ -655,68 +655,211 @@ pub fn compiled_programs(db: &dyn Graph, p: Process) -> NodeResult<Vec<String>> 
     Ok(Out { key, value })
 }
 
-// ---------------------------------------------------------------- analyses
+// ---------------------------------------------------------------- per-process analysis shares
 
-/// Everything an analysis reads, loaded: per-process GPU frames, compile frames and compiled
-/// program ids.
-pub struct RunData {
-    pub module: RecordBatch,
-    pub thunk: RecordBatch,
-    pub compile: Vec<(String, RecordBatch)>,
+/// What the warm-up split of every process needs to know about the others: the programs
+/// compiled in any process's profile, and whether any process communicates (DESIGN §8.1).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct WarmupContext {
     pub compiled: BTreeSet<String>,
-    pub notes: Vec<String>,
-    pub processes: usize,
+    pub has_communication: bool,
+}
+impl JsonValue for WarmupContext {}
+
+/// Whether one process's profile has communication (small, stored: the context of a run
+/// with one more process is known without loading the others' frames).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ProcessFacts {
+    pub has_communication: bool,
+    /// The programs this process executes.
+    pub programs: BTreeSet<String>,
+}
+impl JsonValue for ProcessFacts {}
+
+fn facts_key(db: &Db, p: Process) -> std::result::Result<Key, NodeError> {
+    Ok(KeyBuilder::new(
+        "process-facts",
+        &versions::of(&["graph.rs", "frames/gpu.rs"]),
+    )
+    .input(&gpu_frames_key(db, p)?.unwrap_or(Key([0; 32])))
+    .finish())
 }
 
-fn load_run(db: &Db, run: Run) -> std::result::Result<RunData, NodeError> {
-    let procs = run.processes(db).clone();
-    let loaded: Vec<_> = procs
-        .iter()
-        .map(|&p| -> std::result::Result<_, NodeError> {
-            Ok((
-                p.label(db),
-                gpu_frames(db, p)?,
-                compile_frame(db, p)?,
-                compiled_programs(db, p)?,
-            ))
+#[salsa::tracked(returns(clone))]
+pub fn process_facts(db: &dyn Graph, p: Process) -> NodeResult<ProcessFacts> {
+    let db = db.db();
+    let key = facts_key(db, p)?;
+    let value = fail(db.engine().node("process-facts", &p.label(db), key, || {
+        let Some(g) = gpu_frames(db, p)? else {
+            return Ok(ProcessFacts {
+                has_communication: false,
+                programs: BTreeSet::new(),
+            });
+        };
+        let thunk = g.value.get("thunk").expect("thunk frame");
+        let module = g.value.get("module").expect("module frame");
+        let has_communication = thunk
+            .column_by_name(frames::gpu::COMMUNICATION)
+            .expect("communication column")
+            .as_boolean()
+            .true_count()
+            > 0;
+        let ids = module
+            .column_by_name(frames::gpu::PROGRAM_ID)
+            .expect("program id column")
+            .as_string::<i32>();
+        let programs = ids.iter().flatten().map(str::to_string).collect();
+        Ok(ProcessFacts {
+            has_communication,
+            programs,
         })
-        .collect::<std::result::Result<_, _>>()?;
-    let mut modules = Vec::new();
-    let mut thunks = Vec::new();
-    let mut compile = Vec::new();
-    let mut compiled = BTreeSet::new();
-    let mut notes = Vec::new();
-    for (label, g, c, ids) in loaded {
-        if g.is_none() {
-            notes.push(format!(
-                "{label}: no GPU projection (an NVTX-only capture?): no GPU tables, compile-time results only"
-            ));
-        }
-        if let Some(g) = g {
-            modules.push(g.value.get("module").unwrap().clone());
-            thunks.push(g.value.get("thunk").unwrap().clone());
-            notes.extend(
-                notes_of(&g.value)
-                    .into_iter()
-                    .map(|n| format!("{label}: {n}")),
-            );
-        }
-        if let Some(c) = c {
-            compile.push((label.clone(), c.value.get("compile").unwrap().clone()));
-        }
-        compiled.extend(ids.value.iter().cloned());
+    }))?;
+    Ok(Out { key, value })
+}
+
+#[salsa::tracked(returns(clone))]
+pub fn warmup_context(db: &dyn Graph, run: Run) -> NodeResult<WarmupContext> {
+    let db = db.db();
+    let mut kb = KeyBuilder::new("warmup-context", &versions::of(&["graph.rs"]));
+    for &p in run.processes(db) {
+        kb = kb.input(&facts_key(db, p)?).input(&compiled_key(db, p)?);
     }
-    let concat = |schema: &arrow::datatypes::SchemaRef, bs: &[RecordBatch]| {
-        fail(arrow::compute::concat_batches(schema, bs).map_err(anyhow::Error::from))
+    let key = kb.finish();
+    let value = fail(db.engine().node("warmup-context", "", key, || {
+        let mut ctx = WarmupContext::default();
+        for &p in run.processes(db) {
+            ctx.has_communication |= process_facts(db, p)?.value.has_communication;
+            ctx.compiled
+                .extend(compiled_programs(db, p)?.value.iter().cloned());
+        }
+        Ok(ctx)
+    }))?;
+    Ok(Out { key, value })
+}
+
+/// The steady-state frames of one process, split with the run's warm-up context.
+fn steady_frames(
+    db: &Db,
+    run: Run,
+    p: Process,
+) -> std::result::Result<Option<frames::warmup::Steady>, NodeError> {
+    let Some(g) = gpu_frames(db, p)? else {
+        return Ok(None);
     };
-    Ok(RunData {
-        module: concat(&frames::gpu::MODULE_SCHEMA, &modules)?,
-        thunk: concat(&frames::gpu::THUNK_SCHEMA, &thunks)?,
-        compile,
-        compiled,
-        notes,
-        processes: procs.len(),
+    let ctx = warmup_context(db, run)?;
+    let mut steady = fail(frames::warmup::steady_state_in(
+        g.value.get("module").expect("module frame"),
+        g.value.get("thunk").expect("thunk frame"),
+        &ctx.value.compiled,
+        ctx.value.has_communication,
+    ))?;
+    let label = p.label(db);
+    steady.notes = steady
+        .notes
+        .iter()
+        .map(|n| format!("{label}: {n}"))
+        .collect();
+    Ok(Some(steady))
+}
+
+/// The remarks made while building one process's frames, prefixed with the process.
+fn frame_notes(db: &Db, p: Process) -> std::result::Result<Vec<String>, NodeError> {
+    let label = p.label(db);
+    Ok(match gpu_frames(db, p)? {
+        Some(g) => notes_of(&g.value)
+            .into_iter()
+            .map(|n| format!("{label}: {n}"))
+            .collect(),
+        None => vec![],
     })
+}
+
+fn partial_key(
+    db: &Db,
+    run: Run,
+    p: Process,
+    kind: &str,
+    sources: &[&str],
+) -> std::result::Result<Key, NodeError> {
+    // Only what the warm-up split of this process depends on (whether the run communicates,
+    // which of the programs it executes were compiled in the run's profiles), not the
+    // context's key: a process joining the run changes the key but rarely this.
+    let ctx = warmup_context(db, run)?;
+    let facts = process_facts(db, p)?;
+    let relevant: Vec<&String> = ctx
+        .value
+        .compiled
+        .intersection(&facts.value.programs)
+        .collect();
+    let ctx = Key::of_bytes(
+        &serde_json::to_vec(&(ctx.value.has_communication, relevant)).expect("plain data"),
+    );
+    Ok(KeyBuilder::new(kind, &versions::of(sources))
+        .input(&gpu_frames_key(db, p)?.unwrap_or(Key([0; 32])))
+        .input(&ctx)
+        .finish())
+}
+
+/// One process's share of `summary` (its map step).
+#[salsa::tracked(returns(clone))]
+pub fn summary_partial(
+    db: &dyn Graph,
+    run: Run,
+    p: Process,
+) -> NodeResult<analyses::summary::SummaryPartial> {
+    let db = db.db();
+    let key = partial_key(db, run, p, "summary-partial", &SUMMARY_SOURCES)?;
+    let label = p.label(db);
+    let value = fail(db.engine().node("summary-partial", &label, key, || {
+        Ok(match steady_frames(db, run, p)? {
+            Some(steady) => {
+                let mut part = analyses::summary::partial(&steady);
+                let mut notes = frame_notes(db, p)?;
+                notes.append(&mut part.notes);
+                part.notes = notes;
+                part
+            }
+            None => analyses::summary::SummaryPartial {
+                notes: vec![format!(
+                    "{label}: no GPU projection (an NVTX-only capture?): no GPU tables, compile-time results only"
+                )],
+                ..Default::default()
+            },
+        })
+    }))?;
+    Ok(Out { key, value })
+}
+
+/// One process's share of `communication` (its map step).
+#[salsa::tracked(returns(clone))]
+pub fn communication_partial(
+    db: &dyn Graph,
+    run: Run,
+    p: Process,
+) -> NodeResult<analyses::communication::CommunicationPartial> {
+    let db = db.db();
+    let key = partial_key(db, run, p, "communication-partial", &COMMUNICATION_SOURCES)?;
+    let label = p.label(db);
+    let value = fail(db.engine().node("communication-partial", &label, key, || {
+        Ok(match steady_frames(db, run, p)? {
+            Some(steady) => analyses::communication::partial(&steady),
+            None => Default::default(),
+        })
+    }))?;
+    Ok(Out { key, value })
+}
+
+// ---------------------------------------------------------------- analyses
+
+/// The compile frames of a run's processes, labelled (processes without one are left out).
+fn compile_frames(db: &Db, run: Run) -> std::result::Result<Vec<(String, RecordBatch)>, NodeError> {
+    let mut out = Vec::new();
+    for &p in run.processes(db) {
+        if let Some(c) = compile_frame(db, p)? {
+            out.push((p.label(db), c.value.get("compile").unwrap().clone()));
+        }
+    }
+    Ok(out)
 }
 
 /// The result of one analysis: its JSON document, its terminal text, and extra files.
@@ -789,7 +932,12 @@ pub fn prepare_archives(db: &Db, run: Run) -> Result<()> {
 /// Compute the per-process nodes of a run in parallel (one thread per process). Called at the
 /// top level, outside any query, before analyses whose results are not stored; the analyses
 /// then find these values memoised.
-pub fn prepare_processes(db: &Db, run: Run, on_done: &(dyn Fn() + Sync)) -> Result<()> {
+pub fn prepare_processes(
+    db: &Db,
+    run: Run,
+    needs: Needs,
+    on_done: &(dyn Fn() + Sync),
+) -> Result<()> {
     use rayon::prelude::*;
     let procs = run.processes(db).clone();
     // First, in one flat parallel pass, the work that would otherwise make ranks wait for each
@@ -853,20 +1001,63 @@ pub fn prepare_processes(db: &Db, run: Run, on_done: &(dyn Fn() + Sync)) -> Resu
             Ok(())
         })
         .collect::<std::result::Result<Vec<()>, _>>()?;
+    // Then what the warm-up context of the run needs from each process (small and stored:
+    // a process whose facts are stored is not loaded), the context, and each process's
+    // shares of the analyses (a stored share is not recomputed, and its process's frames are
+    // not loaded).
     procs
         .par_iter()
         .map_with(db.clone(), |db, &p| -> std::result::Result<(), NodeError> {
-            let (a, b) = (db.clone(), db.clone());
-            let (gpu, compile) =
-                rayon::join(move || gpu_frames(&a, p), move || compile_frame(&b, p));
-            gpu?;
-            compile?;
+            process_facts(db, p)?;
             compiled_programs(db, p)?;
+            Ok(())
+        })
+        .collect::<std::result::Result<Vec<()>, _>>()?;
+    warmup_context(db, run)?;
+    procs
+        .par_iter()
+        .map_with(db.clone(), |db, &p| -> std::result::Result<(), NodeError> {
+            if needs.summary {
+                summary_partial(db, run, p)?;
+            }
+            if needs.communication {
+                communication_partial(db, run, p)?;
+            }
+            if needs.compile {
+                compile_frame(db, p)?;
+            }
             on_done();
             Ok(())
         })
         .collect::<std::result::Result<Vec<()>, _>>()?;
     Ok(())
+}
+
+/// Which per-process work the requested analyses need.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Needs {
+    pub summary: bool,
+    pub communication: bool,
+    pub compile: bool,
+}
+
+impl Needs {
+    /// For the built-in analyses named; scripts read the archive itself.
+    pub fn of<'a>(names: impl IntoIterator<Item = &'a str>) -> Needs {
+        let mut n = Needs::default();
+        for name in names {
+            match name {
+                "summary" => {
+                    n.summary = true;
+                    n.compile = true;
+                }
+                "communication" => n.communication = true,
+                "compilation" => n.compile = true,
+                _ => {}
+            }
+        }
+        n
+    }
 }
 
 /// The node key of a built-in analysis (without computing anything).
@@ -896,17 +1087,20 @@ pub fn analysis(db: &dyn Graph, run: Run, spec: AnalysisSpec) -> NodeResult<Anal
             (
                 key,
                 Box::new(move || {
-                    let data = load_run(db, run)?;
-                    let steady =
-                        frames::warmup::steady_state(&data.module, &data.thunk, &data.compiled)?;
-                    let compile: Vec<RecordBatch> =
-                        data.compile.iter().map(|(_, b)| b.clone()).collect();
+                    let mut partials = Vec::new();
+                    let mut compile: Vec<RecordBatch> = Vec::new();
+                    for &p in run.processes(db) {
+                        partials.push(summary_partial(db, run, p)?.value.as_ref().clone());
+                        if let Some(c) = compile_frame(db, p)? {
+                            compile.push(c.value.get("compile").unwrap().clone());
+                        }
+                    }
                     let s = analyses::summary::Summary {
-                        modules: analyses::summary::module_rows(&steady),
+                        modules: analyses::summary::module_rows(&partials),
                         compilation: analyses::compilation::summary_tables(&compile)?,
                     };
                     let mut text = String::new();
-                    for n in data.notes.iter().chain(&steady.notes) {
+                    for n in partials.iter().flat_map(|p| &p.notes) {
                         text.push_str(&format!("note: {n}\n"));
                     }
                     text.push_str(&analyses::summary::render(&s));
@@ -923,15 +1117,18 @@ pub fn analysis(db: &dyn Graph, run: Run, spec: AnalysisSpec) -> NodeResult<Anal
             (
                 key,
                 Box::new(move || {
-                    let data = load_run(db, run)?;
-                    let steady =
-                        frames::warmup::steady_state(&data.module, &data.thunk, &data.compiled)?;
-                    let mut c = analyses::communication::compute(&steady);
-                    c.notes.extend(steady.notes.iter().cloned());
-                    if data.processes > 1 {
+                    let partials: Vec<analyses::communication::CommunicationPartial> = run
+                        .processes(db)
+                        .iter()
+                        .map(|&p| Ok(communication_partial(db, run, p)?.value.as_ref().clone()))
+                        .collect::<std::result::Result<_, NodeError>>()?;
+                    let mut c = analyses::communication::reduce(&partials);
+                    c.notes
+                        .extend(partials.iter().flat_map(|p| p.notes.iter().cloned()));
+                    let processes = partials.len();
+                    if processes > 1 {
                         c.notes.push(format!(
-                        "{} processes: bandwidths use durations only, so no cross-process clock alignment is needed",
-                        data.processes
+                        "{processes} processes: bandwidths use durations only, so no cross-process clock alignment is needed"
                     ));
                     } else {
                         c.notes.push("one process: no cross-process clock alignment (not needed for bandwidth)".into());
@@ -956,8 +1153,8 @@ pub fn analysis(db: &dyn Graph, run: Run, spec: AnalysisSpec) -> NodeResult<Anal
             (
                 key,
                 Box::new(move || {
-                    let data = load_run(db, run)?;
-                    let entries = analyses::compilation::per_compilation(&data.compile, detail)?;
+                    let compile = compile_frames(db, run)?;
+                    let entries = analyses::compilation::per_compilation(&compile, detail)?;
                     let text = analyses::compilation::render(&entries);
                     Ok(AnalysisOutput {
                         name: name.clone(),

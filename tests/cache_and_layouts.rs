@@ -182,3 +182,76 @@ fn zip_extracted_folder_and_combined_folder_agree() {
         assert_eq!(read(&c.join(f)), read(&d.join(f)), "{f}");
     }
 }
+
+#[test]
+fn one_more_rank_executes_only_its_own_nodes_and_the_reduces() {
+    let Some(f) = fixtures() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let inputs = pax_archives(&f);
+    assert_ok(&analyze(
+        &cache,
+        &tmp.path().join("o3"),
+        &["-q"],
+        &inputs[..3],
+    ));
+    let o4 = tmp.path().join("o4");
+    assert_ok(&analyze(&cache, &o4, &["-q"], &inputs));
+    let run = json(&o4.join("pipeline-run.json"));
+    let executed: Vec<(String, String)> = run["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["status"] == "executed")
+        .map(|n| {
+            (
+                n["kind"].as_str().unwrap().to_string(),
+                n["label"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let per_process = [
+        "member-keys",
+        "gpu-frames",
+        "compile-frame",
+        "compiled-programs",
+        "process-facts",
+        "summary-partial",
+        "communication-partial",
+    ];
+    for (kind, label) in &executed {
+        if per_process.contains(&kind.as_str()) {
+            assert!(label.ends_with("proc3.zip"), "{kind} of {label} executed");
+        } else {
+            // The reduces, the run's warm-up context, and decoding the new rank's HLO.
+            assert!(
+                kind.starts_with("analysis:")
+                    || ["warmup-context", "hlo-schema", "hlo-module"].contains(&kind.as_str()),
+                "{kind} ({label}) executed"
+            );
+        }
+    }
+    for kind in ["summary-partial", "communication-partial", "gpu-frames"] {
+        assert_eq!(
+            executed.iter().filter(|(k, _)| k == kind).count(),
+            1,
+            "{kind}"
+        );
+    }
+    let reduces = executed
+        .iter()
+        .filter(|(k, _)| k.starts_with("analysis:"))
+        .count();
+    assert_eq!(reduces, 3, "{executed:?}");
+    // And the result is that of a cold run over the four.
+    let cold = tmp.path().join("cold");
+    assert_ok(&analyze(
+        &tmp.path().join("cache2"),
+        &cold,
+        &["-q"],
+        &inputs,
+    ));
+    for f in ["summary.json", "communication.json", "compilation.json"] {
+        assert_eq!(read(&o4.join(f)), read(&cold.join(f)), "{f}");
+    }
+}

@@ -39,7 +39,26 @@ pub struct Communication {
 
 impl crate::engine::value::JsonValue for Communication {}
 
-pub fn compute(steady: &Steady) -> Communication {
+/// One process's share of the communication analysis (the map step; [`reduce`] combines the
+/// shares of all processes into exactly the numbers of the whole run's frames).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct CommunicationPartial {
+    /// Per (collective, message size): per instance (program, execution, thunk index), the
+    /// best bus bandwidth over this process's devices.
+    pub bandwidth: Vec<((String, i64), Vec<((String, i32, i32), f64)>)>,
+    /// Per collective: the hidden fraction of each of its thunk executions, in row order.
+    pub hidden: Vec<(String, Vec<f64>)>,
+    /// Hidden and total collective time [ns].
+    pub total_hidden_ns: i64,
+    pub total_ns: i64,
+    /// Remarks, prefixed with the process.
+    pub notes: Vec<String>,
+}
+
+impl crate::engine::value::JsonValue for CommunicationPartial {}
+
+/// The map step: one process's steady-state frames → its [`CommunicationPartial`].
+pub fn partial(steady: &Steady) -> CommunicationPartial {
     let c = &steady.communication;
     let coll = c.column_by_name(COLLECTIVE).unwrap().as_string::<i32>();
     let size = c
@@ -67,7 +86,6 @@ pub fn compute(steady: &Steady) -> Communication {
         .column_by_name(PROJ_DUR_HIDDEN)
         .unwrap()
         .as_primitive::<Int64Type>();
-
     let mut bandwidth = Vec::new();
     for ((cl, sz), idx) in group_by(c.num_rows(), |i| (coll.value(i), size.value(i))) {
         // One instance = one (program, execution, thunk index) across devices. The fastest
@@ -82,7 +100,63 @@ pub fn compute(steady: &Steady) -> Communication {
                 .or_insert(f64::NEG_INFINITY);
             *e = e.max(bus.value(i));
         }
-        let xs: Vec<f64> = best.into_values().collect();
+        bandwidth.push((
+            (cl.to_string(), sz),
+            best.into_iter()
+                .map(|((p, e, t), b)| ((p.to_string(), e, t), b))
+                .collect(),
+        ));
+    }
+    let hidden = group_by(c.num_rows(), |i| coll.value(i))
+        .into_iter()
+        .map(|(cl, idx)| {
+            let f: Vec<f64> = idx
+                .iter()
+                .filter_map(|&i| {
+                    let total = (dur.value(i) + hid.value(i)) as f64;
+                    (total > 0.0).then(|| hid.value(i) as f64 / total)
+                })
+                .collect();
+            (cl.to_string(), f)
+        })
+        .collect();
+    CommunicationPartial {
+        bandwidth,
+        hidden,
+        total_hidden_ns: (0..c.num_rows()).map(|i| hid.value(i)).sum(),
+        total_ns: (0..c.num_rows()).map(|i| dur.value(i) + hid.value(i)).sum(),
+        notes: steady.notes.clone(),
+    }
+}
+
+/// The reduce step: bandwidth per (collective, size) over the instances of every process,
+/// an instance's bandwidth being its best over all devices; hidden fractions.
+pub fn reduce(partials: &[CommunicationPartial]) -> Communication {
+    let mut best: BTreeMap<(&str, i64), BTreeMap<(&str, i32, i32), f64>> = BTreeMap::new();
+    let mut fractions: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let (mut total_hidden, mut total) = (0i64, 0i64);
+    for part in partials {
+        for ((cl, sz), instances) in &part.bandwidth {
+            let group = best.entry((cl.as_str(), *sz)).or_default();
+            for ((p, e, t), b) in instances {
+                let v = group
+                    .entry((p.as_str(), *e, *t))
+                    .or_insert(f64::NEG_INFINITY);
+                *v = v.max(*b);
+            }
+        }
+        for (cl, f) in &part.hidden {
+            fractions
+                .entry(cl.as_str())
+                .or_default()
+                .extend_from_slice(f);
+        }
+        total_hidden += part.total_hidden_ns;
+        total += part.total_ns;
+    }
+    let mut bandwidth = Vec::new();
+    for ((cl, sz), instances) in best {
+        let xs: Vec<f64> = instances.into_values().collect();
         let Some(m) = mean(&xs) else { continue };
         bandwidth.push(BandwidthRow {
             collective: cl.to_string(),
@@ -95,28 +169,21 @@ pub fn compute(steady: &Steady) -> Communication {
     bandwidth.sort_by(|a, b| {
         (a.message_size_bytes, &a.collective).cmp(&(b.message_size_bytes, &b.collective))
     });
-
-    let mut hidden_fraction = BTreeMap::new();
-    for (cl, idx) in group_by(c.num_rows(), |i| coll.value(i)) {
-        let f: Vec<f64> = idx
-            .iter()
-            .filter_map(|&i| {
-                let total = (dur.value(i) + hid.value(i)) as f64;
-                (total > 0.0).then(|| hid.value(i) as f64 / total)
-            })
-            .collect();
-        if let Some(m) = mean(&f) {
-            hidden_fraction.insert(cl.to_string(), m);
-        }
-    }
-    let total_hidden: i64 = (0..c.num_rows()).map(|i| hid.value(i)).sum();
-    let total: i64 = (0..c.num_rows()).map(|i| dur.value(i) + hid.value(i)).sum();
+    let hidden_fraction = fractions
+        .into_iter()
+        .filter_map(|(cl, f)| mean(&f).map(|m| (cl.to_string(), m)))
+        .collect();
     Communication {
         bandwidth,
         hidden_fraction,
         overall_hidden_fraction: (total > 0).then(|| total_hidden as f64 / total as f64),
         notes: Vec::new(),
     }
+}
+
+/// Both steps on one process's frames.
+pub fn compute(steady: &Steady) -> Communication {
+    reduce(&[partial(steady)])
 }
 
 pub fn render(c: &Communication) -> String {

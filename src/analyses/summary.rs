@@ -43,8 +43,46 @@ pub struct Summary {
 
 impl crate::engine::value::JsonValue for Summary {}
 
-/// Per-module statistics over steady-state executions.
-pub fn module_rows(steady: &Steady) -> Vec<ModuleRow> {
+/// One process's share of the summary (the map step; [`module_rows`] is the reduce): the
+/// samples of every module and the duration spread of every collective instance on its
+/// devices. Reducing the shares of all processes in process order gives exactly the numbers
+/// of the whole run's frames.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct SummaryPartial {
+    /// Per program (in id order): its name and the durations [ns] and thunk counts of its
+    /// steady executions, in row order.
+    pub modules: Vec<ModuleSamples>,
+    /// Per collective instance: the shortest and longest exposed duration over this
+    /// process's devices; None when the process has no communication.
+    pub instances: Option<Vec<InstanceSpread>>,
+    /// Remarks, prefixed with the process.
+    pub notes: Vec<String>,
+}
+
+impl crate::engine::value::JsonValue for SummaryPartial {}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ModuleSamples {
+    pub program_id: String,
+    pub name: String,
+    pub durations_ns: Vec<i64>,
+    pub thunks: Vec<i32>,
+}
+
+/// A collective instance: (program, execution, thunk name, thunk execution), with its
+/// shortest and longest exposed duration [ns].
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct InstanceSpread {
+    pub program_id: String,
+    pub execution: i32,
+    pub thunk: String,
+    pub thunk_execution: i32,
+    pub min_ns: i64,
+    pub max_ns: i64,
+}
+
+/// The map step: one process's steady-state frames → its [`SummaryPartial`].
+pub fn partial(steady: &Steady) -> SummaryPartial {
     let m = &steady.module;
     let prog = m.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
     let name = m.column_by_name(PROGRAM_NAME).unwrap().as_string::<i32>();
@@ -56,12 +94,38 @@ pub fn module_rows(steady: &Steady) -> Vec<ModuleRow> {
         .column_by_name(PROJ_DUR)
         .unwrap()
         .as_primitive::<Int64Type>();
-    let waits = wait_times(&steady.communication);
-    let mut rows: Vec<ModuleRow> = group_by(m.num_rows(), |i| prog.value(i))
+    let modules = group_by(m.num_rows(), |i| prog.value(i))
         .into_iter()
-        .map(|(p, idx)| {
-            let th: Vec<f64> = idx.iter().map(|&i| thunks.value(i) as f64).collect();
-            let d: Vec<f64> = idx.iter().map(|&i| dur.value(i) as f64 * 1e-6).collect();
+        .map(|(p, idx)| ModuleSamples {
+            program_id: p.to_string(),
+            name: name.value(idx[0]).to_string(),
+            durations_ns: idx.iter().map(|&i| dur.value(i)).collect(),
+            thunks: idx.iter().map(|&i| thunks.value(i)).collect(),
+        })
+        .collect();
+    SummaryPartial {
+        modules,
+        instances: instance_spreads(&steady.communication),
+        notes: steady.notes.clone(),
+    }
+}
+
+/// The reduce step: per-module statistics over the steady-state executions of every process.
+pub fn module_rows(partials: &[SummaryPartial]) -> Vec<ModuleRow> {
+    let mut samples: BTreeMap<&str, (&str, Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    for part in partials {
+        for m in &part.modules {
+            let e = samples
+                .entry(m.program_id.as_str())
+                .or_insert_with(|| (m.name.as_str(), Vec::new(), Vec::new()));
+            e.1.extend(m.durations_ns.iter().map(|&d| d as f64 * 1e-6));
+            e.2.extend(m.thunks.iter().map(|&t| t as f64));
+        }
+    }
+    let waits = wait_times(partials);
+    let mut rows: Vec<ModuleRow> = samples
+        .into_iter()
+        .map(|(p, (name, d, th))| {
             let dm = mean(&d).unwrap_or(0.0);
             let w = waits
                 .as_ref()
@@ -72,8 +136,8 @@ pub fn module_rows(steady: &Steady) -> Vec<ModuleRow> {
             };
             ModuleRow {
                 program_id: p.to_string(),
-                name: name.value(idx[0]).to_string(),
-                executions: idx.len() as u64,
+                name: name.to_string(),
+                executions: d.len() as u64,
                 thunks_mean: mean(&th).unwrap_or(0.0),
                 thunks_std: std(&th),
                 duration_ms_sum: d.iter().sum(),
@@ -102,10 +166,9 @@ pub fn module_rows(steady: &Steady) -> Vec<ModuleRow> {
     rows
 }
 
-/// Wait time per module execution: for each collective instance (program, execution, thunk
-/// name, thunk execution), the spread (max − min) of its exposed duration across devices,
-/// summed over the module execution. None when the profile has no communication.
-fn wait_times(comm: &RecordBatch) -> Option<BTreeMap<String, Vec<f64>>> {
+/// The duration spread of every collective instance (program, execution, thunk name, thunk
+/// execution) over one process's devices. None without communication.
+fn instance_spreads(comm: &RecordBatch) -> Option<Vec<InstanceSpread>> {
     if comm.num_rows() == 0 {
         return None;
     }
@@ -123,12 +186,47 @@ fn wait_times(comm: &RecordBatch) -> Option<BTreeMap<String, Vec<f64>>> {
         .column_by_name(PROJ_DUR)
         .unwrap()
         .as_primitive::<Int64Type>();
+    Some(
+        group_by(comm.num_rows(), |i| {
+            (prog.value(i), exec.value(i), name.value(i), texec.value(i))
+        })
+        .into_iter()
+        .map(|((p, e, n, t), idx)| InstanceSpread {
+            program_id: p.to_string(),
+            execution: e,
+            thunk: n.to_string(),
+            thunk_execution: t,
+            min_ns: idx.iter().map(|&i| dur.value(i)).min().unwrap(),
+            max_ns: idx.iter().map(|&i| dur.value(i)).max().unwrap(),
+        })
+        .collect(),
+    )
+}
+
+/// Wait time per module execution: for each collective instance, the spread (max − min) of
+/// its exposed duration across the devices of every process, summed over the module
+/// execution. None when no process has communication.
+fn wait_times(partials: &[SummaryPartial]) -> Option<BTreeMap<String, Vec<f64>>> {
+    let mut spread: BTreeMap<(&str, i32, &str, i32), (i64, i64)> = BTreeMap::new();
+    let mut any = false;
+    for part in partials {
+        let Some(instances) = &part.instances else {
+            continue;
+        };
+        any = true;
+        for x in instances {
+            let e = spread
+                .entry((&x.program_id, x.execution, &x.thunk, x.thunk_execution))
+                .or_insert((x.min_ns, x.max_ns));
+            e.0 = e.0.min(x.min_ns);
+            e.1 = e.1.max(x.max_ns);
+        }
+    }
+    if !any {
+        return None;
+    }
     let mut per_exec: BTreeMap<(&str, i32), f64> = BTreeMap::new();
-    for ((p, e, _, _), idx) in group_by(comm.num_rows(), |i| {
-        (prog.value(i), exec.value(i), name.value(i), texec.value(i))
-    }) {
-        let lo = idx.iter().map(|&i| dur.value(i)).min().unwrap();
-        let hi = idx.iter().map(|&i| dur.value(i)).max().unwrap();
+    for ((p, e, _, _), (lo, hi)) in spread {
         *per_exec.entry((p, e)).or_default() += (hi - lo) as f64 * 1e-6;
     }
     let mut out: BTreeMap<String, Vec<f64>> = BTreeMap::new();

@@ -59,7 +59,17 @@ pub fn steady_state(
     compiled: &BTreeSet<String>,
 ) -> Result<Steady> {
     let comm = thunk.column_by_name(COMMUNICATION).unwrap().as_boolean();
-    let has_comm = comm.true_count() > 0;
+    steady_state_in(module, thunk, compiled, comm.true_count() > 0)
+}
+
+/// [`steady_state`] of one process's frames within a run: `compiled` and `has_comm` are the
+/// whole run's (the programs compiled in any process's profile; whether any communicates).
+pub fn steady_state_in(
+    module: &RecordBatch,
+    thunk: &RecordBatch,
+    compiled: &BTreeSet<String>,
+    has_comm: bool,
+) -> Result<Steady> {
     let extra = has_comm as i32;
     let mut notes = Vec::new();
     let module = split(module, "module", compiled, extra, &mut notes)?;
