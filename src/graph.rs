@@ -830,6 +830,25 @@ pub fn summary_partial(
     Ok(Out { key, value })
 }
 
+/// One process's share of `stragglers` (its map step).
+#[salsa::tracked(returns(clone))]
+pub fn stragglers_partial(
+    db: &dyn Graph,
+    run: Run,
+    p: Process,
+) -> NodeResult<analyses::stragglers::StragglersPartial> {
+    let db = db.db();
+    let key = partial_key(db, run, p, "stragglers-partial", &STRAGGLERS_SOURCES)?;
+    let label = p.label(db);
+    let value = fail(db.engine().node("stragglers-partial", &label, key, || {
+        Ok(match steady_frames(db, run, p)? {
+            Some(steady) => analyses::stragglers::partial(&steady),
+            None => Default::default(),
+        })
+    }))?;
+    Ok(Out { key, value })
+}
+
 /// One process's share of `communication` (its map step).
 #[salsa::tracked(returns(clone))]
 pub fn communication_partial(
@@ -887,6 +906,7 @@ const COMMUNICATION_SOURCES: [&str; 4] = [
     "stats.rs",
 ];
 const COMPILATION_SOURCES: [&str; 3] = ["analyses/compilation.rs", "table.rs", "graph.rs"];
+const STRAGGLERS_SOURCES: [&str; 3] = ["analyses/stragglers.rs", "table.rs", "frames/warmup.rs"];
 
 fn analysis_key(
     db: &Db,
@@ -1023,6 +1043,9 @@ pub fn prepare_processes(
             if needs.communication {
                 communication_partial(db, run, p)?;
             }
+            if needs.stragglers {
+                stragglers_partial(db, run, p)?;
+            }
             if needs.compile {
                 compile_frame(db, p)?;
             }
@@ -1038,6 +1061,7 @@ pub fn prepare_processes(
 pub struct Needs {
     pub summary: bool,
     pub communication: bool,
+    pub stragglers: bool,
     pub compile: bool,
 }
 
@@ -1052,6 +1076,7 @@ impl Needs {
                     n.compile = true;
                 }
                 "communication" => n.communication = true,
+                "stragglers" => n.stragglers = true,
                 "compilation" => n.compile = true,
                 _ => {}
             }
@@ -1066,6 +1091,7 @@ pub fn analysis_is_stored(db: &Db, run: Run, spec: AnalysisSpec) -> Result<bool>
         "summary" => (true, true, &SUMMARY_SOURCES),
         "communication" => (true, false, &COMMUNICATION_SOURCES),
         "compilation" => (false, true, &COMPILATION_SOURCES),
+        "stragglers" => (true, false, &STRAGGLERS_SOURCES),
         _ => return Ok(false),
     };
     let key = analysis_key(db, run, spec, src, gpu, compile)?;
@@ -1169,9 +1195,28 @@ pub fn analysis(db: &dyn Graph, run: Run, spec: AnalysisSpec) -> NodeResult<Anal
                 }),
             )
         }
+        "stragglers" => {
+            let key = analysis_key(db, run, spec, &STRAGGLERS_SOURCES, true, false)?;
+            (
+                key,
+                Box::new(move || {
+                    let partials: Vec<analyses::stragglers::StragglersPartial> = run
+                        .processes(db)
+                        .iter()
+                        .map(|&p| Ok(stragglers_partial(db, run, p)?.value.as_ref().clone()))
+                        .collect::<std::result::Result<_, NodeError>>()?;
+                    let s = analyses::stragglers::reduce(&partials);
+                    Ok(AnalysisOutput {
+                        name: name.clone(),
+                        text: analyses::stragglers::render(&s),
+                        files: vec![("stragglers.json".into(), serde_json::to_string_pretty(&s)?)],
+                    })
+                }),
+            )
+        }
         other => {
             return Err(NodeError(format!(
-                "unknown analysis {other:?} (built in: summary, communication, compilation; or the path of a script)"
+                "unknown analysis {other:?} (built in: summary, communication, compilation, stragglers; or the path of a script)"
             )));
         }
     };

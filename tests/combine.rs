@@ -220,10 +220,39 @@ fn two_process_captures_combine_end_to_end() {
             "all",
             "--analysis",
             "summary",
+            "--analysis",
+            "stragglers",
         ],
         &inputs,
     );
     assert_ok(&o);
+    // Alignment and stragglers across the two processes (each report has its own time
+    // origin: the clocks differ by ~49 ms, which the alignment recovers).
+    let st: serde_json::Value =
+        serde_json::from_slice(&zip_read(&out, "analysis/stragglers/stragglers.json")).unwrap();
+    assert_eq!(st["devices"], 2, "{st}");
+    assert!(st["aligned_instances"].as_u64().unwrap() >= 100, "{st}");
+    let off0 = st["offsets_us"]["0"].as_f64().unwrap();
+    let off1 = st["offsets_us"]["1"].as_f64().unwrap();
+    assert!((off1 - off0 - 49_384.0).abs() < 100.0, "{off0} {off1}");
+    let per_device = st["per_device"].as_array().unwrap();
+    let last: u64 = per_device
+        .iter()
+        .map(|d| d["times_last"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        last,
+        per_device[0]["instances"].as_u64().unwrap(),
+        "one last device per instance"
+    );
+    let modules: Vec<&str> = st["per_module"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(modules, ["jit_train_step", "jit_evaluate"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("Arrival at collectives"));
     let members = zip_members(&out);
     for m in [
         "rank0.nsys-rep",

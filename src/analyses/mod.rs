@@ -2,4 +2,5 @@
 pub mod communication;
 pub mod compilation;
 pub mod external;
+pub mod stragglers;
 pub mod summary;

@@ -22,14 +22,28 @@ echo "XLA_FLAGS=${XLA_FLAGS-}" >> "$log"
 echo "JAX_TRACEBACK_IN_LOCATIONS_LIMIT=${JAX_TRACEBACK_IN_LOCATIONS_LIMIT-}" >> "$log"
 echo "JAX_ENABLE_COMPILATION_CACHE=${JAX_ENABLE_COMPILATION_CACHE-}" >> "$log"
 echo "program $*" >> "$log"
-# Like nsys, stop the program when stopped (the program runs in the background so that the
-# trap runs at once).
+# Like nsys, stop the program when stopped. The trap is set before the program starts, so
+# that a signal arriving at any moment stops it; the program runs in the background so that
+# the trap runs at once.
+pid=
+stopped=
+stop() {
+  stopped=1
+  [[ -n "$pid" ]] && kill -TERM "$pid" 2>/dev/null
+}
+trap stop TERM INT HUP
 "$@" &
 pid=$!
-trap 'kill -TERM $pid 2>/dev/null; wait $pid; exit 143' TERM INT HUP
-wait $pid
+[[ -n "$stopped" ]] && kill -TERM "$pid" 2>/dev/null
+wait "$pid"
 rc=$?
+# `wait` returns early when a trapped signal arrives: wait for the program itself.
+while kill -0 "$pid" 2>/dev/null; do
+  wait "$pid"
+  rc=$?
+done
 trap - TERM INT HUP
+[[ -n "$stopped" ]] && exit 143
 dump=$(sed -n 's/.*--xla_dump_to=\([^ ]*\).*/\1/p' <<< "${XLA_FLAGS-}")
 if [[ -n "$dump" && -n "${STANDIN_DUMP-}" ]]; then mkdir -p "$dump" && cp -r "$STANDIN_DUMP"/. "$dump"/; fi
 [[ -n "${STANDIN_REPORT-}" ]] && cp "$STANDIN_REPORT" "$out.nsys-rep"

@@ -1,0 +1,497 @@
+//! `stragglers`: who arrives last at collectives, and what waiting for them costs
+//! (DESIGN §8.5 for the clock alignment).
+//!
+//! Clocks: devices of different processes (hosts) have different clocks. A collective ends at
+//! the same moment on every device it spans, so for each instance spanning every profiled
+//! device, a device's skew is its end time minus the mean end over the devices; its median
+//! skew over those instances is its clock offset, subtracted from its timestamps. Arrival at
+//! an instance = the aligned start of its thunk on that device; the device that arrives last
+//! is the straggler, and every other device waits for it.
+//!
+//! Map: per process, the steady-state collective thunks (instance, device, start, end) and
+//! the module time per program ([`partial`]); reduce: alignment and the statistics
+//! ([`reduce`]).
+//!
+//! Output contract (`stragglers.json`):
+//! `{"devices": n, "aligned_instances": n, "offsets_us": {"<device>": f},
+//!   "per_device": [{device, instances, times_last, lateness_us_mean, lateness_us_median,
+//!   lateness_us_p90, lateness_us_max}],
+//!   "per_module": [{program_id, name, instances, wait_ms, module_ms, wait_percent}],
+//!   "worst": [{program_id, execution, thunk, thunk_execution, last_device, late_by_us,
+//!   margin_us}], "notes": [..]}`
+
+use crate::frames::gpu::{
+    DEVICE, NAME, PROGRAM_EXECUTION, PROGRAM_ID, PROGRAM_NAME, PROJ_DUR, PROJ_DUR_HIDDEN,
+    PROJ_START, THUNK_EXECUTION,
+};
+use crate::frames::warmup::Steady;
+use crate::table::{Table, round_sig};
+use arrow::array::AsArray;
+use arrow::datatypes::{Int32Type, Int64Type};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One collective thunk execution on one device.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Arrival {
+    pub program_id: String,
+    pub execution: i32,
+    pub thunk: String,
+    pub thunk_execution: i32,
+    pub device: i32,
+    pub start_ns: i64,
+    pub end_ns: i64,
+}
+
+/// One process's share: its collective arrivals and its module time per program.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct StragglersPartial {
+    pub arrivals: Vec<Arrival>,
+    /// program id -> (name, steady module time summed over executions and devices [ns]).
+    pub module_ns: BTreeMap<String, (String, i64)>,
+}
+
+impl crate::engine::value::JsonValue for StragglersPartial {}
+
+pub fn partial(steady: &Steady) -> StragglersPartial {
+    let c = &steady.communication;
+    let s = |n: &str| c.column_by_name(n).unwrap();
+    let prog = s(PROGRAM_ID).as_string::<i32>();
+    let exec = s(PROGRAM_EXECUTION).as_primitive::<Int32Type>();
+    let name = s(NAME).as_string::<i32>();
+    let texec = s(THUNK_EXECUTION).as_primitive::<Int32Type>();
+    let dev = s(DEVICE).as_primitive::<Int32Type>();
+    let start = s(PROJ_START).as_primitive::<Int64Type>();
+    let dur = s(PROJ_DUR).as_primitive::<Int64Type>();
+    let hid = s(PROJ_DUR_HIDDEN).as_primitive::<Int64Type>();
+    let arrivals = (0..c.num_rows())
+        .map(|i| Arrival {
+            program_id: prog.value(i).to_string(),
+            execution: exec.value(i),
+            thunk: name.value(i).to_string(),
+            thunk_execution: texec.value(i),
+            device: dev.value(i),
+            start_ns: start.value(i),
+            end_ns: start.value(i) + dur.value(i) + hid.value(i),
+        })
+        .collect();
+    let m = &steady.module;
+    let mprog = m.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
+    let mname = m.column_by_name(PROGRAM_NAME).unwrap().as_string::<i32>();
+    let mdur = m
+        .column_by_name(PROJ_DUR)
+        .unwrap()
+        .as_primitive::<Int64Type>();
+    let mut module_ns: BTreeMap<String, (String, i64)> = BTreeMap::new();
+    for i in 0..m.num_rows() {
+        module_ns
+            .entry(mprog.value(i).to_string())
+            .or_insert_with(|| (mname.value(i).to_string(), 0))
+            .1 += mdur.value(i);
+    }
+    StragglersPartial {
+        arrivals,
+        module_ns,
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct DeviceRow {
+    pub device: i32,
+    pub instances: u64,
+    pub times_last: u64,
+    pub lateness_us_mean: f64,
+    pub lateness_us_median: f64,
+    pub lateness_us_p90: f64,
+    pub lateness_us_max: f64,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ModuleWait {
+    pub program_id: String,
+    pub name: String,
+    pub instances: u64,
+    /// Time devices spent waiting for the last arrival, summed over devices [ms].
+    pub wait_ms: f64,
+    /// Steady module time summed over executions and devices [ms].
+    pub module_ms: f64,
+    pub wait_percent: f64,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Straggler {
+    pub program_id: String,
+    pub execution: i32,
+    pub thunk: String,
+    pub thunk_execution: i32,
+    pub last_device: i32,
+    /// Last arrival minus first arrival.
+    pub late_by_us: f64,
+    /// Last arrival minus the second-to-last.
+    pub margin_us: f64,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Stragglers {
+    pub devices: u64,
+    pub aligned_instances: u64,
+    pub offsets_us: BTreeMap<String, f64>,
+    pub per_device: Vec<DeviceRow>,
+    pub per_module: Vec<ModuleWait>,
+    pub worst: Vec<Straggler>,
+    pub notes: Vec<String>,
+}
+
+impl crate::engine::value::JsonValue for Stragglers {}
+
+/// How many of the latest arrivals are listed.
+const WORST: usize = 20;
+
+fn median(xs: &mut [f64]) -> f64 {
+    quantile(xs, 0.5)
+}
+
+/// Linear-interpolated quantile (pandas' default) of `xs` (sorted here).
+fn quantile(xs: &mut [f64], q: f64) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    xs.sort_by(f64::total_cmp);
+    let pos = q * (xs.len() - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = pos.ceil() as usize;
+    xs[lo] + (xs[hi] - xs[lo]) * (pos - lo as f64)
+}
+
+pub fn reduce(partials: &[StragglersPartial]) -> Stragglers {
+    type Instance<'a> = (&'a str, i32, &'a str, i32);
+    let mut notes = Vec::new();
+    let mut by_instance: BTreeMap<Instance, Vec<&Arrival>> = BTreeMap::new();
+    let mut devices = BTreeSet::new();
+    for p in partials {
+        for a in &p.arrivals {
+            devices.insert(a.device);
+            by_instance
+                .entry((&a.program_id, a.execution, &a.thunk, a.thunk_execution))
+                .or_default()
+                .push(a);
+        }
+    }
+    let n = devices.len();
+    let mut out = Stragglers {
+        devices: n as u64,
+        aligned_instances: 0,
+        offsets_us: BTreeMap::new(),
+        per_device: vec![],
+        per_module: vec![],
+        worst: vec![],
+        notes: vec![],
+    };
+    if n < 2 {
+        out.notes.push(if n == 0 {
+            "no steady-state collectives in the profile: nothing to compare".into()
+        } else {
+            "one device: nobody to wait for".into()
+        });
+        return out;
+    }
+    // Clock offsets from the instances that span every device.
+    let mut skews: BTreeMap<i32, Vec<f64>> = BTreeMap::new();
+    for arrivals in by_instance.values() {
+        let devs: BTreeSet<i32> = arrivals.iter().map(|a| a.device).collect();
+        if devs.len() != n || arrivals.len() != n {
+            continue;
+        }
+        out.aligned_instances += 1;
+        let mean_end = arrivals.iter().map(|a| a.end_ns as f64).sum::<f64>() / n as f64;
+        for a in arrivals {
+            skews
+                .entry(a.device)
+                .or_default()
+                .push(a.end_ns as f64 - mean_end);
+        }
+    }
+    let offset: BTreeMap<i32, f64> = devices
+        .iter()
+        .map(|&d| {
+            let o = skews.get_mut(&d).map(|s| median(s)).unwrap_or(0.0);
+            (d, o)
+        })
+        .collect();
+    if out.aligned_instances == 0 {
+        notes.push(format!(
+            "no collective spans all {n} devices: clocks not aligned (arrivals compared as recorded)"
+        ));
+    }
+    out.offsets_us = offset
+        .iter()
+        .map(|(d, o)| (d.to_string(), o * 1e-3))
+        .collect();
+
+    // Arrivals, aligned.
+    let mut lateness: BTreeMap<i32, Vec<f64>> = BTreeMap::new();
+    let mut last_count: BTreeMap<i32, u64> = BTreeMap::new();
+    let mut wait_ns: BTreeMap<&str, (u64, f64)> = BTreeMap::new();
+    let mut worst = Vec::new();
+    for ((prog, exec, thunk, texec), arrivals) in &by_instance {
+        if arrivals.len() < 2 {
+            continue;
+        }
+        let t: Vec<(i32, f64)> = arrivals
+            .iter()
+            .map(|a| (a.device, a.start_ns as f64 - offset[&a.device]))
+            .collect();
+        let first = t.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
+        let mut order: Vec<&(i32, f64)> = t.iter().collect();
+        order.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+        let (last_dev, last) = *order[order.len() - 1];
+        let second = order[order.len() - 2].1;
+        for (d, x) in &t {
+            lateness.entry(*d).or_default().push((x - first) * 1e-3);
+        }
+        *last_count.entry(last_dev).or_default() += 1;
+        let w = wait_ns.entry(prog).or_default();
+        w.0 += 1;
+        w.1 += t.iter().map(|(_, x)| last - x).sum::<f64>();
+        worst.push(Straggler {
+            program_id: prog.to_string(),
+            execution: *exec,
+            thunk: thunk.to_string(),
+            thunk_execution: *texec,
+            last_device: last_dev,
+            late_by_us: (last - first) * 1e-3,
+            margin_us: (last - second) * 1e-3,
+        });
+    }
+    out.per_device = devices
+        .iter()
+        .map(|&d| {
+            let mut l = lateness.remove(&d).unwrap_or_default();
+            let k = l.len();
+            let mean = if k > 0 {
+                l.iter().sum::<f64>() / k as f64
+            } else {
+                f64::NAN
+            };
+            DeviceRow {
+                device: d,
+                instances: k as u64,
+                times_last: last_count.get(&d).copied().unwrap_or(0),
+                lateness_us_mean: mean,
+                lateness_us_median: median(&mut l),
+                lateness_us_p90: quantile(&mut l, 0.9),
+                lateness_us_max: l.iter().copied().fold(f64::NAN, f64::max),
+            }
+        })
+        .collect();
+    let mut module_ns: BTreeMap<&str, (&str, i64)> = BTreeMap::new();
+    for p in partials {
+        for (id, (name, ns)) in &p.module_ns {
+            module_ns.entry(id).or_insert((name, 0)).1 += ns;
+        }
+    }
+    out.per_module = wait_ns
+        .into_iter()
+        .map(|(prog, (k, w))| {
+            let (name, total) = module_ns.get(prog).copied().unwrap_or(("?", 0));
+            ModuleWait {
+                program_id: prog.to_string(),
+                name: name.to_string(),
+                instances: k,
+                wait_ms: w * 1e-6,
+                module_ms: total as f64 * 1e-6,
+                wait_percent: if total > 0 {
+                    100.0 * w / total as f64
+                } else {
+                    0.0
+                },
+            }
+        })
+        .collect();
+    out.per_module.sort_by(|a, b| {
+        b.wait_ms
+            .total_cmp(&a.wait_ms)
+            .then(a.program_id.cmp(&b.program_id))
+    });
+    worst.sort_by(|a, b| {
+        b.late_by_us
+            .total_cmp(&a.late_by_us)
+            .then((&a.program_id, a.execution, &a.thunk).cmp(&(
+                &b.program_id,
+                b.execution,
+                &b.thunk,
+            )))
+    });
+    worst.truncate(WORST);
+    out.worst = worst;
+    out.notes = notes;
+    out
+}
+
+pub fn render(s: &Stragglers) -> String {
+    let mut out = String::new();
+    for n in &s.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    if s.per_device.is_empty() {
+        return out;
+    }
+    out.push_str(&format!(
+        "== Arrival at collectives ({} devices; clocks aligned on {} collectives spanning all) ==\n",
+        s.devices, s.aligned_instances
+    ));
+    let mut t = Table::new(&[
+        "device",
+        "offset [us]",
+        "collectives",
+        "last",
+        "late mean [us]",
+        "median",
+        "p90",
+        "max",
+    ]);
+    t.align_right(&[0, 1, 2, 3, 4, 5, 6, 7]);
+    for d in &s.per_device {
+        t.row(vec![
+            d.device.to_string(),
+            round_sig(
+                s.offsets_us
+                    .get(&d.device.to_string())
+                    .copied()
+                    .unwrap_or(0.0),
+            ),
+            d.instances.to_string(),
+            d.times_last.to_string(),
+            round_sig(d.lateness_us_mean),
+            round_sig(d.lateness_us_median),
+            round_sig(d.lateness_us_p90),
+            round_sig(d.lateness_us_max),
+        ]);
+    }
+    out.push_str(&t.render());
+    let mut t = Table::new(&[
+        "module",
+        "collectives",
+        "wait [ms]",
+        "module [ms]",
+        "wait [%]",
+    ]);
+    t.align_right(&[1, 2, 3, 4]);
+    for m in &s.per_module {
+        t.row(vec![
+            m.name.clone(),
+            m.instances.to_string(),
+            round_sig(m.wait_ms),
+            round_sig(m.module_ms),
+            format!("{:.2}", m.wait_percent),
+        ]);
+    }
+    out.push_str("\n== Waiting for the last arrival, per module (summed over devices) ==\n");
+    out.push_str(&t.render());
+    let mut t = Table::new(&[
+        "collective",
+        "execution",
+        "last device",
+        "late by [us]",
+        "margin [us]",
+    ]);
+    t.align_right(&[1, 2, 3, 4]);
+    for w in s.worst.iter().take(10) {
+        t.row(vec![
+            format!("{}#{}", w.thunk, w.thunk_execution),
+            w.execution.to_string(),
+            w.last_device.to_string(),
+            round_sig(w.late_by_us),
+            round_sig(w.margin_us),
+        ]);
+    }
+    out.push_str("\n== Latest arrivals ==\n");
+    out.push_str(&t.render());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arrival(exec: i32, thunk: &str, device: i32, start: i64, end: i64) -> Arrival {
+        Arrival {
+            program_id: "p".into(),
+            execution: exec,
+            thunk: thunk.into(),
+            thunk_execution: 0,
+            device,
+            start_ns: start,
+            end_ns: end,
+        }
+    }
+
+    #[test]
+    fn offsets_are_recovered_and_the_late_device_is_found() {
+        // Device 1's clock runs 1 ms ahead; device 1 also arrives 100 us after device 0 at
+        // every all-reduce (true time), which ends at the same true time on both.
+        let mut rank0 = StragglersPartial::default();
+        let mut rank1 = StragglersPartial::default();
+        for e in 0..5 {
+            let t = e as i64 * 10_000_000;
+            rank0
+                .arrivals
+                .push(arrival(e, "all-reduce.1", 0, t, t + 500_000));
+            rank1.arrivals.push(arrival(
+                e,
+                "all-reduce.1",
+                1,
+                t + 100_000 + 1_000_000,
+                t + 500_000 + 1_000_000,
+            ));
+        }
+        rank0
+            .module_ns
+            .insert("p".into(), ("jit_step".into(), 5 * 2_000_000));
+        rank1
+            .module_ns
+            .insert("p".into(), ("jit_step".into(), 5 * 2_000_000));
+        let s = reduce(&[rank0, rank1]);
+        assert_eq!(s.devices, 2);
+        assert_eq!(s.aligned_instances, 5);
+        assert!(
+            (s.offsets_us["0"] + 500.0).abs() < 1e-9,
+            "{:?}",
+            s.offsets_us
+        );
+        assert!(
+            (s.offsets_us["1"] - 500.0).abs() < 1e-9,
+            "{:?}",
+            s.offsets_us
+        );
+        let d1 = &s.per_device[1];
+        assert_eq!((d1.device, d1.times_last, d1.instances), (1, 5, 5));
+        assert!((d1.lateness_us_mean - 100.0).abs() < 1e-9, "{d1:?}");
+        assert_eq!(s.per_device[0].times_last, 0);
+        assert!((s.per_device[0].lateness_us_max).abs() < 1e-9);
+        // Device 0 waits 100 us at each of 5 instances: 0.5 ms of 20 ms of module time.
+        let m = &s.per_module[0];
+        assert!(
+            (m.wait_ms - 0.5).abs() < 1e-9 && (m.wait_percent - 2.5).abs() < 1e-9,
+            "{m:?}"
+        );
+        assert_eq!(s.worst.len(), 5);
+        assert!((s.worst[0].late_by_us - 100.0).abs() < 1e-9);
+        assert!(render(&s).contains("Latest arrivals"));
+    }
+
+    #[test]
+    fn one_device_and_partial_collectives() {
+        let mut p = StragglersPartial::default();
+        p.arrivals.push(arrival(0, "all-gather.2", 0, 0, 10));
+        let s = reduce(&[p.clone()]);
+        assert_eq!(s.notes, ["one device: nobody to wait for"]);
+        // Two devices that never share an instance: no alignment, said so.
+        let mut q = StragglersPartial::default();
+        q.arrivals.push(arrival(1, "all-gather.2", 1, 0, 10));
+        let s = reduce(&[p, q]);
+        assert_eq!(s.aligned_instances, 0);
+        assert!(s.notes[0].contains("clocks not aligned"), "{:?}", s.notes);
+        assert!(reduce(&[]).notes[0].contains("no steady-state collectives"));
+    }
+}
