@@ -39,13 +39,16 @@ pub struct Communication {
 
 impl crate::engine::value::JsonValue for Communication {}
 
+/// A collective instance: (program, execution, thunk index).
+pub type InstanceKey = (String, i32, i32);
+
 /// One process's share of the communication analysis (the map step; [`reduce`] combines the
 /// shares of all processes into exactly the numbers of the whole run's frames).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct CommunicationPartial {
     /// Per (collective, message size): per instance (program, execution, thunk index), the
     /// best bus bandwidth over this process's devices.
-    pub bandwidth: Vec<((String, i64), Vec<((String, i32, i32), f64)>)>,
+    pub bandwidth: Vec<((String, i64), Vec<(InstanceKey, f64)>)>,
     /// Per collective: the hidden fraction of each of its thunk executions, in row order.
     pub hidden: Vec<(String, Vec<f64>)>,
     /// Hidden and total collective time [ns].
