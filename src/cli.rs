@@ -426,9 +426,7 @@ fn archive(a: ArchiveArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
     } else {
         output.with_extension("zip")
     };
-    if output.exists() && !a.force {
-        bail!("{}: already exists (use -f to overwrite)", output.display());
-    }
+    refuse_existing(&output, a.force)?;
     let cache_dir = (!a.no_cache).then(|| default_cache_dir(a.cache.cache_dir.as_deref()));
     let engine = Engine::new(cache_dir.as_deref())?;
     let (db, run) = open_inputs(engine, std::slice::from_ref(&a.report), &a.capture)?;
@@ -436,12 +434,7 @@ fn archive(a: ArchiveArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
     let written = write_archive(&db, run, &requests, &output, a.force)?;
     let record = db.ctx.engine.finish();
     let mut stdout = std::io::stdout().lock();
-    if !a.quiet {
-        print_texts(&mut stdout, &written.texts)?;
-    }
-    if a.explain {
-        writeln!(stdout, "──── pipeline ────\n{}", record.table())?;
-    }
+    print_results(&mut stdout, &written.texts, a.quiet, a.explain, &record)?;
     writeln!(
         stdout,
         "wrote {} ({} members; {} nodes executed, {} reused, {:.0} ms)",
@@ -532,9 +525,7 @@ fn combine(a: CombineArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
         o.push(".zip");
         PathBuf::from(o)
     };
-    if output.exists() && !a.force {
-        bail!("{}: already exists (use -f to overwrite)", output.display());
-    }
+    refuse_existing(&output, a.force)?;
     let requests = requests(plan, a.pipeline.as_deref(), false)?;
     let cache_dir = (!a.no_cache).then(|| default_cache_dir(a.cache.cache_dir.as_deref()));
     let engine = Engine::new(cache_dir.as_deref())?;
@@ -553,12 +544,7 @@ fn combine(a: CombineArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
     crate::formats::archive_writer::write_zip(entries, &output, a.force)?;
     let record = db.ctx.engine.finish();
     let mut stdout = std::io::stdout().lock();
-    if !a.quiet {
-        print_texts(&mut stdout, &results.texts)?;
-    }
-    if a.explain {
-        writeln!(stdout, "──── pipeline ────\n{}", record.table())?;
-    }
+    print_results(&mut stdout, &results.texts, a.quiet, a.explain, &record)?;
     writeln!(
         stdout,
         "wrote {} ({} members from {} inputs; {} nodes executed, {} reused, {:.0} ms)",
@@ -695,9 +681,7 @@ fn run(a: RunArgs, plan: &[(String, Vec<String>)]) -> Result<i32> {
             for w in warnings {
                 eprintln!("nsys-jax-pipe: warning: {w}");
             }
-            if path.exists() && !a.force {
-                bail!("{}: already exists (use -f to overwrite)", path.display());
-            }
+            refuse_existing(&path, a.force)?;
             if path.is_dir() {
                 bail!("{}: is a folder", path.display());
             }
@@ -769,12 +753,7 @@ fn run(a: RunArgs, plan: &[(String, Vec<String>)]) -> Result<i32> {
     let record = db.ctx.engine.finish();
     let after = after.elapsed();
     let mut stdout = std::io::stdout().lock();
-    if !a.quiet {
-        print_texts(&mut stdout, &written.texts)?;
-    }
-    if a.explain {
-        writeln!(stdout, "──── pipeline ────\n{}", record.table())?;
-    }
+    print_results(&mut stdout, &written.texts, a.quiet, a.explain, &record)?;
     writeln!(
         stdout,
         "wrote {} ({} members) · profiled run {:.1} s · after it {:.2} s (archive {:.2} s, analyses {:.2} s)",
@@ -880,9 +859,29 @@ fn run_analyses(
     Ok(AnalysisResults { files, texts })
 }
 
-fn print_texts(out: &mut impl Write, texts: &[(String, String)]) -> Result<()> {
-    for (name, text) in texts {
-        writeln!(out, "──── {name} ────\n{text}")?;
+/// The analyses' terminal texts (unless `quiet`) and, with `explain`, the node table.
+fn print_results(
+    out: &mut impl Write,
+    texts: &[(String, String)],
+    quiet: bool,
+    explain: bool,
+    record: &crate::engine::RunRecord,
+) -> Result<()> {
+    if !quiet {
+        for (name, text) in texts {
+            writeln!(out, "──── {name} ────\n{text}")?;
+        }
+    }
+    if explain {
+        writeln!(out, "──── pipeline ────\n{}", record.table())?;
+    }
+    Ok(())
+}
+
+/// An existing output is replaced only when asked to.
+fn refuse_existing(path: &Path, force: bool) -> Result<()> {
+    if path.exists() && !force {
+        bail!("{}: already exists (use -f to overwrite)", path.display());
     }
     Ok(())
 }
@@ -904,12 +903,7 @@ fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
         write_atomic(&a.output.join(rel), bytes)?;
     }
     let mut stdout = std::io::stdout().lock();
-    if !a.quiet {
-        print_texts(&mut stdout, &texts)?;
-    }
-    if a.explain {
-        writeln!(stdout, "──── pipeline ────\n{}", record.table())?;
-    }
+    print_results(&mut stdout, &texts, a.quiet, a.explain, &record)?;
     writeln!(
         stdout,
         "wrote {} ({} nodes executed, {} reused, {:.0} ms)",

@@ -800,6 +800,29 @@ fn partial_key(
         .finish())
 }
 
+/// One process's share of an analysis: the stored node `kind` computing `map` on the
+/// process's steady-state frames, or `without_gpu` when it has none.
+fn share<T: crate::engine::value::Value>(
+    db: &Db,
+    run: Run,
+    p: Process,
+    kind: &str,
+    sources: &[&str],
+    map: impl FnOnce(&frames::warmup::Steady) -> Result<T>,
+    without_gpu: impl FnOnce(&str) -> T,
+) -> NodeResult<T> {
+    let key = partial_key(db, run, p, kind, sources)?;
+    let label = p.label(db);
+    let value = fail(
+        db.engine()
+            .node(kind, &label, key, || match steady_frames(db, run, p)? {
+                Some(steady) => map(&steady),
+                None => Ok(without_gpu(&label)),
+            }),
+    )?;
+    Ok(Out { key, value })
+}
+
 /// One process's share of `summary` (its map step).
 #[salsa::tracked(returns(clone))]
 pub fn summary_partial(
@@ -808,26 +831,26 @@ pub fn summary_partial(
     p: Process,
 ) -> NodeResult<analyses::summary::SummaryPartial> {
     let db = db.db();
-    let key = partial_key(db, run, p, "summary-partial", &SUMMARY_SOURCES)?;
-    let label = p.label(db);
-    let value = fail(db.engine().node("summary-partial", &label, key, || {
-        Ok(match steady_frames(db, run, p)? {
-            Some(steady) => {
-                let mut part = analyses::summary::partial(&steady);
-                let mut notes = frame_notes(db, p)?;
-                notes.append(&mut part.notes);
-                part.notes = notes;
-                part
-            }
-            None => analyses::summary::SummaryPartial {
-                notes: vec![format!(
-                    "{label}: no GPU projection (an NVTX-only capture?): no GPU tables, compile-time results only"
-                )],
-                ..Default::default()
-            },
-        })
-    }))?;
-    Ok(Out { key, value })
+    share(
+        db,
+        run,
+        p,
+        "summary-partial",
+        &SUMMARY_SOURCES,
+        |steady| {
+            let mut part = analyses::summary::partial(steady);
+            let mut notes = frame_notes(db, p)?;
+            notes.append(&mut part.notes);
+            part.notes = notes;
+            Ok(part)
+        },
+        |label| analyses::summary::SummaryPartial {
+            notes: vec![format!(
+                "{label}: no GPU projection (an NVTX-only capture?): no GPU tables, compile-time results only"
+            )],
+            ..Default::default()
+        },
+    )
 }
 
 /// One process's share of `stragglers` (its map step).
@@ -838,15 +861,15 @@ pub fn stragglers_partial(
     p: Process,
 ) -> NodeResult<analyses::stragglers::StragglersPartial> {
     let db = db.db();
-    let key = partial_key(db, run, p, "stragglers-partial", &STRAGGLERS_SOURCES)?;
-    let label = p.label(db);
-    let value = fail(db.engine().node("stragglers-partial", &label, key, || {
-        Ok(match steady_frames(db, run, p)? {
-            Some(steady) => analyses::stragglers::partial(&steady),
-            None => Default::default(),
-        })
-    }))?;
-    Ok(Out { key, value })
+    share(
+        db,
+        run,
+        p,
+        "stragglers-partial",
+        &STRAGGLERS_SOURCES,
+        |steady| Ok(analyses::stragglers::partial(steady)),
+        |_| Default::default(),
+    )
 }
 
 /// One process's share of `communication` (its map step).
@@ -857,15 +880,15 @@ pub fn communication_partial(
     p: Process,
 ) -> NodeResult<analyses::communication::CommunicationPartial> {
     let db = db.db();
-    let key = partial_key(db, run, p, "communication-partial", &COMMUNICATION_SOURCES)?;
-    let label = p.label(db);
-    let value = fail(db.engine().node("communication-partial", &label, key, || {
-        Ok(match steady_frames(db, run, p)? {
-            Some(steady) => analyses::communication::partial(&steady),
-            None => Default::default(),
-        })
-    }))?;
-    Ok(Out { key, value })
+    share(
+        db,
+        run,
+        p,
+        "communication-partial",
+        &COMMUNICATION_SOURCES,
+        |steady| Ok(analyses::communication::partial(steady)),
+        |_| Default::default(),
+    )
 }
 
 // ---------------------------------------------------------------- analyses
