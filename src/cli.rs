@@ -39,6 +39,10 @@ enum Command {
     /// Combine the per-process archives (or reports) of one run into one nsys-jax archive
     /// (as `nsys-jax-combine`; also a link named nsys-jax-combine).
     Combine(CombineArgs),
+    /// Compare two profiled runs (e.g. the base and head commits of a pull request) with
+    /// statistics, and fail on a significant regression.
+    #[command(after_help = COMPARE_AFTER_HELP)]
+    Compare(CompareArgs),
     /// Inspect or trim the on-disk cache.
     Cache {
         #[command(subcommand)]
@@ -222,6 +226,72 @@ struct CombineArgs {
     quiet: bool,
 }
 
+const COMPARE_AFTER_HELP: &str = "\
+Metrics: module (steady-state duration per execution), wait (time waiting in collectives per
+module execution), thunk and op (per HLO op and per opcode, within the modules that changed),
+compile (wall time per compilation of a module), pass (time per XLA pass), bandwidth (bus
+bandwidth per collective and message size). A metric regresses when it is worse by more than
+its threshold and the Mann-Whitney U test is significant at --alpha; with fewer than
+--min-samples samples on a side it is inconclusive. Settings come from defaults, then the
+[compare] table of --pipeline, then these options.
+
+Writes OUTDIR/compare.json, OUTDIR/compare.md (for a pull-request comment) and
+OUTDIR/pipeline-run.json. Exit code: 0 no significant regression in a gated metric,
+1 regression, 2 usage or input error.";
+
+#[derive(clap::Args, Debug)]
+struct CompareArgs {
+    /// BASE and HEAD: an archive, a report (.nsys-rep) or the label of an analysed run
+    /// (`analyze --label`). For runs of several processes, use --base and --head.
+    #[arg(value_name = "BASE HEAD", num_args = 0..=2)]
+    sides: Vec<String>,
+    /// A process of the base run (archive, report or label). Repeatable.
+    #[arg(long = "base", value_name = "INPUT")]
+    base: Vec<String>,
+    /// A process of the head run (archive, report or label). Repeatable.
+    #[arg(long = "head", value_name = "INPUT")]
+    head: Vec<String>,
+    /// Output folder.
+    #[arg(short, long, default_value = "nsys-jax-pipe-compare")]
+    output: PathBuf,
+    /// Regression threshold in percent, for every metric [default: 5].
+    #[arg(long, value_name = "PERCENT")]
+    threshold: Option<f64>,
+    /// The threshold of one metric, e.g. `wait=20`. Repeatable.
+    #[arg(long = "threshold-for", value_name = "METRIC=PERCENT")]
+    threshold_for: Vec<String>,
+    /// Significance level [default: 0.01].
+    #[arg(long)]
+    alpha: Option<f64>,
+    /// Fewer samples than this on a side: inconclusive [default: 5].
+    #[arg(long)]
+    min_samples: Option<usize>,
+    /// The metrics whose regressions fail the comparison, comma-separated, or `none`
+    /// [default: module,compile,bandwidth].
+    #[arg(long, value_delimiter = ',')]
+    gate: Option<Vec<String>>,
+    /// Bootstrap resamples of the confidence intervals [default: 2000].
+    #[arg(long)]
+    resamples: Option<usize>,
+    /// A pipeline file whose [compare] table sets the defaults (e.g. pipelines/ci.toml).
+    #[arg(long)]
+    pipeline: Option<PathBuf>,
+    /// The Nsight Systems CLI (default: $NSYS, else nsys on PATH, else the usual places).
+    #[arg(long, value_name = "PATH")]
+    nsys: Option<PathBuf>,
+    #[command(flatten)]
+    cache: CacheArgs,
+    /// Do not read or write the on-disk cache.
+    #[arg(long)]
+    no_cache: bool,
+    /// Print which graph nodes executed and which were reused.
+    #[arg(long)]
+    explain: bool,
+    /// Print only the verdict line (the files are still written).
+    #[arg(short, long)]
+    quiet: bool,
+}
+
 #[derive(clap::Args, Debug)]
 struct AnalyzeArgs {
     /// The profiled processes: archives (.zip or extracted folders) or reports (.nsys-rep).
@@ -243,6 +313,9 @@ struct AnalyzeArgs {
     /// Output folder.
     #[arg(short, long, default_value = "nsys-jax-pipe-out")]
     output: PathBuf,
+    /// Record these inputs under a label (e.g. a commit hash) that `compare` accepts.
+    #[arg(long)]
+    label: Option<String>,
     #[command(flatten)]
     cache: CacheArgs,
     /// Do not read or write the on-disk cache.
@@ -323,6 +396,7 @@ fn dispatch(cli: Cli, plan: &[(String, Vec<String>)]) -> Result<i32> {
         Command::Archive(a) => archive(a, plan).map(|()| 0),
         Command::Run(a) => run(a, plan),
         Command::Combine(a) => combine(a, plan).map(|()| 0),
+        Command::Compare(a) => compare(a),
         Command::Cache { command } => cache(command).map(|()| 0),
     }
 }
@@ -591,6 +665,21 @@ fn combine_inputs(
                 eprintln!("note: {n}");
             }
             contents.entries
+        } else if archive.is_zip() {
+            // Copied from the input when written: a combined archive of many processes is
+            // never in memory.
+            let keys = graph::member_keys(db, p.archive(db))?;
+            archive
+                .members()
+                .map(|m| {
+                    Ok(crate::formats::archive_writer::Entry::in_zip(
+                        m,
+                        archive.clone(),
+                        m,
+                        keys.value.get(m)?.0,
+                    ))
+                })
+                .collect::<Result<Vec<_>>>()?
         } else {
             let members: Vec<String> = archive.members().map(str::to_string).collect();
             members
@@ -888,6 +977,12 @@ fn refuse_existing(path: &Path, force: bool) -> Result<()> {
 
 fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
     let requests = requests(plan, a.pipeline.as_deref(), true)?;
+    if let Some(l) = &a.label {
+        crate::labels::check(l)?;
+        if a.no_cache {
+            bail!("--label records the run in the cache: it cannot go with --no-cache");
+        }
+    }
     let cache_dir = (!a.no_cache).then(|| default_cache_dir(a.cache.cache_dir.as_deref()));
     let engine = Engine::new(cache_dir.as_deref())?;
     let (db, run) = open_inputs(engine, &a.inputs, &a.capture)?;
@@ -901,6 +996,9 @@ fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
     ));
     for (rel, bytes) in &files {
         write_atomic(&a.output.join(rel), bytes)?;
+    }
+    if let (Some(l), Some(dir)) = (&a.label, &cache_dir) {
+        crate::labels::record(dir, l, &a.inputs, &a.capture.dumps)?;
     }
     let mut stdout = std::io::stdout().lock();
     print_results(&mut stdout, &texts, a.quiet, a.explain, &record)?;
@@ -1042,4 +1140,153 @@ mod tests {
         assert_eq!(parse_age("2h").unwrap().as_secs(), 7200);
         assert!(parse_age("2").is_err());
     }
+}
+
+/// One side of a comparison: its arguments (paths or labels) resolved to inputs.
+fn compare_side(
+    args: &[String],
+    cache: Option<&Path>,
+) -> Result<(Vec<graph::RunInput>, Vec<String>)> {
+    let mut paths = Vec::new();
+    let mut dumps = Vec::new();
+    for arg in args {
+        let p = PathBuf::from(arg);
+        if p.exists() {
+            paths.push(p);
+            continue;
+        }
+        let label = match cache {
+            Some(dir) => crate::labels::find(dir, arg)?,
+            None => None,
+        };
+        match label {
+            Some(l) => {
+                paths.extend(l.inputs);
+                dumps.extend(l.dumps);
+            }
+            None => bail!(
+                "{arg}: no such file, and no run labelled {arg:?} in the cache (label runs with `analyze --label NAME`)"
+            ),
+        }
+    }
+    let shown = paths.iter().map(|p| p.display().to_string()).collect();
+    Ok((graph::classify_inputs(&paths, &dumps)?, shown))
+}
+
+fn compare(a: CompareArgs) -> Result<i32> {
+    use crate::compare::{self, Settings, SettingsFile};
+    let (base, head) = match (a.sides.len(), a.base.is_empty(), a.head.is_empty()) {
+        (2, true, true) => (vec![a.sides[0].clone()], vec![a.sides[1].clone()]),
+        (0, false, false) => (a.base.clone(), a.head.clone()),
+        _ => bail!(
+            "give BASE and HEAD, or --base and --head (each repeatable for runs of several processes)"
+        ),
+    };
+    let mut settings = Settings::default();
+    if let Some(p) = &a.pipeline
+        && let Some(f) = crate::pipeline::compare_settings(p)?
+    {
+        f.apply(&mut settings)
+            .with_context(|| format!("{}: [compare]", p.display()))?;
+    }
+    let mut thresholds = std::collections::BTreeMap::new();
+    for t in &a.threshold_for {
+        let Some((m, v)) = t.split_once('=') else {
+            bail!("--threshold-for {t}: expected METRIC=PERCENT");
+        };
+        let v: f64 = v
+            .trim()
+            .parse()
+            .with_context(|| format!("--threshold-for {t}: not a number"))?;
+        thresholds.insert(m.trim().to_string(), v);
+    }
+    SettingsFile {
+        threshold_percent: a.threshold,
+        thresholds_percent: thresholds,
+        alpha: a.alpha,
+        min_samples: a.min_samples,
+        gate: a.gate.clone(),
+        resamples: a.resamples,
+    }
+    .apply(&mut settings)?;
+
+    let cache_dir = (!a.no_cache).then(|| default_cache_dir(a.cache.cache_dir.as_deref()));
+    let (base_inputs, base_shown) = compare_side(&base, cache_dir.as_deref())?;
+    let (head_inputs, head_shown) = compare_side(&head, cache_dir.as_deref())?;
+    for i in base_inputs.iter().chain(&head_inputs) {
+        if let graph::RunInput::Capture(c) = i {
+            eprintln!("{}", c.dump_note);
+        }
+    }
+    let engine = Engine::new(cache_dir.as_deref())?;
+    let (db, runs) = graph::open_runs(engine, &[base_inputs, head_inputs], a.nsys.clone())?;
+    let (base_run, head_run) = (runs[0], runs[1]);
+    for run in [base_run, head_run] {
+        graph::prepare_archives(&db, run)?;
+    }
+    // The per-process shares, in parallel, unless they are all stored.
+    let needs = graph::Needs {
+        summary: true,
+        communication: true,
+        thunks: true,
+        compile_sums: true,
+        compilations: true,
+        ..Default::default()
+    };
+    if !(graph::shares_stored(&db, base_run, needs)? && graph::shares_stored(&db, head_run, needs)?)
+    {
+        let n = (base_run.processes(&db).len() + head_run.processes(&db).len()) as u64;
+        let bar = indicatif::ProgressBar::new(n).with_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} loading profiles {pos}/{len} [{elapsed}]",
+            )
+            .expect("valid template"),
+        );
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        let result = [base_run, head_run]
+            .into_iter()
+            .try_for_each(|run| graph::prepare_processes(&db, run, needs, &|| bar.inc(1)));
+        bar.finish_and_clear();
+        result?;
+    }
+    let sides = (
+        compare::SideInfo {
+            inputs: base_shown,
+            processes: base_run.processes(&db).len(),
+        },
+        compare::SideInfo {
+            inputs: head_shown,
+            processes: head_run.processes(&db).len(),
+        },
+    );
+    let report = compare::compare(&db, base_run, head_run, &settings, sides)?;
+    let record = db.ctx.engine.finish();
+    write_atomic(
+        &a.output.join("compare.json"),
+        &serde_json::to_vec_pretty(&report)?,
+    )?;
+    write_atomic(
+        &a.output.join("compare.md"),
+        compare::report::markdown(&report).as_bytes(),
+    )?;
+    write_atomic(
+        &a.output.join("pipeline-run.json"),
+        &serde_json::to_vec_pretty(&record)?,
+    )?;
+    let mut stdout = std::io::stdout().lock();
+    if a.quiet {
+        writeln!(stdout, "{}", compare::report::headline(&report))?;
+    } else {
+        write!(stdout, "{}", compare::report::terminal(&report))?;
+    }
+    print_results(&mut stdout, &[], true, a.explain, &record)?;
+    writeln!(
+        stdout,
+        "wrote {} ({} nodes executed, {} reused, {:.0} ms)",
+        a.output.display(),
+        record.executed,
+        record.reused,
+        record.wall_ms
+    )?;
+    Ok(report.exit_code)
 }

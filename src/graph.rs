@@ -497,18 +497,15 @@ fn gpu_frames_key(db: &Db, p: Process) -> std::result::Result<Option<Key>, NodeE
     ))
 }
 
-/// Module and thunk frames of one process (None for an NVTX-only capture).
-#[salsa::tracked(returns(clone))]
-pub fn gpu_frames(
-    db: &dyn Graph,
-    p: Process,
-) -> std::result::Result<Option<Out<Tables>>, NodeError> {
-    let db = db.db();
+/// Module and thunk frames of one process (None for an NVTX-only capture). A volatile node:
+/// not memoised beyond its holders, so that only the frames of the processes being worked on
+/// are in memory (the small per-process results computed from them are memoised).
+pub fn gpu_frames(db: &Db, p: Process) -> std::result::Result<Option<Out<Tables>>, NodeError> {
     let Some(key) = gpu_frames_key(db, p)? else {
         return Ok(None);
     };
     let label = p.label(db);
-    let value = fail(db.engine().node("gpu-frames", &label, key, || {
+    let value = fail(db.engine().volatile_node("gpu-frames", &label, key, || {
         let member = p.resolve(db, archive::TRACE).expect("key found it");
         let ranges = in_member(db, p, &member, trace::read(read_member(db, p, &member)?))?;
         let threads = match p.resolve(db, archive::THREAD_METADATA) {
@@ -581,18 +578,14 @@ fn compile_frame_key(db: &Db, p: Process) -> std::result::Result<Option<Key>, No
     }))
 }
 
-/// The compile frame of one process (None when it has no push/pop trace).
-#[salsa::tracked(returns(clone))]
-pub fn compile_frame(
-    db: &dyn Graph,
-    p: Process,
-) -> std::result::Result<Option<Out<Tables>>, NodeError> {
-    let db = db.db();
+/// The compile frame of one process (None without push/pop ranges). Volatile, as
+/// [`gpu_frames`].
+pub fn compile_frame(db: &Db, p: Process) -> std::result::Result<Option<Out<Tables>>, NodeError> {
     let Some(key) = compile_frame_key(db, p)? else {
         return Ok(None);
     };
     let label = p.label(db);
-    let value = fail(db.engine().node("compile-frame", &label, key, || {
+    let value = fail(db.engine().volatile_node("compile-frame", &label, key, || {
         let (member, _) = pushpop_member(db, p)?.expect("key found it");
         let bytes = read_member(db, p, &member)?;
         let raw = in_member(
@@ -794,9 +787,11 @@ fn partial_key(
     let ctx = Key::of_bytes(
         &serde_json::to_vec(&(ctx.value.has_communication, relevant)).expect("plain data"),
     );
+    // The label: shares carry notes naming their process.
     Ok(KeyBuilder::new(kind, &versions::of(sources))
         .input(&gpu_frames_key(db, p)?.unwrap_or(Key([0; 32])))
         .input(&ctx)
+        .param("label", p.label(db))
         .finish())
 }
 
@@ -872,6 +867,39 @@ pub fn stragglers_partial(
     )
 }
 
+const THUNK_SOURCES: [&str; 3] = ["compare/samples.rs", "frames/warmup.rs", "stats.rs"];
+
+/// One process's thunk and op-type durations per module execution (the map step of
+/// `compare`'s thunk and op comparisons).
+#[salsa::tracked(returns(clone))]
+pub fn thunk_partial(
+    db: &dyn Graph,
+    run: Run,
+    p: Process,
+) -> NodeResult<crate::compare::samples::ThunkPartial> {
+    let db = db.db();
+    share(
+        db,
+        run,
+        p,
+        "thunk-partial",
+        &THUNK_SOURCES,
+        |steady| {
+            let infos = programs(db, p)?;
+            let map = programs_map(&infos.value);
+            let by_stable: std::collections::BTreeMap<String, &HloModuleInfo> = infos
+                .value
+                .iter()
+                .map(|m| (map.stable_id(Some(m.id), &m.name), m.as_ref()))
+                .collect();
+            Ok(crate::compare::samples::thunk_partial(steady, |id| {
+                by_stable.get(id).copied()
+            }))
+        },
+        |_| Default::default(),
+    )
+}
+
 /// One process's share of `communication` (its map step).
 #[salsa::tracked(returns(clone))]
 pub fn communication_partial(
@@ -893,15 +921,52 @@ pub fn communication_partial(
 
 // ---------------------------------------------------------------- analyses
 
-/// The compile frames of a run's processes, labelled (processes without one are left out).
-fn compile_frames(db: &Db, run: Run) -> std::result::Result<Vec<(String, RecordBatch)>, NodeError> {
-    let mut out = Vec::new();
-    for &p in run.processes(db) {
-        if let Some(c) = compile_frame(db, p)? {
-            out.push((p.label(db), c.value.get("compile").unwrap().clone()));
-        }
-    }
-    Ok(out)
+fn compile_share_key(
+    db: &Db,
+    p: Process,
+    kind: &str,
+    detail: bool,
+) -> std::result::Result<Key, NodeError> {
+    Ok(KeyBuilder::new(kind, &versions::of(&COMPILATION_SOURCES))
+        .input(&compile_frame_key(db, p)?.unwrap_or(Key([0; 32])))
+        .param("detail", [detail as u8])
+        .param("label", p.label(db))
+        .finish())
+}
+
+/// One process's share of the compilation summary tables (time per range name).
+pub fn compile_sums(db: &Db, p: Process) -> NodeResult<analyses::compilation::RangeSums> {
+    let key = compile_share_key(db, p, "compile-sums", false)?;
+    let value =
+        fail(db.engine().node("compile-sums", &p.label(db), key, || {
+            match compile_frame(db, p)? {
+                Some(c) => analyses::compilation::range_sums(c.value.get("compile").unwrap()),
+                None => Ok(Default::default()),
+            }
+        }))?;
+    Ok(Out { key, value })
+}
+
+/// One process's compilations, each with its breakdown (the share of `compilation`).
+pub fn compilations(
+    db: &Db,
+    p: Process,
+    detail: bool,
+) -> NodeResult<analyses::compilation::Compilations> {
+    let key = compile_share_key(db, p, "compilations", detail)?;
+    let label = p.label(db);
+    let value = fail(db.engine().node("compilations", &label, key, || {
+        Ok(analyses::compilation::Compilations(
+            match compile_frame(db, p)? {
+                Some(c) => analyses::compilation::per_compilation(
+                    &[(label.clone(), c.value.get("compile").unwrap().clone())],
+                    detail,
+                )?,
+                None => vec![],
+            },
+        ))
+    }))?;
+    Ok(Out { key, value })
 }
 
 /// The result of one analysis: its JSON document, its terminal text, and extra files.
@@ -986,8 +1051,9 @@ pub fn prepare_processes(
     // First, in one flat parallel pass, the work that would otherwise make ranks wait for each
     // other: decoding the HLO dumps (each distinct dump once, largest first) of the ranks whose
     // frames are not stored yet, and building the compile frames.
+    let store = db.engine().store();
     let stored = |kind: &str, key: Option<Key>| {
-        key.is_some_and(|k| db.engine().store().is_some_and(|s| s.contains(kind, &k)))
+        key.is_some_and(|k| store.is_some_and(|s| s.contains(kind, &k)))
     };
     enum Task {
         Decode(Arc<Archive>, Arc<hlo::HloSchema>, Key, String, Key, u64),
@@ -1038,7 +1104,15 @@ pub fn prepare_processes(
                     ))?;
                 }
                 Task::Compile(p) => {
-                    compile_frame(db, *p)?;
+                    // Everything read from the compile frame while it is in memory.
+                    let _frame = compile_frame(db, *p)?;
+                    compiled_programs(db, *p)?;
+                    if needs.compile_sums {
+                        compile_sums(db, *p)?;
+                    }
+                    if needs.compilations {
+                        compilations(db, *p, false)?;
+                    }
                 }
             }
             Ok(())
@@ -1060,6 +1134,22 @@ pub fn prepare_processes(
     procs
         .par_iter()
         .map_with(db.clone(), |db, &p| -> std::result::Result<(), NodeError> {
+            // The process's frames are loaded once for its missing shares (and not at all
+            // when they are stored), and let go before the next process.
+            let missing = |kind: &str, sources: &[&str]| -> std::result::Result<bool, NodeError> {
+                let key = partial_key(db, run, p, kind, sources)?;
+                Ok(!stored(kind, Some(key)))
+            };
+            let _frames = if (needs.summary && missing("summary-partial", &SUMMARY_SOURCES)?)
+                || (needs.thunks && missing("thunk-partial", &THUNK_SOURCES)?)
+                || (needs.communication
+                    && missing("communication-partial", &COMMUNICATION_SOURCES)?)
+                || (needs.stragglers && missing("stragglers-partial", &STRAGGLERS_SOURCES)?)
+            {
+                gpu_frames(db, p)?
+            } else {
+                None
+            };
             if needs.summary {
                 summary_partial(db, run, p)?;
             }
@@ -1069,8 +1159,14 @@ pub fn prepare_processes(
             if needs.stragglers {
                 stragglers_partial(db, run, p)?;
             }
-            if needs.compile {
-                compile_frame(db, p)?;
+            if needs.thunks {
+                thunk_partial(db, run, p)?;
+            }
+            if needs.compile_sums {
+                compile_sums(db, p)?;
+            }
+            if needs.compilations {
+                compilations(db, p, false)?;
             }
             on_done();
             Ok(())
@@ -1079,13 +1175,59 @@ pub fn prepare_processes(
     Ok(())
 }
 
+/// Whether every per-process share that `needs` names is stored for every process of the
+/// run (then nothing needs preparing, and no frames are loaded).
+pub fn shares_stored(db: &Db, run: Run, needs: Needs) -> Result<bool> {
+    let Some(store) = db.engine().store() else {
+        return Ok(false);
+    };
+    for &p in run.processes(db) {
+        let mut wanted: Vec<(&str, Key)> = Vec::new();
+        let mut share = |on: bool, kind: &'static str, src: &[&str]| -> Result<()> {
+            if on {
+                wanted.push((kind, partial_key(db, run, p, kind, src)?));
+            }
+            Ok(())
+        };
+        share(needs.summary, "summary-partial", &SUMMARY_SOURCES)?;
+        share(
+            needs.communication,
+            "communication-partial",
+            &COMMUNICATION_SOURCES,
+        )?;
+        share(needs.stragglers, "stragglers-partial", &STRAGGLERS_SOURCES)?;
+        share(needs.thunks, "thunk-partial", &THUNK_SOURCES)?;
+        if needs.compile_sums {
+            wanted.push((
+                "compile-sums",
+                compile_share_key(db, p, "compile-sums", false)?,
+            ));
+        }
+        if needs.compilations {
+            wanted.push((
+                "compilations",
+                compile_share_key(db, p, "compilations", false)?,
+            ));
+        }
+        if !wanted.iter().all(|(kind, key)| store.contains(kind, key)) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// Which per-process work the requested analyses need.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Needs {
     pub summary: bool,
     pub communication: bool,
     pub stragglers: bool,
-    pub compile: bool,
+    /// The compile-time summary shares.
+    pub compile_sums: bool,
+    /// The per-compilation breakdowns (without detail).
+    pub compilations: bool,
+    /// The thunk and op-type durations `compare` reads.
+    pub thunks: bool,
 }
 
 impl Needs {
@@ -1096,11 +1238,11 @@ impl Needs {
             match name {
                 "summary" => {
                     n.summary = true;
-                    n.compile = true;
+                    n.compile_sums = true;
                 }
                 "communication" => n.communication = true,
                 "stragglers" => n.stragglers = true,
-                "compilation" => n.compile = true,
+                "compilation" => n.compilations = true,
                 _ => {}
             }
         }
@@ -1137,16 +1279,14 @@ pub fn analysis(db: &dyn Graph, run: Run, spec: AnalysisSpec) -> NodeResult<Anal
                 key,
                 Box::new(move || {
                     let mut partials = Vec::new();
-                    let mut compile: Vec<RecordBatch> = Vec::new();
+                    let mut compile = Vec::new();
                     for &p in run.processes(db) {
                         partials.push(summary_partial(db, run, p)?.value.as_ref().clone());
-                        if let Some(c) = compile_frame(db, p)? {
-                            compile.push(c.value.get("compile").unwrap().clone());
-                        }
+                        compile.push(compile_sums(db, p)?.value.as_ref().clone());
                     }
                     let s = analyses::summary::Summary {
                         modules: analyses::summary::module_rows(&partials),
-                        compilation: analyses::compilation::summary_tables(&compile)?,
+                        compilation: analyses::compilation::reduce_summary(&compile),
                     };
                     let mut text = String::new();
                     for n in partials.iter().flat_map(|p| &p.notes) {
@@ -1202,8 +1342,10 @@ pub fn analysis(db: &dyn Graph, run: Run, spec: AnalysisSpec) -> NodeResult<Anal
             (
                 key,
                 Box::new(move || {
-                    let compile = compile_frames(db, run)?;
-                    let entries = analyses::compilation::per_compilation(&compile, detail)?;
+                    let mut entries = Vec::new();
+                    for &p in run.processes(db) {
+                        entries.extend(compilations(db, p, detail)?.value.0.iter().cloned());
+                    }
                     let text = analyses::compilation::render(&entries);
                     Ok(AnalysisOutput {
                         name: name.clone(),
@@ -1296,6 +1438,18 @@ pub fn open_run(
     inputs: &[RunInput],
     nsys_flag: Option<PathBuf>,
 ) -> Result<(Db, Run)> {
+    let (db, mut runs) = open_runs(engine, &[inputs.to_vec()], nsys_flag)?;
+    Ok((db, runs.remove(0)))
+}
+
+/// Open the inputs of several runs (e.g. the two sides of a comparison) and register them
+/// with one database, so that they share every node.
+pub fn open_runs(
+    engine: Engine,
+    runs: &[Vec<RunInput>],
+    nsys_flag: Option<PathBuf>,
+) -> Result<(Db, Vec<Run>)> {
+    let inputs: Vec<&RunInput> = runs.iter().flatten().collect();
     let archives: Vec<Arc<Archive>> = inputs
         .iter()
         .map(|i| match i {
@@ -1324,16 +1478,22 @@ pub fn open_run(
         .map(|a| a.process_stems())
         .collect::<Result<_>>()?;
     let db = Db::new(GraphContext::new(engine, archives, nsys_flag));
-    let mut processes = Vec::new();
-    for (i, stems) in stems.into_iter().enumerate() {
-        let a = InputArchive::new(&db, i, file_keys[i]);
-        for s in stems {
-            let pos = processes.len() as u32;
-            processes.push(Process::new(&db, a, s, pos));
+    let mut out = Vec::new();
+    let mut stems = stems.into_iter().enumerate();
+    for run in runs {
+        // Positions count within each run: a run's nodes are those of the same inputs
+        // analysed alone.
+        let mut processes = Vec::new();
+        for (i, stems) in stems.by_ref().take(run.len()) {
+            let a = InputArchive::new(&db, i, file_keys[i]);
+            for s in stems {
+                let pos = processes.len() as u32;
+                processes.push(Process::new(&db, a, s, pos));
+            }
         }
+        out.push(Run::new(&db, processes));
     }
-    let run = Run::new(&db, processes);
-    Ok((db, run))
+    Ok((db, out))
 }
 
 pub fn input_paths_exist(paths: &[PathBuf]) -> Result<()> {

@@ -12,6 +12,8 @@ const DEFAULT: &str = include_str!("../pipelines/default.toml");
 struct File {
     #[serde(default)]
     analysis: Vec<Entry>,
+    /// Settings of `compare` (see [`crate::compare::SettingsFile`]).
+    compare: Option<crate::compare::SettingsFile>,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -69,6 +71,15 @@ fn parse(text: &str, origin: &str) -> Result<Vec<AnalysisRequest>> {
             })
         })
         .collect()
+}
+
+/// The `[compare]` table of a pipeline file, if it has one.
+pub fn compare_settings(path: &Path) -> Result<Option<crate::compare::SettingsFile>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read pipeline file", path.display()))?;
+    let f: File = toml::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.message()))?;
+    Ok(f.compare)
 }
 
 pub fn load(path: &Path) -> Result<Vec<AnalysisRequest>> {

@@ -29,9 +29,152 @@ pub fn group_by<K: Ord + Clone>(n: usize, key: impl Fn(usize) -> K) -> Vec<(K, V
     out
 }
 
+/// Median (the mean of the middle two for an even count), or None for an empty slice.
+pub fn median(xs: &[f64]) -> Option<f64> {
+    let mut v = xs.to_vec();
+    median_in_place(&mut v)
+}
+
+fn median_in_place(v: &mut [f64]) -> Option<f64> {
+    let n = v.len();
+    if n == 0 {
+        return None;
+    }
+    let (_, hi, _) = v.select_nth_unstable_by(n / 2, f64::total_cmp);
+    let hi = *hi;
+    if n % 2 == 1 {
+        return Some(hi);
+    }
+    let lo = v[..n / 2].iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Some((lo + hi) / 2.0)
+}
+
+/// The two-sided p-value of the Mann–Whitney U test of `a` against `b` (normal approximation
+/// with tie correction and continuity correction), or None when a side is empty. A sort of
+/// the pooled values and one sweep over it assign the (mid)ranks.
+pub fn mann_whitney_p(a: &[f64], b: &[f64]) -> Option<f64> {
+    let (n1, n2) = (a.len() as f64, b.len() as f64);
+    if a.is_empty() || b.is_empty() {
+        return None;
+    }
+    let mut pooled: Vec<(f64, bool)> = a
+        .iter()
+        .map(|&x| (x, true))
+        .chain(b.iter().map(|&x| (x, false)))
+        .collect();
+    pooled.sort_by(|x, y| x.0.total_cmp(&y.0));
+    let n = pooled.len();
+    let (mut rank_sum_a, mut ties) = (0.0, 0.0);
+    let mut i = 0;
+    while i < n {
+        let mut j = i;
+        while j + 1 < n && pooled[j + 1].0 == pooled[i].0 {
+            j += 1;
+        }
+        let t = (j - i + 1) as f64;
+        let mid = (i + j) as f64 / 2.0 + 1.0;
+        rank_sum_a += mid * pooled[i..=j].iter().filter(|p| p.1).count() as f64;
+        ties += t * t * t - t;
+        i = j + 1;
+    }
+    let u = rank_sum_a - n1 * (n1 + 1.0) / 2.0;
+    let mu = n1 * n2 / 2.0;
+    let nn = n1 + n2;
+    let var = n1 * n2 / 12.0 * ((nn + 1.0) - ties / (nn * (nn - 1.0)));
+    if var <= 0.0 {
+        // Every value equal: no evidence of a difference.
+        return Some(1.0);
+    }
+    let z = ((u - mu).abs() - 0.5).max(0.0) / var.sqrt();
+    Some(libm::erfc(z / std::f64::consts::SQRT_2).min(1.0))
+}
+
+/// A percentile bootstrap confidence interval (`level`, e.g. 0.95) of the relative change of
+/// the median from `base` to `head` (`median(head) / median(base) - 1`), from `resamples`
+/// resamples of each side with a generator seeded by `seed` (the same inputs give the same
+/// interval). None when a side is empty or a resampled base median is zero.
+pub fn bootstrap_median_change(
+    base: &[f64],
+    head: &[f64],
+    resamples: usize,
+    level: f64,
+    seed: u64,
+) -> Option<(f64, f64)> {
+    use rand::{RngExt, SeedableRng};
+    if base.is_empty() || head.is_empty() || resamples == 0 {
+        return None;
+    }
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    let (mut bs, mut hs) = (vec![0.0; base.len()], vec![0.0; head.len()]);
+    let mut changes = Vec::with_capacity(resamples);
+    for _ in 0..resamples {
+        for x in bs.iter_mut() {
+            *x = base[rng.random_range(0..base.len())];
+        }
+        for x in hs.iter_mut() {
+            *x = head[rng.random_range(0..head.len())];
+        }
+        let mb = median_in_place(&mut bs)?;
+        let mh = median_in_place(&mut hs)?;
+        if mb == 0.0 {
+            return None;
+        }
+        changes.push(mh / mb - 1.0);
+    }
+    changes.sort_by(f64::total_cmp);
+    let tail = (1.0 - level) / 2.0;
+    let at = |q: f64| changes[((q * resamples as f64).floor() as usize).min(resamples - 1)];
+    Some((at(tail), at(1.0 - tail)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+    }
+
+    #[test]
+    fn mann_whitney_against_known_values() {
+        // scipy.stats.mannwhitneyu(a, b, alternative="two-sided", method="asymptotic")
+        let a = [1.1, 2.3, 3.0, 4.2, 5.5, 6.1, 7.7, 8.0];
+        let b = [3.5, 5.2, 6.8, 7.1, 8.4, 9.9, 10.5, 11.0];
+        let p = mann_whitney_p(&a, &b).unwrap();
+        // U = 13, mu = 32, sigma = sqrt(8*8*17/12) = 9.5219; z = (19 - 0.5) / 9.5219.
+        let z: f64 = 18.5 / (8.0f64 * 8.0 * 17.0 / 12.0).sqrt();
+        assert!(
+            (p - libm::erfc(z / std::f64::consts::SQRT_2)).abs() < 1e-12,
+            "{p}"
+        );
+        assert!((p - 0.0522).abs() < 1e-3, "{p}");
+        // Symmetric, and 1 for identical samples.
+        assert!((mann_whitney_p(&b, &a).unwrap() - p).abs() < 1e-12);
+        assert_eq!(mann_whitney_p(&[2.0, 2.0], &[2.0, 2.0]), Some(1.0));
+        // Complete separation of 10 vs 10: p well below 0.001.
+        let lo: Vec<f64> = (0..10).map(|i| i as f64).collect();
+        let hi: Vec<f64> = (0..10).map(|i| 100.0 + i as f64).collect();
+        assert!(mann_whitney_p(&lo, &hi).unwrap() < 0.001);
+        assert_eq!(mann_whitney_p(&[], &hi), None);
+    }
+
+    #[test]
+    fn bootstrap_covers_the_true_change() {
+        let base: Vec<f64> = (0..200).map(|i| 100.0 + (i % 7) as f64).collect();
+        let head: Vec<f64> = base.iter().map(|x| x * 1.10).collect();
+        let (lo, hi) = bootstrap_median_change(&base, &head, 1000, 0.95, 7).unwrap();
+        assert!(lo <= 0.10 + 1e-9 && 0.10 - 1e-9 <= hi, "{lo} {hi}");
+        assert!(hi - lo < 0.05, "{lo} {hi}");
+        // Deterministic for a seed.
+        assert_eq!(
+            bootstrap_median_change(&base, &head, 1000, 0.95, 7),
+            Some((lo, hi))
+        );
+        assert_eq!(bootstrap_median_change(&[], &head, 10, 0.95, 1), None);
+    }
 
     #[test]
     fn basics() {

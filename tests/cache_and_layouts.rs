@@ -218,6 +218,8 @@ fn one_more_rank_executes_only_its_own_nodes_and_the_reduces() {
         "process-facts",
         "summary-partial",
         "communication-partial",
+        "compile-sums",
+        "compilations",
     ];
     for (kind, label) in &executed {
         if per_process.contains(&kind.as_str()) {
@@ -229,6 +231,14 @@ fn one_more_rank_executes_only_its_own_nodes_and_the_reduces() {
                     || ["warmup-context", "hlo-schema", "hlo-module"].contains(&kind.as_str()),
                 "{kind} ({label}) executed"
             );
+        }
+    }
+    // The other ranks' frames are not even loaded: their stored shares suffice.
+    for n in run["nodes"].as_array().unwrap() {
+        let kind = n["kind"].as_str().unwrap();
+        if kind == "gpu-frames" || kind == "compile-frame" {
+            let label = n["label"].as_str().unwrap();
+            assert!(label.ends_with("proc3.zip"), "{kind} of {label} loaded");
         }
     }
     for kind in ["summary-partial", "communication-partial", "gpu-frames"] {

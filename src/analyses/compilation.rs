@@ -233,16 +233,103 @@ fn sort_desc<T>(rows: &mut [T], key: impl Fn(&T) -> (f64, &str)) {
     });
 }
 
-/// nsys-jax's summary tables over the compile frames of all processes.
-pub fn summary_tables(frames: &[RecordBatch]) -> Result<CompilationTables> {
+/// One process's share of the summary tables: non-child and child time (ns) per range name.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RangeSums {
+    /// (name, non-child ns, child ns), by name.
+    pub by_name: Vec<(String, f64, f64)>,
+}
+
+/// Stored as an Arrow table: thousands of range names per process (names carry the module),
+/// read back for every process of a run by the reduce.
+impl crate::engine::value::Value for RangeSums {
+    fn encode(&self) -> Result<Vec<u8>> {
+        use arrow::array::Float64Array;
+        let batch = RecordBatch::try_from_iter(vec![
+            (
+                "name",
+                std::sync::Arc::new(StringArray::from_iter_values(
+                    self.by_name.iter().map(|r| r.0.as_str()),
+                )) as arrow::array::ArrayRef,
+            ),
+            (
+                "non_child",
+                std::sync::Arc::new(Float64Array::from_iter_values(
+                    self.by_name.iter().map(|r| r.1),
+                )),
+            ),
+            (
+                "child",
+                std::sync::Arc::new(Float64Array::from_iter_values(
+                    self.by_name.iter().map(|r| r.2),
+                )),
+            ),
+        ])?;
+        crate::engine::value::batch_to_ipc(&batch)
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        use arrow::array::AsArray;
+        use arrow::datatypes::Float64Type;
+        let b = crate::engine::value::batch_from_ipc(bytes)?;
+        let (Some(name), Some(nc), Some(c)) = (
+            b.column_by_name("name"),
+            b.column_by_name("non_child"),
+            b.column_by_name("child"),
+        ) else {
+            anyhow::bail!("range sums without their columns");
+        };
+        let (name, nc, c) = (
+            name.as_string::<i32>(),
+            nc.as_primitive::<Float64Type>(),
+            c.as_primitive::<Float64Type>(),
+        );
+        Ok(RangeSums {
+            by_name: (0..b.num_rows())
+                .map(|i| (name.value(i).to_string(), nc.value(i), c.value(i)))
+                .collect(),
+        })
+    }
+}
+
+/// One process's compilations (the share of the `compilation` analysis).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Compilations(pub Vec<CompilationEntry>);
+impl crate::engine::value::JsonValue for Compilations {}
+
+/// The summary share of one process's compile frame.
+pub fn range_sums(frame: &RecordBatch) -> Result<RangeSums> {
     // Ordered maps: sums in a fixed order give the same digits on every run.
     let mut by_name: BTreeMap<String, (f64, f64)> = BTreeMap::new();
-    for frame in frames {
-        let a = Attributed::new(frame)?;
-        for i in 0..frame.num_rows() {
-            let entry = by_name.entry(a.summary_name(i)).or_default();
-            entry.0 += a.non_child[i];
-            entry.1 += a.child[i];
+    let a = Attributed::new(frame)?;
+    for i in 0..frame.num_rows() {
+        let entry = by_name.entry(a.summary_name(i)).or_default();
+        entry.0 += a.non_child[i];
+        entry.1 += a.child[i];
+    }
+    Ok(RangeSums {
+        by_name: by_name.into_iter().map(|(n, (nc, c))| (n, nc, c)).collect(),
+    })
+}
+
+/// nsys-jax's summary tables over the compile frames of all processes.
+pub fn summary_tables(frames: &[RecordBatch]) -> Result<CompilationTables> {
+    let sums = frames.iter().map(range_sums).collect::<Result<Vec<_>>>()?;
+    Ok(reduce_summary(&sums))
+}
+
+/// nsys-jax's summary tables from the processes' shares, added in process order.
+pub fn reduce_summary(shares: &[RangeSums]) -> CompilationTables {
+    let mut by_name: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for share in shares {
+        for (name, nc, c) in &share.by_name {
+            // Most names recur in every process: look up before allocating.
+            let entry = match by_name.get_mut(name.as_str()) {
+                Some(e) => e,
+                None => by_name.entry(name.clone()).or_default(),
+            };
+            entry.0 += nc;
+            entry.1 += c;
         }
     }
     // `+ 0.0`: an empty sum is -0.0.
@@ -294,12 +381,12 @@ pub fn summary_tables(frames: &[RecordBatch]) -> Result<CompilationTables> {
             percent: percent(r.non_child_ms, pass_total),
         })
         .collect();
-    Ok(CompilationTables {
+    CompilationTables {
         total_ms,
         ranges,
         high_level,
         passes,
-    })
+    }
 }
 
 /// One breakdown per `XlaCompile` range of every process, in process order then start time.

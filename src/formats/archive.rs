@@ -43,6 +43,12 @@ pub struct Archive {
     members: BTreeMap<String, (u64, usize)>,
 }
 
+impl std::fmt::Debug for Archive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Archive({})", self.path.display())
+    }
+}
+
 impl Archive {
     /// Open an archive file or folder. Errors name the path and say what is wrong.
     pub fn open(path: &Path) -> Result<Archive> {
@@ -236,6 +242,29 @@ impl Archive {
                 Ok(buf)
             }
         }
+    }
+
+    /// Copy a member of a zip archive into `w` under `name`, its compressed bytes as they are
+    /// (nothing is decompressed or held in memory).
+    pub fn copy_raw<W: std::io::Write + std::io::Seek>(
+        &self,
+        member: &str,
+        w: &mut zip::ZipWriter<W>,
+        name: &str,
+    ) -> Result<()> {
+        let &(_, index) = self
+            .members
+            .get(member)
+            .with_context(|| format!("{}: has no member {member}", self.path.display()))?;
+        let Source::Zip(zip) = &self.source else {
+            bail!("{}: not a zip archive", self.path.display());
+        };
+        let mut zip = zip.lock().unwrap();
+        let entry = zip.by_index_raw(index).map_err(|e| {
+            anyhow::anyhow!("{}: cannot read member {member} ({e})", self.path.display())
+        })?;
+        w.raw_copy_file_rename(entry, name)
+            .map_err(|e| anyhow::anyhow!("cannot copy {member} of {} ({e})", self.path.display()))
     }
 
     /// The processes this archive holds: `None` for a per-process archive, else the stems of

@@ -9,6 +9,9 @@
 use anyhow::{Context, Result, bail};
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
+
+use super::archive::Archive;
 
 /// One member of an archive.
 #[derive(Clone, Debug)]
@@ -24,6 +27,9 @@ enum Content {
     /// The member already compressed: a one-member zip (see [`Entry::pack`]), and the
     /// blake3 hash of its uncompressed bytes.
     Packed(Vec<u8>, [u8; 32]),
+    /// A member of a zip archive, copied from there as it is when written, and the blake3
+    /// hash of its uncompressed bytes.
+    InZip(Arc<Archive>, String, [u8; 32]),
 }
 
 impl Entry {
@@ -38,6 +44,20 @@ impl Entry {
         Entry {
             name: name.into(),
             content: Content::Raw(bytes, true),
+        }
+    }
+
+    /// A member of a zip archive whose uncompressed bytes hash to `hash`: written by copying
+    /// its compressed bytes, never read into memory.
+    pub fn in_zip(
+        name: impl Into<String>,
+        archive: Arc<Archive>,
+        member: impl Into<String>,
+        hash: [u8; 32],
+    ) -> Entry {
+        Entry {
+            name: name.into(),
+            content: Content::InZip(archive, member.into(), hash),
         }
     }
 
@@ -73,7 +93,7 @@ impl Entry {
     pub fn bytes(&self) -> Option<&[u8]> {
         match &self.content {
             Content::Raw(b, _) => Some(b),
-            Content::Packed(..) => None,
+            Content::Packed(..) | Content::InZip(..) => None,
         }
     }
 
@@ -81,7 +101,7 @@ impl Entry {
     pub fn content_hash(&self) -> [u8; 32] {
         match &self.content {
             Content::Raw(b, _) => *blake3::hash(b).as_bytes(),
-            Content::Packed(_, h) => *h,
+            Content::Packed(_, h) | Content::InZip(_, _, h) => *h,
         }
     }
 
@@ -144,14 +164,19 @@ pub fn write_zip(entries: Vec<Entry>, dest: &Path, force: bool) -> Result<()> {
             .with_context(|| format!("{}: cannot write", dir.display()))?;
         let mut zip = zip::ZipWriter::new(std::io::BufWriter::new(tmp.as_file()));
         for e in packed {
-            let Content::Packed(bytes, _) = e.content else {
-                unreachable!("packed above")
-            };
-            let mut part = zip::ZipArchive::new(std::io::Cursor::new(bytes))?;
-            let member = part.by_index_raw(0)?;
-            // The packed member may carry an older name (see `renamed`).
-            zip.raw_copy_file_rename(member, e.name.as_str())
-                .with_context(|| format!("{}: cannot write {}", dest.display(), e.name))?;
+            match e.content {
+                Content::Packed(bytes, _) => {
+                    let mut part = zip::ZipArchive::new(std::io::Cursor::new(bytes))?;
+                    let member = part.by_index_raw(0)?;
+                    // The packed member may carry an older name (see `renamed`).
+                    zip.raw_copy_file_rename(member, e.name.as_str())
+                        .with_context(|| format!("{}: cannot write {}", dest.display(), e.name))?;
+                }
+                Content::InZip(archive, member, _) => archive
+                    .copy_raw(&member, &mut zip, &e.name)
+                    .with_context(|| format!("{}: cannot write {}", dest.display(), e.name))?,
+                Content::Raw(..) => unreachable!("packed above"),
+            }
         }
         let mut out = zip
             .finish()
@@ -180,6 +205,7 @@ pub fn write_dir(entries: &[Entry], dest: &Path) -> Result<()> {
         }
         let bytes = match &e.content {
             Content::Raw(b, _) => b.clone(),
+            Content::InZip(archive, member, _) => archive.read(member)?,
             Content::Packed(z, _) => {
                 let mut part = zip::ZipArchive::new(std::io::Cursor::new(z.as_slice()))?;
                 let mut f = part.by_index(0)?;

@@ -1,0 +1,732 @@
+//! `compare`: did HEAD get slower than BASE, with statistics, or is the difference noise?
+//!
+//! Each side is a run (archives, captures, several processes). For every metric family
+//! ([`samples::Family`]) the per-execution samples of both sides are matched (modules by
+//! fingerprint, falling back to the name when the fingerprint changed; the rest by name) and
+//! compared: medians, the relative change of the median with a bootstrap confidence interval,
+//! and the two-sided Mann–Whitney U test. Each family's comparison is a stored graph node
+//! keyed by the per-process shares it reads, so a warm `compare` loads results only.
+//!
+//! A metric is a *regression* when its change in the bad direction exceeds the family's
+//! threshold and the test is significant at `alpha`; with fewer than `min_samples` samples on
+//! a side it is *inconclusive* (never an alarm). Thunks and op types are compared within the
+//! modules that changed, to say where a module's time went. Only the gated families decide
+//! the exit code.
+
+pub mod report;
+pub mod samples;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::{Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::engine::value::JsonValue;
+use crate::engine::{Key, KeyBuilder, versions};
+use crate::graph::{self, Db, Run};
+use crate::stats::{bootstrap_median_change, mann_whitney_p, median};
+pub use samples::{Family, Series};
+
+/// How the statistics are computed (part of the comparison nodes' keys).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct StatSettings {
+    /// Bootstrap resamples for the confidence interval.
+    pub resamples: usize,
+    /// Confidence level of the interval.
+    pub confidence: f64,
+}
+
+impl Default for StatSettings {
+    fn default() -> Self {
+        StatSettings {
+            resamples: 2000,
+            confidence: 0.95,
+        }
+    }
+}
+
+/// When a change is a regression, and which families decide the exit code.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Settings {
+    /// Relative change (0.05 = 5 %) in the bad direction beyond which a significant change
+    /// counts, per family.
+    pub thresholds: BTreeMap<Family, f64>,
+    /// Significance level of the Mann–Whitney test.
+    pub alpha: f64,
+    /// Fewer samples than this on either side: inconclusive.
+    pub min_samples: usize,
+    /// The families whose regressions fail the comparison.
+    pub gate: BTreeSet<Family>,
+    pub stats: StatSettings,
+}
+
+pub const DEFAULT_THRESHOLD: f64 = 0.05;
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            thresholds: Family::ALL
+                .into_iter()
+                .map(|f| (f, DEFAULT_THRESHOLD))
+                .collect(),
+            alpha: 0.01,
+            min_samples: 5,
+            gate: [Family::Module, Family::Compile, Family::Bandwidth]
+                .into_iter()
+                .collect(),
+            stats: StatSettings::default(),
+        }
+    }
+}
+
+impl Settings {
+    pub fn threshold(&self, f: Family) -> f64 {
+        self.thresholds
+            .get(&f)
+            .copied()
+            .unwrap_or(DEFAULT_THRESHOLD)
+    }
+}
+
+/// The statistics of one metric on both sides.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Stat {
+    pub n_base: usize,
+    pub n_head: usize,
+    pub base_median: Option<f64>,
+    pub head_median: Option<f64>,
+    /// `head_median / base_median - 1`.
+    pub change: Option<f64>,
+    /// Confidence interval of `change` (bootstrap).
+    pub ci: Option<(f64, f64)>,
+    /// Two-sided Mann–Whitney U p-value.
+    pub p_value: Option<f64>,
+}
+
+/// How a metric of BASE was paired with one of HEAD.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum Matched {
+    /// Same module fingerprint (or, outside modules, the same name).
+    Same,
+    /// The module's fingerprint changed (its HLO differs); paired by the module's name.
+    ByName,
+}
+
+/// One metric present on both sides.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Row {
+    pub family: Family,
+    pub module: Option<String>,
+    pub key: String,
+    pub matched: Matched,
+    pub stat: Stat,
+}
+
+/// One family's comparison: the metrics on both sides, and those on one side only.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct FamilyComparison {
+    pub rows: Vec<Row>,
+    /// Metrics only HEAD has (`module/key` within modules).
+    pub added: Vec<String>,
+    /// Metrics only BASE has.
+    pub removed: Vec<String>,
+}
+
+impl JsonValue for FamilyComparison {}
+
+fn seed_of(family: Family, module: Option<&str>, key: &str) -> u64 {
+    let h = blake3::hash(format!("{}\0{}\0{key}", family.name(), module.unwrap_or("")).as_bytes());
+    u64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"))
+}
+
+/// The statistics of one metric.
+pub fn stat(
+    family: Family,
+    module: Option<&str>,
+    key: &str,
+    b: &[f64],
+    h: &[f64],
+    s: &StatSettings,
+) -> Stat {
+    let (bm, hm) = (median(b), median(h));
+    let change = match (bm, hm) {
+        (Some(bm), Some(hm)) if bm != 0.0 => Some(hm / bm - 1.0),
+        _ => None,
+    };
+    let both = b.len() >= 2 && h.len() >= 2;
+    Stat {
+        n_base: b.len(),
+        n_head: h.len(),
+        base_median: bm,
+        head_median: hm,
+        change,
+        ci: both
+            .then(|| {
+                bootstrap_median_change(
+                    b,
+                    h,
+                    s.resamples,
+                    s.confidence,
+                    seed_of(family, module, key),
+                )
+            })
+            .flatten(),
+        p_value: both.then(|| mann_whitney_p(b, h)).flatten(),
+    }
+}
+
+fn label(s: &Series) -> String {
+    match &s.module {
+        Some(m) if *m != s.key => format!("{m}/{}", s.key),
+        _ => s.key.clone(),
+    }
+}
+
+/// Pair the series of both sides and compare each pair. Series within modules pair by
+/// (fingerprint, key); what is left pairs by (module name, key) when that is unique on both
+/// sides (the module's HLO changed); the rest is added or removed.
+pub fn compare_series(
+    family: Family,
+    base: &[Series],
+    head: &[Series],
+    s: &StatSettings,
+) -> FamilyComparison {
+    let exact = |x: &Series| (x.program_id.clone(), x.key.clone());
+    let by_name = |x: &Series| (x.module.clone(), x.key.clone());
+    let mut head_left: BTreeMap<(Option<String>, String), &Series> =
+        head.iter().map(|x| (exact(x), x)).collect();
+    let mut pairs: Vec<(&Series, &Series, Matched)> = Vec::new();
+    let mut base_left = Vec::new();
+    for b in base {
+        match head_left.remove(&exact(b)) {
+            Some(h) => pairs.push((b, h, Matched::Same)),
+            None => base_left.push(b),
+        }
+    }
+    let count = |xs: &mut dyn Iterator<Item = &Series>| {
+        let mut c: BTreeMap<(Option<String>, String), usize> = BTreeMap::new();
+        for x in xs {
+            *c.entry(by_name(x)).or_default() += 1;
+        }
+        c
+    };
+    let base_names = count(&mut base_left.iter().copied());
+    let head_names = count(&mut head_left.values().copied());
+    let mut head_by_name: BTreeMap<(Option<String>, String), &Series> = head_left
+        .values()
+        .filter(|x| head_names[&by_name(x)] == 1)
+        .map(|x| (by_name(x), *x))
+        .collect();
+    let mut removed = Vec::new();
+    for b in base_left {
+        let k = by_name(b);
+        match (base_names[&k] == 1 && b.module.is_some())
+            .then(|| head_by_name.remove(&k))
+            .flatten()
+        {
+            Some(h) => {
+                head_left.remove(&exact(h));
+                pairs.push((b, h, Matched::ByName));
+            }
+            None => removed.push(label(b)),
+        }
+    }
+    let added = head_left.values().map(|x| label(x)).collect();
+    let rows = pairs
+        .into_iter()
+        .map(|(b, h, matched)| Row {
+            family,
+            module: b.module.clone(),
+            key: b.key.clone(),
+            matched,
+            stat: stat(family, b.module.as_deref(), &b.key, &b.values, &h.values, s),
+        })
+        .collect();
+    FamilyComparison {
+        rows,
+        added,
+        removed,
+    }
+}
+
+// ---------------------------------------------------------------- verdicts
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Regression,
+    Improvement,
+    Inconclusive,
+    Unchanged,
+}
+
+/// The change in the bad direction (positive = worse): slower for durations, lower for
+/// bandwidth.
+pub fn worse_by(family: Family, change: f64) -> f64 {
+    if family.lower_is_better() {
+        change
+    } else {
+        -change
+    }
+}
+
+pub fn verdict(row: &Row, s: &Settings) -> Verdict {
+    let st = &row.stat;
+    if st.n_base < s.min_samples.max(2) || st.n_head < s.min_samples.max(2) {
+        return Verdict::Inconclusive;
+    }
+    let (Some(change), Some(p)) = (st.change, st.p_value) else {
+        return Verdict::Inconclusive;
+    };
+    if p >= s.alpha {
+        return Verdict::Unchanged;
+    }
+    let worse = worse_by(row.family, change);
+    let t = s.threshold(row.family);
+    if worse > t {
+        Verdict::Regression
+    } else if worse < -t {
+        Verdict::Improvement
+    } else {
+        Verdict::Unchanged
+    }
+}
+
+/// One compared metric with its verdict.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Judged {
+    #[serde(flatten)]
+    pub row: Row,
+    pub verdict: Verdict,
+    /// Whether this metric's family decides the exit code.
+    pub gates: bool,
+    pub threshold: f64,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct SideInfo {
+    pub inputs: Vec<String>,
+    pub processes: usize,
+}
+
+/// Everything `compare` found.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Report {
+    /// "regression" or "ok".
+    pub verdict: String,
+    pub exit_code: i32,
+    pub base: SideInfo,
+    pub head: SideInfo,
+    pub settings: Settings,
+    /// Gated regressions, then other regressions, improvements, inconclusive and unchanged
+    /// metrics; within each, the largest changes first.
+    pub metrics: Vec<Judged>,
+    /// Per family, metrics only HEAD has.
+    pub added: BTreeMap<Family, Vec<String>>,
+    /// Per family, metrics only BASE has.
+    pub removed: BTreeMap<Family, Vec<String>>,
+}
+
+impl Report {
+    pub fn count(&self, v: Verdict, gated_only: bool) -> usize {
+        self.metrics
+            .iter()
+            .filter(|m| m.verdict == v && (m.gates || !gated_only))
+            .count()
+    }
+}
+
+fn judge(comparisons: &BTreeMap<Family, FamilyComparison>, s: &Settings) -> Vec<Judged> {
+    let mut out: Vec<Judged> = comparisons
+        .values()
+        .flat_map(|c| &c.rows)
+        .map(|row| Judged {
+            verdict: verdict(row, s),
+            gates: s.gate.contains(&row.family),
+            threshold: s.threshold(row.family),
+            row: row.clone(),
+        })
+        .collect();
+    let severity = |j: &Judged| {
+        j.row
+            .stat
+            .change
+            .map(|c| worse_by(j.row.family, c).abs())
+            .unwrap_or(0.0)
+    };
+    out.sort_by(|a, b| {
+        (a.verdict, !a.gates, a.row.family)
+            .cmp(&(b.verdict, !b.gates, b.row.family))
+            .then_with(|| severity(b).total_cmp(&severity(a)))
+            .then_with(|| a.row.key.cmp(&b.row.key))
+    });
+    out
+}
+
+// ---------------------------------------------------------------- the comparison nodes
+
+const SOURCES: [&str; 3] = ["compare/mod.rs", "compare/samples.rs", "stats.rs"];
+
+/// A family's comparison as a stored node keyed by the shares it reads on each side.
+fn family_node(
+    db: &Db,
+    family: Family,
+    base_keys: &[Key],
+    head_keys: &[Key],
+    extra: &str,
+    s: &StatSettings,
+    compute: impl FnOnce() -> Result<(Vec<Series>, Vec<Series>)>,
+) -> Result<FamilyComparison> {
+    let kind = format!("compare:{}", family.name());
+    let mut kb = KeyBuilder::new(&kind, &versions::of(&SOURCES))
+        .param("stats", serde_json::to_string(s)?)
+        .param("extra", extra)
+        .param("base", (base_keys.len() as u64).to_le_bytes());
+    for k in base_keys.iter().chain(head_keys) {
+        kb = kb.input(k);
+    }
+    let key = kb.finish();
+    let v = db.ctx.engine.node(&kind, "", key, || {
+        let (b, h) = compute()?;
+        Ok(compare_series(family, &b, &h, s))
+    })?;
+    Ok(v.as_ref().clone())
+}
+
+type Outs<T> = Vec<graph::Out<T>>;
+
+fn shares<T>(
+    db: &Db,
+    run: Run,
+    f: impl Fn(&Db, Run, graph::Process) -> graph::NodeResult<T>,
+) -> Result<Outs<T>> {
+    run.processes(db)
+        .iter()
+        .map(|&p| f(db, run, p).map_err(anyhow::Error::from))
+        .collect()
+}
+
+fn keys<T>(outs: &Outs<T>) -> Vec<Key> {
+    outs.iter().map(|o| o.key).collect()
+}
+
+fn values<T>(outs: &Outs<T>) -> Vec<&T> {
+    outs.iter().map(|o| o.value.as_ref()).collect()
+}
+
+/// Compare two runs held by one database.
+pub fn compare(
+    db: &Db,
+    base: Run,
+    head: Run,
+    s: &Settings,
+    sides: (SideInfo, SideInfo),
+) -> Result<Report> {
+    let st = &s.stats;
+    let mut out: BTreeMap<Family, FamilyComparison> = BTreeMap::new();
+
+    let (bs, hs) = (
+        shares(db, base, |db, r, p| graph::summary_partial(db, r, p))?,
+        shares(db, head, |db, r, p| graph::summary_partial(db, r, p))?,
+    );
+    out.insert(
+        Family::Module,
+        family_node(db, Family::Module, &keys(&bs), &keys(&hs), "", st, || {
+            Ok((
+                samples::modules(&values(&bs)),
+                samples::modules(&values(&hs)),
+            ))
+        })?,
+    );
+    out.insert(
+        Family::Wait,
+        family_node(db, Family::Wait, &keys(&bs), &keys(&hs), "", st, || {
+            Ok((samples::waits(&values(&bs)), samples::waits(&values(&hs))))
+        })?,
+    );
+
+    // Where the time went: thunks and op types of the modules that changed.
+    let changed: BTreeSet<String> = out[&Family::Module]
+        .rows
+        .iter()
+        .filter(|r| matches!(verdict(r, s), Verdict::Regression | Verdict::Improvement))
+        .filter_map(|r| r.module.clone())
+        .collect();
+    for family in [Family::Thunk, Family::Op] {
+        let cmp = if changed.is_empty() {
+            FamilyComparison::default()
+        } else {
+            let (bt, ht) = (
+                shares(db, base, |db, r, p| graph::thunk_partial(db, r, p))?,
+                shares(db, head, |db, r, p| graph::thunk_partial(db, r, p))?,
+            );
+            let within = |xs: Vec<Series>| -> Vec<Series> {
+                xs.into_iter()
+                    .filter(|x| x.module.as_ref().is_some_and(|m| changed.contains(m)))
+                    .collect()
+            };
+            let ops = family == Family::Op;
+            family_node(
+                db,
+                family,
+                &keys(&bt),
+                &keys(&ht),
+                &serde_json::to_string(&changed)?,
+                st,
+                || {
+                    Ok((
+                        within(samples::thunks(&values(&bt), ops)),
+                        within(samples::thunks(&values(&ht), ops)),
+                    ))
+                },
+            )?
+        };
+        out.insert(family, cmp);
+    }
+
+    let (bc, hc) = (
+        shares(db, base, |db, r, p| graph::communication_partial(db, r, p))?,
+        shares(db, head, |db, r, p| graph::communication_partial(db, r, p))?,
+    );
+    out.insert(
+        Family::Bandwidth,
+        family_node(
+            db,
+            Family::Bandwidth,
+            &keys(&bc),
+            &keys(&hc),
+            "",
+            st,
+            || {
+                Ok((
+                    samples::bandwidths(&values(&bc)),
+                    samples::bandwidths(&values(&hc)),
+                ))
+            },
+        )?,
+    );
+
+    let (bx, hx) = (
+        shares(db, base, |db, _, p| graph::compilations(db, p, false))?,
+        shares(db, head, |db, _, p| graph::compilations(db, p, false))?,
+    );
+    out.insert(
+        Family::Compile,
+        family_node(db, Family::Compile, &keys(&bx), &keys(&hx), "", st, || {
+            Ok((
+                samples::compiles(&values(&bx)),
+                samples::compiles(&values(&hx)),
+            ))
+        })?,
+    );
+    let (bp, hp) = (
+        shares(db, base, |db, _, p| graph::compile_sums(db, p))?,
+        shares(db, head, |db, _, p| graph::compile_sums(db, p))?,
+    );
+    out.insert(
+        Family::Pass,
+        family_node(db, Family::Pass, &keys(&bp), &keys(&hp), "", st, || {
+            Ok((samples::passes(&values(&bp)), samples::passes(&values(&hp))))
+        })?,
+    );
+
+    if out[&Family::Module].rows.is_empty()
+        && out[&Family::Compile].rows.is_empty()
+        && out[&Family::Pass].rows.is_empty()
+    {
+        bail!(
+            "BASE and HEAD have no XLA module in common: nothing to compare (are they profiles of the same program?)"
+        );
+    }
+    let metrics = judge(&out, s);
+    let regression = metrics
+        .iter()
+        .any(|m| m.gates && m.verdict == Verdict::Regression);
+    let (base_info, head_info) = sides;
+    Ok(Report {
+        verdict: if regression { "regression" } else { "ok" }.into(),
+        exit_code: regression as i32,
+        base: base_info,
+        head: head_info,
+        settings: s.clone(),
+        metrics,
+        added: out
+            .iter()
+            .filter(|(_, c)| !c.added.is_empty())
+            .map(|(f, c)| (*f, c.added.clone()))
+            .collect(),
+        removed: out
+            .iter()
+            .filter(|(_, c)| !c.removed.is_empty())
+            .map(|(f, c)| (*f, c.removed.clone()))
+            .collect(),
+    })
+}
+
+/// Settings from a pipeline file's `[compare]` table, then the command line.
+#[derive(Deserialize, Debug, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsFile {
+    /// Percent, for every family.
+    pub threshold_percent: Option<f64>,
+    /// Percent, per family (`{ module = 3, wait = 20 }`).
+    #[serde(default)]
+    pub thresholds_percent: BTreeMap<String, f64>,
+    pub alpha: Option<f64>,
+    pub min_samples: Option<usize>,
+    pub gate: Option<Vec<String>>,
+    pub resamples: Option<usize>,
+}
+
+impl SettingsFile {
+    /// Apply on top of `s` (later files or flags override earlier ones).
+    pub fn apply(&self, s: &mut Settings) -> Result<()> {
+        if let Some(t) = self.threshold_percent {
+            check_percent(t)?;
+            for f in Family::ALL {
+                s.thresholds.insert(f, t / 100.0);
+            }
+        }
+        for (name, t) in &self.thresholds_percent {
+            check_percent(*t)?;
+            s.thresholds.insert(parse_family(name)?, t / 100.0);
+        }
+        if let Some(a) = self.alpha {
+            if !(a > 0.0 && a < 1.0) {
+                bail!("alpha must be between 0 and 1 (got {a})");
+            }
+            s.alpha = a;
+        }
+        if let Some(m) = self.min_samples {
+            s.min_samples = m;
+        }
+        if let Some(g) = &self.gate {
+            s.gate = g
+                .iter()
+                .filter(|x| !x.is_empty() && x.as_str() != "none")
+                .map(|x| parse_family(x))
+                .collect::<Result<_>>()?;
+        }
+        if let Some(r) = self.resamples {
+            if r < 100 {
+                bail!("resamples must be at least 100 (got {r})");
+            }
+            s.stats.resamples = r;
+        }
+        Ok(())
+    }
+}
+
+fn check_percent(t: f64) -> Result<()> {
+    if !(t.is_finite() && t >= 0.0) {
+        bail!("a threshold is a percentage >= 0 (got {t})");
+    }
+    Ok(())
+}
+
+pub fn parse_family(s: &str) -> Result<Family> {
+    Family::parse(s).ok_or_else(|| {
+        anyhow::anyhow!(
+            "unknown metric {s:?} (metrics: {})",
+            Family::ALL.map(|f| f.name()).join(", ")
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series(pid: &str, module: &str, key: &str, values: Vec<f64>) -> Series {
+        Series {
+            program_id: Some(pid.into()),
+            module: Some(module.into()),
+            key: key.into(),
+            values,
+        }
+    }
+
+    fn noisy(n: usize, centre: f64, seed: u64) -> Vec<f64> {
+        // Deterministic spread of about ±2 %.
+        (0..n)
+            .map(|i| centre * (1.0 + 0.02 * (((i as u64 * 7919 + seed) % 101) as f64 / 50.0 - 1.0)))
+            .collect()
+    }
+
+    #[test]
+    fn pairs_by_fingerprint_then_by_name() {
+        let s = StatSettings::default();
+        let base = vec![
+            series("fp1", "step", "step", noisy(30, 1.0, 1)),
+            series("fp2", "eval", "eval", noisy(30, 2.0, 2)),
+            series("fp3", "gone", "gone", noisy(30, 2.0, 2)),
+        ];
+        let head = vec![
+            series("fp1", "step", "step", noisy(30, 1.0, 3)),
+            series("fp9", "eval", "eval", noisy(30, 2.0, 4)),
+            series("fp4", "new", "new", noisy(30, 2.0, 2)),
+        ];
+        let c = compare_series(Family::Module, &base, &head, &s);
+        let matched: Vec<(&str, Matched)> =
+            c.rows.iter().map(|r| (r.key.as_str(), r.matched)).collect();
+        assert_eq!(
+            matched,
+            vec![("step", Matched::Same), ("eval", Matched::ByName)]
+        );
+        assert_eq!(c.added, vec!["new".to_string()]);
+        assert_eq!(c.removed, vec!["gone".to_string()]);
+    }
+
+    #[test]
+    fn verdicts_need_size_and_significance() {
+        let s = Settings::default();
+        let st = StatSettings::default();
+        let judge = |b: Vec<f64>, h: Vec<f64>, f: Family| {
+            let b = series("p", "m", "m", b);
+            let h = series("p", "m", "m", h);
+            let c = compare_series(f, &[b], &[h], &st);
+            verdict(&c.rows[0], &s)
+        };
+        let base = noisy(40, 1.0, 5);
+        let slow10: Vec<f64> = noisy(40, 1.10, 6);
+        let slow1: Vec<f64> = noisy(40, 1.01, 6);
+        assert_eq!(
+            judge(base.clone(), slow10.clone(), Family::Module),
+            Verdict::Regression
+        );
+        assert_eq!(
+            judge(slow10.clone(), base.clone(), Family::Module),
+            Verdict::Improvement
+        );
+        // Significant perhaps, but below the 5 % threshold.
+        assert_eq!(
+            judge(base.clone(), slow1, Family::Module),
+            Verdict::Unchanged
+        );
+        // The same 10 % with three samples a side: inconclusive, not an alarm.
+        assert_eq!(
+            judge(base[..3].to_vec(), slow10[..3].to_vec(), Family::Module),
+            Verdict::Inconclusive
+        );
+        // Lower bandwidth is worse.
+        assert_eq!(judge(slow10, base, Family::Bandwidth), Verdict::Regression);
+    }
+
+    #[test]
+    fn settings_from_a_pipeline_table() {
+        let f: SettingsFile = toml::from_str(
+            "threshold_percent = 3\nthresholds_percent = { wait = 20 }\nalpha = 0.05\ngate = [\"module\", \"wait\"]",
+        )
+        .unwrap();
+        let mut s = Settings::default();
+        f.apply(&mut s).unwrap();
+        assert_eq!(s.threshold(Family::Module), 0.03);
+        assert_eq!(s.threshold(Family::Wait), 0.2);
+        assert_eq!(s.alpha, 0.05);
+        assert!(s.gate.contains(&Family::Wait) && !s.gate.contains(&Family::Bandwidth));
+        let bad: SettingsFile = toml::from_str("gate = [\"modules\"]").unwrap();
+        let e = bad.apply(&mut s).unwrap_err().to_string();
+        assert!(e.contains("unknown metric \"modules\""), "{e}");
+    }
+}

@@ -1,0 +1,292 @@
+//! The three faces of a comparison: a terminal table, `compare.md` (a pull-request comment:
+//! the verdict first, then the top changes with their confidence intervals, where the time
+//! went, what appeared or disappeared, and the settings) and `compare.json` (the
+//! [`Report`] itself).
+
+use super::{Family, Judged, Report, Verdict};
+use crate::table::{Table, round_sig};
+
+/// How many changes the table and the comment show (the JSON has them all).
+const TOP: usize = 15;
+
+fn pct(x: f64) -> String {
+    format!("{:+.1} %", 100.0 * x)
+}
+
+fn change(j: &Judged) -> String {
+    j.row.stat.change.map(pct).unwrap_or_else(|| "–".into())
+}
+
+fn ci(j: &Judged) -> String {
+    match j.row.stat.ci {
+        Some((lo, hi)) => format!("{} … {}", pct(lo), pct(hi)),
+        None => "–".into(),
+    }
+}
+
+fn p(j: &Judged) -> String {
+    match j.row.stat.p_value {
+        Some(p) if p < 1e-4 => "<0.0001".into(),
+        Some(p) => format!("{p:.4}"),
+        None => "–".into(),
+    }
+}
+
+fn median(x: Option<f64>, family: Family) -> String {
+    x.map(|v| format!("{} {}", round_sig(v), family.unit()))
+        .unwrap_or_else(|| "–".into())
+}
+
+fn what(j: &Judged) -> String {
+    let r = &j.row;
+    let mut s = match (&r.module, r.family) {
+        (Some(m), Family::Thunk | Family::Op) => format!("{m} › {}", r.key),
+        _ => r.key.clone(),
+    };
+    if r.matched == super::Matched::ByName {
+        s.push_str(" (HLO changed)");
+    }
+    s
+}
+
+fn verdict_word(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Regression => "regression",
+        Verdict::Improvement => "improvement",
+        Verdict::Inconclusive => "inconclusive",
+        Verdict::Unchanged => "unchanged",
+    }
+}
+
+/// The metrics worth showing: everything that changed or is inconclusive, then the largest
+/// unchanged ones, up to [`TOP`].
+fn shown(r: &Report) -> Vec<&Judged> {
+    r.metrics
+        .iter()
+        .filter(|m| !matches!(m.row.family, Family::Thunk | Family::Op))
+        .take(TOP)
+        .collect()
+}
+
+/// The thunks and op types of the changed modules, largest changes first.
+fn within(r: &Report) -> Vec<&Judged> {
+    let mut v: Vec<&Judged> = r
+        .metrics
+        .iter()
+        .filter(|m| matches!(m.row.family, Family::Thunk | Family::Op))
+        .filter(|m| matches!(m.verdict, Verdict::Regression | Verdict::Improvement))
+        .collect();
+    v.sort_by(|a, b| {
+        let w = |j: &Judged| j.row.stat.change.map(f64::abs).unwrap_or(0.0);
+        w(b).total_cmp(&w(a))
+    });
+    v.truncate(TOP);
+    v
+}
+
+/// The one-line verdict.
+pub fn headline(r: &Report) -> String {
+    let gated: Vec<&Judged> = r
+        .metrics
+        .iter()
+        .filter(|m| m.gates && m.verdict == Verdict::Regression)
+        .collect();
+    if gated.is_empty() {
+        let improvements = r.count(Verdict::Improvement, false);
+        let inconclusive = r.count(Verdict::Inconclusive, true);
+        let mut s = format!(
+            "No significant regression (gated: {}; threshold {}, α = {}).",
+            gate_list(r),
+            threshold_text(r),
+            r.settings.alpha
+        );
+        if improvements > 0 {
+            s.push_str(&format!(" {improvements} significant improvement(s)."));
+        }
+        if inconclusive > 0 {
+            s.push_str(&format!(
+                " {inconclusive} gated metric(s) inconclusive (fewer than {} samples on a side).",
+                r.settings.min_samples
+            ));
+        }
+        s
+    } else {
+        let first = gated[0];
+        format!(
+            "{} regression(s): {} {} {} (95 % CI {}, p {}){}.",
+            gated.len(),
+            first.row.family.name(),
+            what(first),
+            change(first),
+            ci(first),
+            p(first),
+            if gated.len() > 1 { ", …" } else { "" }
+        )
+    }
+}
+
+/// A fraction as a percentage with the digits it needs (5 %, 0.5 %, 2.25 %).
+fn percent(t: f64) -> String {
+    let p = (100.0 * t * 1e6).round() / 1e6;
+    format!("{p} %")
+}
+
+fn gate_list(r: &Report) -> String {
+    if r.settings.gate.is_empty() {
+        return "nothing".into();
+    }
+    r.settings
+        .gate
+        .iter()
+        .map(|f| f.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn threshold_text(r: &Report) -> String {
+    let mut ts: Vec<f64> = r.settings.thresholds.values().copied().collect();
+    ts.dedup();
+    if ts.len() == 1 {
+        percent(ts[0])
+    } else {
+        r.settings
+            .thresholds
+            .iter()
+            .map(|(f, t)| format!("{} {}", f.name(), percent(*t)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// The terminal rendering.
+pub fn terminal(r: &Report) -> String {
+    let mut t = Table::new(&[
+        "metric",
+        "what",
+        "base median",
+        "head median",
+        "change",
+        "95% CI",
+        "p",
+        "n",
+        "verdict",
+    ]);
+    t.align_right(&[2, 3, 4, 6]);
+    let row = |t: &mut Table, j: &Judged| {
+        t.row(vec![
+            format!("{}{}", j.row.family.name(), if j.gates { "*" } else { "" }),
+            what(j),
+            median(j.row.stat.base_median, j.row.family),
+            median(j.row.stat.head_median, j.row.family),
+            change(j),
+            ci(j),
+            p(j),
+            format!("{}/{}", j.row.stat.n_base, j.row.stat.n_head),
+            verdict_word(j.verdict).into(),
+        ])
+    };
+    for j in shown(r) {
+        row(&mut t, j);
+    }
+    let inner = within(r);
+    for j in &inner {
+        row(&mut t, j);
+    }
+    let mut s = format!("{}\n\n{}", headline(r), t.render());
+    s.push_str("* gated: a regression there fails the comparison\n");
+    for (f, names) in &r.added {
+        s.push_str(&format!(
+            "only in HEAD ({}): {}\n",
+            f.name(),
+            names.join(", ")
+        ));
+    }
+    for (f, names) in &r.removed {
+        s.push_str(&format!(
+            "only in BASE ({}): {}\n",
+            f.name(),
+            names.join(", ")
+        ));
+    }
+    s
+}
+
+/// `compare.md`: for a pull-request comment.
+pub fn markdown(r: &Report) -> String {
+    let mut s = String::new();
+    let mark = if r.exit_code == 0 { "✅" } else { "❌" };
+    s.push_str(&format!("{mark} **{}**\n\n", headline(r)));
+    s.push_str(&format!(
+        "BASE: {} ({} process(es)) · HEAD: {} ({} process(es))\n\n",
+        r.base.inputs.join(", "),
+        r.base.processes,
+        r.head.inputs.join(", "),
+        r.head.processes
+    ));
+    let table = |s: &mut String, rows: &[&Judged]| {
+        s.push_str("| metric | what | base median | head median | change | 95 % CI | p | n (base/head) | verdict |\n");
+        s.push_str("|---|---|--:|--:|--:|---|--:|---|---|\n");
+        for j in rows {
+            s.push_str(&format!(
+                "| {}{} | `{}` | {} | {} | **{}** | {} | {} | {}/{} | {} |\n",
+                j.row.family.name(),
+                if j.gates { " (gated)" } else { "" },
+                what(j),
+                median(j.row.stat.base_median, j.row.family),
+                median(j.row.stat.head_median, j.row.family),
+                change(j),
+                ci(j),
+                p(j),
+                j.row.stat.n_base,
+                j.row.stat.n_head,
+                verdict_word(j.verdict)
+            ));
+        }
+        s.push('\n');
+    };
+    s.push_str("### Top changes\n\n");
+    table(&mut s, &shown(r));
+    let inner = within(r);
+    if !inner.is_empty() {
+        s.push_str("### Where the time went (thunks and op types of the changed modules)\n\n");
+        table(&mut s, &inner);
+    }
+    if !r.added.is_empty() || !r.removed.is_empty() {
+        s.push_str("### Added and removed\n\n");
+        for (f, names) in &r.added {
+            s.push_str(&format!(
+                "- only in HEAD ({}): {}\n",
+                f.name(),
+                code_list(names)
+            ));
+        }
+        for (f, names) in &r.removed {
+            s.push_str(&format!(
+                "- only in BASE ({}): {}\n",
+                f.name(),
+                code_list(names)
+            ));
+        }
+        s.push('\n');
+    }
+    s.push_str(&format!(
+        "<sub>Medians of per-execution samples; change = head/base − 1 of the median with a {:.0} % bootstrap interval ({} resamples); p: two-sided Mann–Whitney U. A regression: worse by more than the threshold ({}) and p < {}; fewer than {} samples on a side: inconclusive. Gated: {}. nsys-jax-pipe {}.</sub>\n",
+        100.0 * r.settings.stats.confidence,
+        r.settings.stats.resamples,
+        threshold_text(r),
+        r.settings.alpha,
+        r.settings.min_samples,
+        gate_list(r),
+        env!("CARGO_PKG_VERSION"),
+    ));
+    s
+}
+
+fn code_list(names: &[String]) -> String {
+    const MAX: usize = 20;
+    let mut v: Vec<String> = names.iter().take(MAX).map(|n| format!("`{n}`")).collect();
+    if names.len() > MAX {
+        v.push(format!("and {} more", names.len() - MAX));
+    }
+    v.join(", ")
+}

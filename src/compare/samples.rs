@@ -1,0 +1,359 @@
+//! What `compare` measures on each side: the per-execution samples of every metric, gathered
+//! from the per-process shares of the analyses (module durations and collective spreads from
+//! `summary`'s share, bandwidths from `communication`'s, compile times from the compile
+//! shares) and from one share of its own, the thunk and op-type durations per module
+//! execution ([`ThunkPartial`]).
+
+use std::collections::BTreeMap;
+
+use arrow::array::AsArray;
+use arrow::datatypes::{Int32Type, Int64Type};
+use serde::{Deserialize, Serialize};
+
+use crate::analyses::communication::CommunicationPartial;
+use crate::analyses::compilation::{Compilations, RangeSums};
+use crate::analyses::summary::SummaryPartial;
+use crate::formats::hlo::HloModuleInfo;
+use crate::frames::gpu::{DEVICE, NAME, PROGRAM_EXECUTION, PROGRAM_ID, PROGRAM_NAME, PROJ_DUR};
+use crate::frames::warmup::Steady;
+use crate::stats::group_by;
+
+/// The kinds of metric `compare` compares.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    /// Steady-state duration of one execution of an XLA module.
+    Module,
+    /// Time one execution of a module waits in collectives for the other devices.
+    Wait,
+    /// Duration of one thunk (HLO op) per module execution.
+    Thunk,
+    /// Duration of all thunks of one HLO opcode per module execution.
+    Op,
+    /// Wall time of one compilation of a module.
+    Compile,
+    /// Time of one XLA pass over all compilations of a process.
+    Pass,
+    /// Bus bandwidth of one collective instance, per (collective, message size).
+    Bandwidth,
+}
+
+impl Family {
+    pub const ALL: [Family; 7] = [
+        Family::Module,
+        Family::Wait,
+        Family::Thunk,
+        Family::Op,
+        Family::Compile,
+        Family::Pass,
+        Family::Bandwidth,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Module => "module",
+            Family::Wait => "wait",
+            Family::Thunk => "thunk",
+            Family::Op => "op",
+            Family::Compile => "compile",
+            Family::Pass => "pass",
+            Family::Bandwidth => "bandwidth",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Family> {
+        Family::ALL.into_iter().find(|f| f.name() == s)
+    }
+
+    /// Whether a larger value is worse (durations) or better (bandwidth).
+    pub fn lower_is_better(self) -> bool {
+        self != Family::Bandwidth
+    }
+
+    pub fn unit(self) -> &'static str {
+        match self {
+            Family::Bandwidth => "GB/s",
+            Family::Compile => "s",
+            _ => "ms",
+        }
+    }
+}
+
+/// One metric's samples on one side.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Series {
+    /// The module's stable id (its fingerprint) for metrics within a module.
+    pub program_id: Option<String>,
+    /// The module's name for metrics within a module.
+    pub module: Option<String>,
+    /// What is measured within the module (a thunk, an opcode), or the metric's own name
+    /// (a collective and size, a pass); the module name for module-level metrics.
+    pub key: String,
+    pub values: Vec<f64>,
+}
+
+// ---------------------------------------------------------------- the thunk share
+
+/// One process's thunk and op-type durations per module execution (the map step of the
+/// `thunk` and `op` comparisons).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct ThunkPartial {
+    /// (program id, module name, thunk name, durations [ns] per (execution, device)).
+    pub thunks: Vec<(String, String, String, Vec<i64>)>,
+    /// (program id, module name, opcode, durations [ns] per (execution, device)).
+    pub ops: Vec<(String, String, String, Vec<i64>)>,
+}
+
+impl crate::engine::value::JsonValue for ThunkPartial {}
+
+/// The opcode of a thunk: that of its HLO instruction when the dump has it, else the
+/// instruction name's stem (XLA names instructions `<opcode>.<n>`).
+fn opcode(module: Option<&HloModuleInfo>, thunk: &str) -> String {
+    if let Some(m) = module
+        && let Ok(i) = m
+            .instructions
+            .binary_search_by(|ins| ins.name.as_str().cmp(thunk))
+    {
+        return m.instructions[i].opcode.clone();
+    }
+    thunk
+        .split_once('.')
+        .map_or(thunk, |(stem, _)| stem)
+        .to_string()
+}
+
+/// The map step: one process's steady-state thunks summed per (module execution, device),
+/// per thunk and per opcode. `module_of` finds a program's HLO by its stable id.
+pub fn thunk_partial<'a>(
+    steady: &Steady,
+    module_of: impl Fn(&str) -> Option<&'a HloModuleInfo>,
+) -> ThunkPartial {
+    let m = &steady.module;
+    let m_prog = m.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
+    let m_name = m.column_by_name(PROGRAM_NAME).unwrap().as_string::<i32>();
+    let name_of: BTreeMap<&str, &str> = (0..m.num_rows())
+        .map(|i| (m_prog.value(i), m_name.value(i)))
+        .collect();
+    let t = &steady.thunk;
+    let prog = t.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
+    let exec = t
+        .column_by_name(PROGRAM_EXECUTION)
+        .unwrap()
+        .as_primitive::<Int32Type>();
+    let dev = t
+        .column_by_name(DEVICE)
+        .unwrap()
+        .as_primitive::<Int32Type>();
+    let name = t.column_by_name(NAME).unwrap().as_string::<i32>();
+    let dur = t
+        .column_by_name(PROJ_DUR)
+        .unwrap()
+        .as_primitive::<Int64Type>();
+    let mut out = ThunkPartial::default();
+    for (program, rows) in group_by(t.num_rows(), |i| prog.value(i)) {
+        let hlo = module_of(program);
+        let module = name_of
+            .get(program)
+            .copied()
+            .unwrap_or_default()
+            .to_string();
+        let codes: Vec<String> = rows.iter().map(|&i| opcode(hlo, name.value(i))).collect();
+        // Per thunk name, then per opcode: sort by (key, execution, device) and sum runs.
+        let at = |r: usize| (exec.value(rows[r]), dev.value(rows[r]));
+        let d = |r: usize| dur.value(rows[r]);
+        let by_thunk = sum_per_execution(rows.len(), |r| name.value(rows[r]), at, d);
+        let by_code = sum_per_execution(rows.len(), |r| codes[r].as_str(), at, d);
+        for (thunk, v) in by_thunk {
+            out.thunks
+                .push((program.to_string(), module.clone(), thunk, v));
+        }
+        for (code, v) in by_code {
+            out.ops.push((program.to_string(), module.clone(), code, v));
+        }
+    }
+    out
+}
+
+/// Per key, the sums of `dur` per (execution, device), in (execution, device) order.
+fn sum_per_execution<'k>(
+    n: usize,
+    key: impl Fn(usize) -> &'k str,
+    at: impl Fn(usize) -> (i32, i32),
+    dur: impl Fn(usize) -> i64,
+) -> Vec<(String, Vec<i64>)> {
+    let mut out: Vec<(String, Vec<i64>)> = Vec::new();
+    for ((k, _), idx) in group_by(n, |r| (key(r), at(r))) {
+        let total: i64 = idx.iter().map(|&r| dur(r)).sum();
+        match out.last_mut() {
+            Some((last, v)) if last == k => v.push(total),
+            _ => out.push((k.to_string(), vec![total])),
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------- one side's series
+
+const NS_PER_MS: f64 = 1e6;
+
+/// Module durations per execution [ms], by program.
+pub fn modules(parts: &[&SummaryPartial]) -> Vec<Series> {
+    let mut by: BTreeMap<&str, Series> = BTreeMap::new();
+    for part in parts {
+        for m in &part.modules {
+            by.entry(m.program_id.as_str())
+                .or_insert_with(|| Series {
+                    program_id: Some(m.program_id.clone()),
+                    module: Some(m.name.clone()),
+                    key: m.name.clone(),
+                    values: vec![],
+                })
+                .values
+                .extend(m.durations_ns.iter().map(|&d| d as f64 / NS_PER_MS));
+        }
+    }
+    by.into_values().collect()
+}
+
+/// Wait time per module execution [ms] (none without communication).
+pub fn waits(parts: &[&SummaryPartial]) -> Vec<Series> {
+    let owned: Vec<SummaryPartial> = parts.iter().map(|p| (*p).clone()).collect();
+    let names: BTreeMap<String, String> = parts
+        .iter()
+        .flat_map(|p| &p.modules)
+        .map(|m| (m.program_id.clone(), m.name.clone()))
+        .collect();
+    crate::analyses::summary::wait_times(&owned)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(program, values)| {
+            let name = names.get(&program).cloned().unwrap_or_default();
+            Series {
+                program_id: Some(program),
+                module: Some(name.clone()),
+                key: name,
+                values,
+            }
+        })
+        .collect()
+}
+
+/// Thunk (or op-type) durations per module execution [ms].
+pub fn thunks(parts: &[&ThunkPartial], ops: bool) -> Vec<Series> {
+    let mut by: BTreeMap<(&str, &str), Series> = BTreeMap::new();
+    for part in parts {
+        let rows = if ops { &part.ops } else { &part.thunks };
+        for (program, module, key, v) in rows {
+            by.entry((program.as_str(), key.as_str()))
+                .or_insert_with(|| Series {
+                    program_id: Some(program.clone()),
+                    module: Some(module.clone()),
+                    key: key.clone(),
+                    values: vec![],
+                })
+                .values
+                .extend(v.iter().map(|&d| d as f64 / NS_PER_MS));
+        }
+    }
+    by.into_values().collect()
+}
+
+/// Bus bandwidth per collective instance [GB/s], per (collective, message size): the best
+/// over the devices of every process, as the `communication` analysis counts it.
+pub fn bandwidths(parts: &[&CommunicationPartial]) -> Vec<Series> {
+    type Instance<'a> = (&'a str, i32, i32);
+    let mut best: BTreeMap<(&str, i64), BTreeMap<Instance, f64>> = BTreeMap::new();
+    for part in parts {
+        for ((cl, sz), instances) in &part.bandwidth {
+            let group = best.entry((cl.as_str(), *sz)).or_default();
+            for ((p, e, t), b) in instances {
+                let v = group
+                    .entry((p.as_str(), *e, *t))
+                    .or_insert(f64::NEG_INFINITY);
+                *v = v.max(*b);
+            }
+        }
+    }
+    best.into_iter()
+        .map(|((cl, sz), inst)| Series {
+            program_id: None,
+            module: None,
+            key: format!("{cl} {}", human_bytes(sz)),
+            values: inst.into_values().filter(|v| v.is_finite()).collect(),
+        })
+        .collect()
+}
+
+pub fn human_bytes(b: i64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if v.fract() == 0.0 {
+        format!("{v:.0} {}", units[u])
+    } else {
+        format!("{v:.1} {}", units[u])
+    }
+}
+
+/// Wall time of each compilation [s], per module name.
+pub fn compiles(parts: &[&Compilations]) -> Vec<Series> {
+    let mut by: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for part in parts {
+        for c in &part.0 {
+            let name = c.module.clone().unwrap_or_else(|| c.name.clone());
+            by.entry(name).or_default().push(c.wall_s);
+        }
+    }
+    by.into_iter()
+        .map(|(name, values)| Series {
+            program_id: None,
+            module: Some(name.clone()),
+            key: name,
+            values,
+        })
+        .collect()
+}
+
+/// Time of each XLA pass per process, over all its compilations [ms].
+pub fn passes(parts: &[&RangeSums]) -> Vec<Series> {
+    let mut by: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for part in parts {
+        for (name, non_child, _) in &part.by_name {
+            if let Some(pass) = name.strip_prefix("XlaPass:#") {
+                by.entry(pass.trim_end_matches('#').to_string())
+                    .or_default()
+                    .push(non_child / NS_PER_MS);
+            }
+        }
+    }
+    by.into_iter()
+        .map(|(key, values)| Series {
+            program_id: None,
+            module: None,
+            key,
+            values,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_as_people_write_them() {
+        assert_eq!(human_bytes(8 * 1024 * 1024), "8 MiB");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(100), "100 B");
+    }
+
+    #[test]
+    fn opcode_falls_back_to_the_name_stem() {
+        assert_eq!(opcode(None, "all-gather-start.3"), "all-gather-start");
+        assert_eq!(opcode(None, "custom"), "custom");
+    }
+}
