@@ -165,6 +165,10 @@ struct RunArgs {
     /// Run no analyses: the archive holds the profile only.
     #[arg(long, conflicts_with_all = ["analyses", "pipeline"])]
     no_analysis: bool,
+    /// Record the archive under a label (e.g. a commit hash) in the cache folder, for
+    /// `compare`.
+    #[arg(long)]
+    label: Option<String>,
     /// Print no analysis tables.
     #[arg(short, long)]
     quiet: bool,
@@ -749,6 +753,9 @@ fn run(a: RunArgs, plan: &[(String, Vec<String>)]) -> Result<i32> {
             bail!("{}: analysis script not found", r.name);
         }
     }
+    if let Some(l) = &a.label {
+        crate::labels::check(l)?;
+    }
     let options = launch::NsysOptions::parse(&a.nsys_args)?;
     let shutdown_signal = options.shutdown_signal()?;
     if let Some(expr) = &a.condition
@@ -838,6 +845,14 @@ fn run(a: RunArgs, plan: &[(String, Vec<String>)]) -> Result<i32> {
     };
     if let Some(r) = reserved.as_mut() {
         r.keep = true;
+    }
+    if let Some(l) = &a.label {
+        crate::labels::record(
+            &default_cache_dir(None),
+            l,
+            std::slice::from_ref(&output),
+            &[],
+        )?;
     }
     let record = db.ctx.engine.finish();
     let after = after.elapsed();

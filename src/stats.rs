@@ -161,6 +161,35 @@ mod tests {
         assert_eq!(mann_whitney_p(&[], &hi), None);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn mann_whitney_is_a_symmetric_probability(
+            a in proptest::collection::vec(0.0f64..100.0, 1..40),
+            b in proptest::collection::vec(0.0f64..100.0, 1..40),
+        ) {
+            let p = mann_whitney_p(&a, &b).unwrap();
+            proptest::prop_assert!((0.0..=1.0).contains(&p));
+            let q = mann_whitney_p(&b, &a).unwrap();
+            proptest::prop_assert!((p - q).abs() < 1e-12);
+            // Shifting both samples together changes nothing.
+            let a2: Vec<f64> = a.iter().map(|x| x + 1000.0).collect();
+            let b2: Vec<f64> = b.iter().map(|x| x + 1000.0).collect();
+            proptest::prop_assert!((mann_whitney_p(&a2, &b2).unwrap() - p).abs() < 1e-9);
+        }
+
+        #[test]
+        fn the_bootstrap_interval_is_ordered(
+            a in proptest::collection::vec(1.0f64..100.0, 2..30),
+            b in proptest::collection::vec(1.0f64..100.0, 2..30),
+        ) {
+            let (lo, hi) = bootstrap_median_change(&a, &b, 200, 0.95, 3).unwrap();
+            proptest::prop_assert!(lo <= hi);
+            let (min_a, max_a) = (a.iter().copied().fold(f64::MAX, f64::min), a.iter().copied().fold(0.0, f64::max));
+            let (min_b, max_b) = (b.iter().copied().fold(f64::MAX, f64::min), b.iter().copied().fold(0.0, f64::max));
+            proptest::prop_assert!(lo >= min_b / max_a - 1.0 - 1e-12 && hi <= max_b / min_a - 1.0 + 1e-12);
+        }
+    }
+
     #[test]
     fn bootstrap_covers_the_true_change() {
         let base: Vec<f64> = (0..200).map(|i| 100.0 + (i % 7) as f64).collect();

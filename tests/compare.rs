@@ -233,6 +233,20 @@ fn a_ten_percent_slower_module_is_a_regression_naming_its_thunks() {
         "{text}"
     );
 
+    // The comment as a whole (deterministic: seeded intervals), the inputs' paths aside.
+    let md: String = md
+        .lines()
+        .map(|l| {
+            if l.starts_with("BASE: ") {
+                "BASE: … · HEAD: …"
+            } else {
+                l
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    insta::assert_snapshot!("compare_md_ten_percent", md);
+
     // Gating nothing: the same findings, exit 0.
     let o = compare(
         &tmp.path().join("cache"),

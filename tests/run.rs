@@ -168,13 +168,21 @@ fn run_writes_the_archive_under_the_expanded_name() {
             "run",
             "-o",
             "out/rank%q{RANK}.zip",
+            "--label",
+            "head-1234abc",
             "--capture-range=cudaProfilerApi",
             "--",
             "sh",
             "-c",
             "echo program-ran",
         ],
-        &[("RANK", "3")],
+        &[
+            ("RANK", "3"),
+            (
+                "NSYS_JAX_PIPE_CACHE",
+                b.dir.path().join("cache").to_str().unwrap(),
+            ),
+        ],
     );
     assert_ok(&o);
     assert!(stdout(&o).contains("program-ran"), "{}", stdout(&o));
@@ -237,6 +245,24 @@ fn run_writes_the_archive_under_the_expanded_name() {
         without_labels(
             serde_json::from_slice(&zip_read(&zip, "analysis/summary/summary.json")).unwrap()
         )
+    );
+    // `--label` named the archive for `compare`: the same capture as the example, no change.
+    let cmp = b.dir.path().join("compare");
+    let args = args![
+        "compare",
+        "--cache-dir",
+        &cache,
+        "-o",
+        &cmp,
+        "head-1234abc",
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mlp-fsdp-2gpu.zip"),
+    ];
+    let c = common::run(&os(&args));
+    assert_eq!(c.status.code(), Some(0), "{}{}", stdout(&c), stderr(&c));
+    let base = json(&cmp.join("compare.json"))["base"]["inputs"][0].clone();
+    assert!(
+        base.as_str().unwrap().ends_with("work/out/rank3.zip"),
+        "{base}"
     );
 }
 

@@ -68,7 +68,8 @@ fn shown(r: &Report) -> Vec<&Judged> {
         .collect()
 }
 
-/// The thunks and op types of the changed modules, largest changes first.
+/// The thunks and op types of the changed modules that changed themselves, those that gained
+/// or lost the most time first.
 fn within(r: &Report) -> Vec<&Judged> {
     let mut v: Vec<&Judged> = r
         .metrics
@@ -77,8 +78,12 @@ fn within(r: &Report) -> Vec<&Judged> {
         .filter(|m| matches!(m.verdict, Verdict::Regression | Verdict::Improvement))
         .collect();
     v.sort_by(|a, b| {
-        let w = |j: &Judged| j.row.stat.change.map(f64::abs).unwrap_or(0.0);
+        let w = |j: &Judged| match (j.row.stat.base_median, j.row.stat.head_median) {
+            (Some(b), Some(h)) => (h - b).abs(),
+            _ => 0.0,
+        };
         w(b).total_cmp(&w(a))
+            .then_with(|| a.row.key.cmp(&b.row.key))
     });
     v.truncate(TOP);
     v
