@@ -430,3 +430,86 @@ fn two_captures_of_the_same_program_show_no_regression() {
         0
     );
 }
+
+#[test]
+fn runs_of_several_processes_compare_process_by_process_pooled() {
+    let Some(f) = fixtures() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let p = pax_archives(&f);
+    let out = tmp.path().join("out");
+    let args = args![
+        "compare",
+        "--cache-dir",
+        tmp.path().join("cache"),
+        "-o",
+        &out,
+        "--base",
+        &p[0],
+        "--base",
+        &p[1],
+        "--head",
+        &p[2],
+        "--head",
+        &p[3],
+    ];
+    let o = run(&os(&args));
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let report = json(&out.join("compare.json"));
+    assert_eq!(report["base"]["processes"], 2);
+    assert_eq!(report["head"]["processes"], 2);
+    // The step function: 6 steady executions in ranks 0-1, 3 in ranks 2-3 (of the program
+    // both sides execute; the other one is only in ranks 2-3): inconclusive, not an alarm.
+    let step = report["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["family"] == "module" && m["key"] == "pjit__wrapped_step_fn")
+        .unwrap();
+    assert_eq!(
+        (
+            step["stat"]["n_base"].as_u64(),
+            step["stat"]["n_head"].as_u64()
+        ),
+        (Some(6), Some(3))
+    );
+    assert_eq!(step["verdict"], "inconclusive");
+    let added: Vec<&str> = report["added"]["module"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(added, ["pjit__wrapped_step_fn [04555b1419fd]"]);
+    // Each (collective, size) is one metric: none is both compared and listed as removed.
+    let compared: Vec<&str> = report["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["family"] == "bandwidth")
+        .map(|m| m["key"].as_str().unwrap())
+        .collect();
+    for gone in report["removed"]["bandwidth"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        assert!(!compared.contains(&gone.as_str().unwrap()), "{gone}");
+    }
+    // Compile times per module are compared too (one or two compilations a side).
+    assert!(
+        report["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["family"] == "compile")
+    );
+    assert!(
+        report["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["family"] == "pass")
+    );
+}

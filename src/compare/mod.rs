@@ -117,6 +117,8 @@ pub enum Matched {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Row {
     pub family: Family,
+    /// The module's stable id on the base side (its fingerprint), for metrics of modules.
+    pub program_id: Option<String>,
     pub module: Option<String>,
     pub key: String,
     pub matched: Matched,
@@ -176,10 +178,16 @@ pub fn stat(
     }
 }
 
+/// How a metric is named in the lists of added and removed ones; a module's short
+/// fingerprint tells apart programs of the same name.
 fn label(s: &Series) -> String {
-    match &s.module {
+    let name = match &s.module {
         Some(m) if *m != s.key => format!("{m}/{}", s.key),
         _ => s.key.clone(),
+    };
+    match &s.program_id {
+        Some(id) => format!("{name} [{}]", crate::analyses::summary::short_id(id)),
+        None => name,
     }
 }
 
@@ -237,6 +245,7 @@ pub fn compare_series(
         .into_iter()
         .map(|(b, h, matched)| Row {
             family,
+            program_id: b.program_id.clone(),
             module: b.module.clone(),
             key: b.key.clone(),
             matched,
@@ -674,8 +683,8 @@ mod tests {
             matched,
             vec![("step", Matched::Same), ("eval", Matched::ByName)]
         );
-        assert_eq!(c.added, vec!["new".to_string()]);
-        assert_eq!(c.removed, vec!["gone".to_string()]);
+        assert_eq!(c.added, vec!["new [fp4]".to_string()]);
+        assert_eq!(c.removed, vec!["gone [fp3]".to_string()]);
     }
 
     #[test]

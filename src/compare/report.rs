@@ -37,12 +37,28 @@ fn median(x: Option<f64>, family: Family) -> String {
         .unwrap_or_else(|| "–".into())
 }
 
-fn what(j: &Judged) -> String {
-    let r = &j.row;
-    let mut s = match (&r.module, r.family) {
-        (Some(m), Family::Thunk | Family::Op) => format!("{m} › {}", r.key),
-        _ => r.key.clone(),
+fn what(r: &Report, j: &Judged) -> String {
+    let row = &j.row;
+    let mut module = row.module.clone();
+    // Programs of the same name (e.g. one step function compiled twice): add the short
+    // fingerprint.
+    if let (Some(m), Some(id)) = (&module, &row.program_id) {
+        let twins = r
+            .metrics
+            .iter()
+            .filter(|o| o.row.family == row.family && o.row.module.as_ref() == Some(m))
+            .filter(|o| o.row.key == row.key && o.row.program_id != row.program_id)
+            .count();
+        if twins > 0 {
+            module = Some(format!("{m} [{}]", crate::analyses::summary::short_id(id)));
+        }
+    }
+    let mut s = match (&module, row.family) {
+        (Some(m), Family::Thunk | Family::Op) => format!("{m} › {}", row.key),
+        (Some(m), _) => m.clone(),
+        _ => row.key.clone(),
     };
+    let r = row;
     if r.matched == super::Matched::ByName {
         s.push_str(" (HLO changed)");
     }
@@ -121,7 +137,7 @@ pub fn headline(r: &Report) -> String {
             "{} regression(s): {} {} {} (95 % CI {}, p {}){}.",
             gated.len(),
             first.row.family.name(),
-            what(first),
+            what(r, first),
             change(first),
             ci(first),
             p(first),
@@ -180,7 +196,7 @@ pub fn terminal(r: &Report) -> String {
     let row = |t: &mut Table, j: &Judged| {
         t.row(vec![
             format!("{}{}", j.row.family.name(), if j.gates { "*" } else { "" }),
-            what(j),
+            what(r, j),
             median(j.row.stat.base_median, j.row.family),
             median(j.row.stat.head_median, j.row.family),
             change(j),
@@ -236,7 +252,7 @@ pub fn markdown(r: &Report) -> String {
                 "| {}{} | `{}` | {} | {} | **{}** | {} | {} | {}/{} | {} |\n",
                 j.row.family.name(),
                 if j.gates { " (gated)" } else { "" },
-                what(j),
+                what(r, j),
                 median(j.row.stat.base_median, j.row.family),
                 median(j.row.stat.head_median, j.row.family),
                 change(j),

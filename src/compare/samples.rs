@@ -284,6 +284,8 @@ pub fn bandwidths(parts: &[&CommunicationPartial]) -> Vec<Series> {
         .collect()
 }
 
+/// A message size as people write it when that is exact (`8 MiB`), else in bytes with an
+/// approximation (`7012352 B (6.69 MiB)`): two sizes never read the same.
 pub fn human_bytes(b: i64) -> String {
     let units = ["B", "KiB", "MiB", "GiB"];
     let mut v = b as f64;
@@ -295,7 +297,7 @@ pub fn human_bytes(b: i64) -> String {
     if v.fract() == 0.0 {
         format!("{v:.0} {}", units[u])
     } else {
-        format!("{v:.1} {}", units[u])
+        format!("{b} B ({v:.2} {})", units[u])
     }
 }
 
@@ -347,7 +349,8 @@ mod tests {
     #[test]
     fn sizes_read_as_people_write_them() {
         assert_eq!(human_bytes(8 * 1024 * 1024), "8 MiB");
-        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(1536), "1536 B (1.50 KiB)");
+        assert_ne!(human_bytes(7_012_352), human_bytes(7_012_353));
         assert_eq!(human_bytes(100), "100 B");
     }
 
