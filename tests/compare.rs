@@ -512,4 +512,21 @@ fn runs_of_several_processes_compare_process_by_process_pooled() {
             .iter()
             .any(|m| m["family"] == "pass")
     );
+
+    // Profiles of different programs: nothing in common to compare, an input error.
+    let other = tmp.path().join("other");
+    let args = args![
+        "compare",
+        "--cache-dir",
+        tmp.path().join("cache"),
+        "-o",
+        &other,
+        &p[0],
+        example()
+    ];
+    let o = run(&os(&args));
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no XLA module in common"), "{err}");
+    assert!(!other.exists());
 }
