@@ -619,13 +619,20 @@ fn combine(a: CombineArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
     let results = run_analyses(&db, run, &requests)?;
     entries.extend(analysis_entries(&results));
     let members = entries.len();
-    crate::formats::archive_writer::write_zip(entries, &output, a.force)?;
+    // An existing output (with -f) that is, unchanged, what this would write stays as it is.
+    let key = crate::formats::archive_writer::archive_key(&entries);
+    let unchanged = db.ctx.engine.output_is(&output, key);
+    if !unchanged {
+        crate::formats::archive_writer::write_zip(entries, &output, a.force)?;
+        db.ctx.engine.record_output(&output, key)?;
+    }
     let record = db.ctx.engine.finish();
     let mut stdout = std::io::stdout().lock();
     print_results(&mut stdout, &results.texts, a.quiet, a.explain, &record)?;
     writeln!(
         stdout,
-        "wrote {} ({} members from {} inputs; {} nodes executed, {} reused, {:.0} ms)",
+        "{} {} ({} members from {} inputs; {} nodes executed, {} reused, {:.0} ms)",
+        if unchanged { "unchanged:" } else { "wrote" },
         output.display(),
         members,
         a.inputs.len(),

@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 fn combine(dir: &Path, extra: &[&str], inputs: &[PathBuf]) -> std::process::Output {
@@ -149,6 +150,24 @@ fn four_pax_archives_combine_into_the_nsys_jax_layout_and_analyse_the_same() {
     let o = combine(dir.path(), &["-o", out.to_str().unwrap(), "-f"], &inputs);
     assert_ok(&o);
     assert!(!zip_members(&out).iter().any(|m| m.starts_with("analysis/")));
+    // Again: the archive there is, unchanged, what this writes: left as it is.
+    let before = std::fs::metadata(&out).unwrap().modified().unwrap();
+    let o = combine(dir.path(), &["-o", out.to_str().unwrap(), "-f"], &inputs);
+    assert_ok(&o);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("unchanged: "), "{text}");
+    assert_eq!(std::fs::metadata(&out).unwrap().modified().unwrap(), before);
+    // Touched by someone else: written again.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&out)
+        .unwrap()
+        .write_all(b"x")
+        .unwrap();
+    let o = combine(dir.path(), &["-o", out.to_str().unwrap(), "-f"], &inputs);
+    assert_ok(&o);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("wrote "));
+    assert!(!zip_members(&out).is_empty());
 }
 
 #[test]

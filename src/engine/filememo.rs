@@ -23,6 +23,16 @@ struct Stamp {
 /// Separates a path from the tag of a derived key in the memo's entry names.
 const TAG_SEPARATOR: char = '\0';
 
+fn entry_name(path: &Path, tag: Option<&str>) -> String {
+    let canon = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut name = canon.to_string_lossy().into_owned();
+    if let Some(tag) = tag {
+        name.push(TAG_SEPARATOR);
+        name.push_str(tag);
+    }
+    name
+}
+
 /// The memo, loaded from and saved to a file in the cache directory (if any).
 pub struct FileMemo {
     file: Option<PathBuf>,
@@ -67,22 +77,25 @@ impl FileMemo {
         compute: impl FnOnce() -> Result<Key>,
     ) -> Result<Key> {
         let md = fs::metadata(path).with_context(|| format!("{}: cannot read", path.display()))?;
-        let canon = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        let mut name = canon.to_string_lossy().into_owned();
-        if let Some(tag) = tag {
-            name.push(TAG_SEPARATOR);
-            name.push_str(tag);
-        }
-        let mtime_ns = md.mtime() as i128 * 1_000_000_000 + md.mtime_nsec() as i128;
-        if let Some(s) = self.entries.lock().unwrap().get(&name)
-            && s.size == md.len()
-            && s.mtime_ns == mtime_ns
-            && s.inode == md.ino()
-            && s.dev == md.dev()
-        {
-            return Ok(s.key);
+        let name = entry_name(path, tag);
+        if let Some(key) = self.lookup(&name, &md) {
+            return Ok(key);
         }
         let key = compute()?;
+        self.insert(name, &md, key);
+        Ok(key)
+    }
+
+    fn lookup(&self, name: &str, md: &fs::Metadata) -> Option<Key> {
+        let mtime_ns = md.mtime() as i128 * 1_000_000_000 + md.mtime_nsec() as i128;
+        let entries = self.entries.lock().unwrap();
+        let s = entries.get(name)?;
+        (s.size == md.len() && s.mtime_ns == mtime_ns && s.inode == md.ino() && s.dev == md.dev())
+            .then_some(s.key)
+    }
+
+    fn insert(&self, name: String, md: &fs::Metadata, key: Key) {
+        let mtime_ns = md.mtime() as i128 * 1_000_000_000 + md.mtime_nsec() as i128;
         self.entries.lock().unwrap().insert(
             name,
             Stamp {
@@ -94,7 +107,20 @@ impl FileMemo {
             },
         );
         *self.dirty.lock().unwrap() = true;
-        Ok(key)
+    }
+
+    /// The key recorded under `tag` for the file at `path` as it is now (None when none was
+    /// recorded, or the file changed since).
+    pub fn recorded(&self, path: &Path, tag: &str) -> Option<Key> {
+        let md = fs::metadata(path).ok()?;
+        self.lookup(&entry_name(path, Some(tag)), &md)
+    }
+
+    /// Record `key` under `tag` for the file at `path` as it is now.
+    pub fn record(&self, path: &Path, tag: &str, key: Key) -> Result<()> {
+        let md = fs::metadata(path).with_context(|| format!("{}: cannot read", path.display()))?;
+        self.insert(entry_name(path, Some(tag)), &md, key);
+        Ok(())
     }
 
     /// Write the memo back (atomically) if it changed. Failures only cost a re-hash later.

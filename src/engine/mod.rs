@@ -95,6 +95,18 @@ impl Engine {
         self.memo.derived(path, tag, compute)
     }
 
+    /// Whether the file at `path` is, unchanged, the output this engine recorded with `key`
+    /// (see [`Engine::record_output`]).
+    pub fn output_is(&self, path: &Path, key: Key) -> bool {
+        self.store.is_some() && self.memo.recorded(path, "written-output") == Some(key)
+    }
+
+    /// Record that the file at `path` was written with content key `key`, so that a later
+    /// run producing the same content can leave it as it is.
+    pub fn record_output(&self, path: &Path, key: Key) -> Result<()> {
+        self.memo.record(path, "written-output", key)
+    }
+
     /// The value of node `(kind, key)`: from the store when present and intact, else computed
     /// by `compute`, stored and recorded as executed. Within one process, concurrent and later
     /// requests for the same node share one computation (nodes of identical content, such as

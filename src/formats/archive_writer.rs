@@ -126,6 +126,25 @@ impl Entry {
     }
 }
 
+/// A content key of the archive `entries` would make: their names, contents and
+/// compression, in order, and the writer's version.
+pub fn archive_key(entries: &[Entry]) -> crate::engine::Key {
+    let mut kb = crate::engine::KeyBuilder::new(
+        "archive",
+        &crate::engine::versions::of(&["formats/archive_writer.rs"]),
+    );
+    for e in entries {
+        let how: &[u8] = match &e.content {
+            Content::Raw(_, true) => b"deflated",
+            Content::Raw(_, false) => b"stored",
+            Content::Packed(..) => b"packed",
+            Content::InZip(..) => b"copied",
+        };
+        kb = kb.param(&e.name, [how, &e.content_hash()[..]].concat());
+    }
+    kb.finish()
+}
+
 /// Deflate level: fast, since the largest deflated member, the report, is itself mostly
 /// compressed (level 6 gains ~3 % on it at twice the time).
 const DEFLATE_LEVEL: i64 = 1;
