@@ -947,6 +947,38 @@ pub fn compile_sums(db: &Db, p: Process) -> NodeResult<analyses::compilation::Ra
     Ok(Out { key, value })
 }
 
+/// How many consecutive processes' compile sums are added up into one stored group: the
+/// summary's reduce reads one stored sum per group instead of one share per process, so a run
+/// with one more process reads its groups (all but the last unchanged) and the new share.
+const COMPILE_GROUP: usize = 16;
+
+/// The compile sums of processes `[16 g, 16 g + 16)` of a run, added up in process order.
+fn compile_sums_group(
+    db: &Db,
+    run: Run,
+    g: usize,
+) -> Result<Arc<analyses::compilation::RangeSums>> {
+    let procs = run.processes(db);
+    let members = &procs[g * COMPILE_GROUP..procs.len().min((g + 1) * COMPILE_GROUP)];
+    let mut kb = KeyBuilder::new("compile-sums-group", &versions::of(&COMPILATION_SOURCES));
+    for &p in members {
+        kb = kb.input(&compile_share_key(db, p, "compile-sums", false)?);
+    }
+    let label = format!(
+        "processes {}–{}",
+        g * COMPILE_GROUP,
+        g * COMPILE_GROUP + members.len() - 1
+    );
+    db.engine()
+        .node("compile-sums-group", &label, kb.finish(), || {
+            let shares = members
+                .iter()
+                .map(|&p| Ok(compile_sums(db, p)?.value.as_ref().clone()))
+                .collect::<std::result::Result<Vec<_>, NodeError>>()?;
+            Ok(analyses::compilation::add_up(&shares))
+        })
+}
+
 /// One process's compilations, each with its breakdown (the share of `compilation`).
 pub fn compilations(
     db: &Db,
@@ -1162,10 +1194,22 @@ pub fn prepare_processes(
             if needs.thunks {
                 thunk_partial(db, run, p)?;
             }
-            if needs.compile_sums {
+            // Stored compile shares are left in the store: the reduces read them (or the
+            // stored sums of whole groups of processes) when they need them.
+            if needs.compile_sums
+                && !stored(
+                    "compile-sums",
+                    Some(compile_share_key(db, p, "compile-sums", false)?),
+                )
+            {
                 compile_sums(db, p)?;
             }
-            if needs.compilations {
+            if needs.compilations
+                && !stored(
+                    "compilations",
+                    Some(compile_share_key(db, p, "compilations", false)?),
+                )
+            {
                 compilations(db, p, false)?;
             }
             on_done();
@@ -1279,11 +1323,13 @@ pub fn analysis(db: &dyn Graph, run: Run, spec: AnalysisSpec) -> NodeResult<Anal
                 key,
                 Box::new(move || {
                     let mut partials = Vec::new();
-                    let mut compile = Vec::new();
                     for &p in run.processes(db) {
                         partials.push(summary_partial(db, run, p)?.value.as_ref().clone());
-                        compile.push(compile_sums(db, p)?.value.as_ref().clone());
                     }
+                    let groups = run.processes(db).len().div_ceil(COMPILE_GROUP);
+                    let compile = (0..groups)
+                        .map(|g| Ok(compile_sums_group(db, run, g)?.as_ref().clone()))
+                        .collect::<Result<Vec<_>>>()?;
                     let s = analyses::summary::Summary {
                         modules: analyses::summary::module_rows(&partials),
                         compilation: analyses::compilation::reduce_summary(&compile),

@@ -318,8 +318,8 @@ pub fn summary_tables(frames: &[RecordBatch]) -> Result<CompilationTables> {
     Ok(reduce_summary(&sums))
 }
 
-/// nsys-jax's summary tables from the processes' shares, added in process order.
-pub fn reduce_summary(shares: &[RangeSums]) -> CompilationTables {
+/// Shares added up in order, per range name.
+fn sums_by_name(shares: &[RangeSums]) -> BTreeMap<String, (f64, f64)> {
     let mut by_name: BTreeMap<String, (f64, f64)> = BTreeMap::new();
     for share in shares {
         for (name, nc, c) in &share.by_name {
@@ -332,6 +332,23 @@ pub fn reduce_summary(shares: &[RangeSums]) -> CompilationTables {
             entry.1 += c;
         }
     }
+    by_name
+}
+
+/// The shares of several processes as one (added in order).
+pub fn add_up(shares: &[RangeSums]) -> RangeSums {
+    RangeSums {
+        by_name: sums_by_name(shares)
+            .into_iter()
+            .map(|(n, (nc, c))| (n, nc, c))
+            .collect(),
+    }
+}
+
+/// nsys-jax's summary tables from the processes' shares (or sums of consecutive groups of
+/// them), added in process order.
+pub fn reduce_summary(shares: &[RangeSums]) -> CompilationTables {
+    let by_name = sums_by_name(shares);
     // `+ 0.0`: an empty sum is -0.0.
     let total_ns: f64 = by_name.values().map(|v| v.0).sum::<f64>() + 0.0;
     let total_ms = total_ns * 1e-6;
