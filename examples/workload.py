@@ -16,7 +16,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 STEPS = int(os.environ.get("STEPS", "8"))
 PROFILE_FROM = int(os.environ.get("PROFILE_FROM", "3"))
-WIDTH, HIDDEN = 1024, 4096
+WIDTH, HIDDEN = 1024, int(os.environ.get("HIDDEN", "4096"))
 
 devices = jax.devices()
 mesh = Mesh(devices, ("data",))

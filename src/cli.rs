@@ -255,6 +255,12 @@ struct CompareArgs {
     /// A process of the head run (archive, report or label). Repeatable.
     #[arg(long = "head", value_name = "INPUT")]
     head: Vec<String>,
+    /// A process of a second profile of the base, made the same way (repeatable as --base).
+    /// Each metric's base-vs-rerun change is its run-to-run noise and is added to its
+    /// threshold: run-to-run variation (clocks, placement, communication set-up) is not in
+    /// the spread of one run's executions.
+    #[arg(long = "base-rerun", value_name = "INPUT")]
+    base_rerun: Vec<String>,
     /// Output folder.
     #[arg(short, long, default_value = "nsys-jax-pipe-compare")]
     output: PathBuf,
@@ -1235,15 +1241,21 @@ fn compare(a: CompareArgs) -> Result<i32> {
     let cache_dir = (!a.no_cache).then(|| default_cache_dir(a.cache.cache_dir.as_deref()));
     let (base_inputs, base_shown) = compare_side(&base, cache_dir.as_deref())?;
     let (head_inputs, head_shown) = compare_side(&head, cache_dir.as_deref())?;
-    for i in base_inputs.iter().chain(&head_inputs) {
+    let (rerun_inputs, rerun_shown) = compare_side(&a.base_rerun, cache_dir.as_deref())?;
+    for i in base_inputs.iter().chain(&head_inputs).chain(&rerun_inputs) {
         if let graph::RunInput::Capture(c) = i {
             eprintln!("{}", c.dump_note);
         }
     }
     let engine = Engine::new(cache_dir.as_deref())?;
-    let (db, runs) = graph::open_runs(engine, &[base_inputs, head_inputs], a.nsys.clone())?;
-    let (base_run, head_run) = (runs[0], runs[1]);
-    for run in [base_run, head_run] {
+    let with_rerun = !rerun_inputs.is_empty();
+    let mut sides = vec![base_inputs, head_inputs];
+    if with_rerun {
+        sides.push(rerun_inputs);
+    }
+    let (db, runs) = graph::open_runs(engine, &sides, a.nsys.clone())?;
+    let (base_run, head_run, rerun) = (runs[0], runs[1], runs.get(2).copied());
+    for &run in &runs {
         graph::prepare_archives(&db, run)?;
     }
     // The per-process shares, in parallel, unless they are all stored.
@@ -1255,9 +1267,12 @@ fn compare(a: CompareArgs) -> Result<i32> {
         compilations: true,
         ..Default::default()
     };
-    if !(graph::shares_stored(&db, base_run, needs)? && graph::shares_stored(&db, head_run, needs)?)
-    {
-        let n = (base_run.processes(&db).len() + head_run.processes(&db).len()) as u64;
+    let mut all_stored = true;
+    for &run in &runs {
+        all_stored &= graph::shares_stored(&db, run, needs)?;
+    }
+    if !all_stored {
+        let n = runs.iter().map(|r| r.processes(&db).len()).sum::<usize>() as u64;
         let bar = indicatif::ProgressBar::new(n).with_style(
             indicatif::ProgressStyle::with_template(
                 "{spinner} loading profiles {pos}/{len} [{elapsed}]",
@@ -1265,9 +1280,9 @@ fn compare(a: CompareArgs) -> Result<i32> {
             .expect("valid template"),
         );
         bar.enable_steady_tick(std::time::Duration::from_millis(200));
-        let result = [base_run, head_run]
-            .into_iter()
-            .try_for_each(|run| graph::prepare_processes(&db, run, needs, &|| bar.inc(1)));
+        let result = runs
+            .iter()
+            .try_for_each(|&run| graph::prepare_processes(&db, run, needs, &|| bar.inc(1)));
         bar.finish_and_clear();
         result?;
     }
@@ -1280,8 +1295,12 @@ fn compare(a: CompareArgs) -> Result<i32> {
             inputs: head_shown,
             processes: head_run.processes(&db).len(),
         },
+        rerun.map(|r| compare::SideInfo {
+            inputs: rerun_shown,
+            processes: r.processes(&db).len(),
+        }),
     );
-    let report = compare::compare(&db, base_run, head_run, &settings, sides)?;
+    let report = compare::compare(&db, base_run, head_run, rerun, &settings, sides)?;
     let record = db.ctx.engine.finish();
     write_atomic(
         &a.output.join("compare.json"),

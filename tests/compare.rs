@@ -530,3 +530,70 @@ fn runs_of_several_processes_compare_process_by_process_pooled() {
     assert!(err.contains("no XLA module in common"), "{err}");
     assert!(!other.exists());
 }
+
+#[test]
+fn a_rerun_of_the_base_adds_run_to_run_noise_to_the_threshold() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    // The base profiled again came out 8 % slower (as two real H200 runs of the example
+    // workload did, by 12.7 %): a head 10 % slower is within that noise, 20 % is not.
+    let rerun = tmp.path().join("rerun.zip");
+    slowed_copy(&example(), "jit_train_step", 1.08, &rerun);
+    let head10 = tmp.path().join("head10.zip");
+    slowed_copy(&example(), "jit_train_step", 1.10, &head10);
+    let head20 = tmp.path().join("head20.zip");
+    slowed_copy(&example(), "jit_train_step", 1.20, &head20);
+    let go = |head: &Path, out: &Path| {
+        let args = args![
+            "compare",
+            "--cache-dir",
+            &cache,
+            "-o",
+            out,
+            "--base",
+            example(),
+            "--base-rerun",
+            &rerun,
+            "--head",
+            head,
+        ];
+        run(&os(&args))
+    };
+    let out = tmp.path().join("o10");
+    let o = go(&head10, &out);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let report = json(&out.join("compare.json"));
+    let step = report["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["family"] == "module" && m["key"] == "jit_train_step")
+        .unwrap();
+    let noise = step["noise"].as_f64().unwrap();
+    assert!((noise - 0.08).abs() < 0.01, "{noise}");
+    assert!((step["threshold"].as_f64().unwrap() - (0.05 + noise)).abs() < 1e-12);
+    assert_eq!(step["verdict"], "unchanged");
+    assert!(
+        report["rerun"]["inputs"][0]
+            .as_str()
+            .unwrap()
+            .ends_with("rerun.zip")
+    );
+    let md = std::fs::read_to_string(out.join("compare.md")).unwrap();
+    assert!(md.contains("BASE rerun: "), "{md}");
+    assert!(md.contains("unchanged (run-to-run ±8.0 %)"), "{md}");
+
+    let o = go(&head20, &tmp.path().join("o20"));
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    // Without the rerun, 10 % is a regression.
+    let args = args![
+        "compare",
+        "--cache-dir",
+        &cache,
+        "-o",
+        tmp.path().join("o"),
+        example(),
+        &head10
+    ];
+    assert_eq!(run(&os(&args)).status.code(), Some(1));
+}

@@ -280,7 +280,8 @@ pub fn worse_by(family: Family, change: f64) -> f64 {
     }
 }
 
-pub fn verdict(row: &Row, s: &Settings) -> Verdict {
+/// The verdict on one metric at threshold `t` (the family's, plus any run-to-run noise).
+pub fn verdict(row: &Row, s: &Settings, t: f64) -> Verdict {
     let st = &row.stat;
     if st.n_base < s.min_samples.max(2) || st.n_head < s.min_samples.max(2) {
         return Verdict::Inconclusive;
@@ -292,7 +293,6 @@ pub fn verdict(row: &Row, s: &Settings) -> Verdict {
         return Verdict::Unchanged;
     }
     let worse = worse_by(row.family, change);
-    let t = s.threshold(row.family);
     if worse > t {
         Verdict::Regression
     } else if worse < -t {
@@ -310,7 +310,11 @@ pub struct Judged {
     pub verdict: Verdict,
     /// Whether this metric's family decides the exit code.
     pub gates: bool,
+    /// The threshold applied: the family's, plus the run-to-run noise when known.
     pub threshold: f64,
+    /// The metric's run-to-run change between the base and its rerun (`--base-rerun`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub noise: Option<f64>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -327,6 +331,9 @@ pub struct Report {
     pub exit_code: i32,
     pub base: SideInfo,
     pub head: SideInfo,
+    /// The base's rerun, when given (its changes are the run-to-run noise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rerun: Option<SideInfo>,
     pub settings: Settings,
     /// Gated regressions, then other regressions, improvements, inconclusive and unchanged
     /// metrics; within each, the largest changes first.
@@ -346,15 +353,30 @@ impl Report {
     }
 }
 
-fn judge(comparisons: &BTreeMap<Family, FamilyComparison>, s: &Settings) -> Vec<Judged> {
+type Noise = BTreeMap<(Family, Option<String>, String), f64>;
+
+fn judge(
+    comparisons: &BTreeMap<Family, FamilyComparison>,
+    s: &Settings,
+    noise: Option<&Noise>,
+) -> Vec<Judged> {
     let mut out: Vec<Judged> = comparisons
         .values()
         .flat_map(|c| &c.rows)
-        .map(|row| Judged {
-            verdict: verdict(row, s),
-            gates: s.gate.contains(&row.family),
-            threshold: s.threshold(row.family),
-            row: row.clone(),
+        .map(|row| {
+            let n = noise.map(|n| {
+                n.get(&(row.family, row.module.clone(), row.key.clone()))
+                    .copied()
+                    .unwrap_or(0.0)
+            });
+            let threshold = s.threshold(row.family) + n.unwrap_or(0.0);
+            Judged {
+                verdict: verdict(row, s, threshold),
+                gates: s.gate.contains(&row.family),
+                threshold,
+                noise: n,
+                row: row.clone(),
+            }
         })
         .collect();
     let severity = |j: &Judged| {
@@ -424,14 +446,15 @@ fn values<T>(outs: &Outs<T>) -> Vec<&T> {
     outs.iter().map(|o| o.value.as_ref()).collect()
 }
 
-/// Compare two runs held by one database.
-pub fn compare(
+/// Every family's comparison of two runs held by one database. Thunks and op types are
+/// compared within `changed` when given, else within the modules whose comparison changed.
+fn families(
     db: &Db,
     base: Run,
     head: Run,
     s: &Settings,
-    sides: (SideInfo, SideInfo),
-) -> Result<Report> {
+    changed: Option<&BTreeSet<String>>,
+) -> Result<(BTreeMap<Family, FamilyComparison>, BTreeSet<String>)> {
     let st = &s.stats;
     let mut out: BTreeMap<Family, FamilyComparison> = BTreeMap::new();
 
@@ -456,12 +479,20 @@ pub fn compare(
     );
 
     // Where the time went: thunks and op types of the modules that changed.
-    let changed: BTreeSet<String> = out[&Family::Module]
-        .rows
-        .iter()
-        .filter(|r| matches!(verdict(r, s), Verdict::Regression | Verdict::Improvement))
-        .filter_map(|r| r.module.clone())
-        .collect();
+    let changed: BTreeSet<String> = match changed {
+        Some(c) => c.clone(),
+        None => out[&Family::Module]
+            .rows
+            .iter()
+            .filter(|r| {
+                matches!(
+                    verdict(r, s, s.threshold(r.family)),
+                    Verdict::Regression | Verdict::Improvement
+                )
+            })
+            .filter_map(|r| r.module.clone())
+            .collect(),
+    };
     for family in [Family::Thunk, Family::Op] {
         let cmp = if changed.is_empty() {
             FamilyComparison::default()
@@ -540,6 +571,30 @@ pub fn compare(
         })?,
     );
 
+    Ok((out, changed))
+}
+
+/// Compare two runs held by one database; with `rerun` (another profile of the base, made
+/// the same way), each metric's base-vs-rerun change is its run-to-run noise, added to its
+/// threshold.
+pub fn compare(
+    db: &Db,
+    base: Run,
+    head: Run,
+    rerun: Option<Run>,
+    s: &Settings,
+    sides: (SideInfo, SideInfo, Option<SideInfo>),
+) -> Result<Report> {
+    let (out, changed) = families(db, base, head, s, None)?;
+    let mut noise: BTreeMap<(Family, Option<String>, String), f64> = BTreeMap::new();
+    if let Some(rerun) = rerun {
+        let (aa, _) = families(db, base, rerun, s, Some(&changed))?;
+        for row in aa.values().flat_map(|c| &c.rows) {
+            if let Some(c) = row.stat.change {
+                noise.insert((row.family, row.module.clone(), row.key.clone()), c.abs());
+            }
+        }
+    }
     if out[&Family::Module].rows.is_empty()
         && out[&Family::Compile].rows.is_empty()
         && out[&Family::Pass].rows.is_empty()
@@ -548,16 +603,17 @@ pub fn compare(
             "BASE and HEAD have no XLA module in common: nothing to compare (are they profiles of the same program?)"
         );
     }
-    let metrics = judge(&out, s);
+    let metrics = judge(&out, s, rerun.map(|_| &noise));
     let regression = metrics
         .iter()
         .any(|m| m.gates && m.verdict == Verdict::Regression);
-    let (base_info, head_info) = sides;
+    let (base_info, head_info, rerun_info) = sides;
     Ok(Report {
         verdict: if regression { "regression" } else { "ok" }.into(),
         exit_code: regression as i32,
         base: base_info,
         head: head_info,
+        rerun: rerun_info,
         settings: s.clone(),
         metrics,
         added: out
@@ -695,7 +751,7 @@ mod tests {
             let b = series("p", "m", "m", b);
             let h = series("p", "m", "m", h);
             let c = compare_series(f, &[b], &[h], &st);
-            verdict(&c.rows[0], &s)
+            verdict(&c.rows[0], &s, s.threshold(f))
         };
         let base = noisy(40, 1.0, 5);
         let slow10: Vec<f64> = noisy(40, 1.10, 6);

@@ -74,6 +74,18 @@ fn verdict_word(v: Verdict) -> &'static str {
     }
 }
 
+/// The verdict, with the run-to-run noise that was added to the threshold when known.
+fn verdict_cell(j: &Judged) -> String {
+    match j.noise {
+        Some(n) => format!(
+            "{} (run-to-run ±{:.1} %)",
+            verdict_word(j.verdict),
+            100.0 * n
+        ),
+        None => verdict_word(j.verdict).to_string(),
+    }
+}
+
 /// The metrics worth showing: everything that changed or is inconclusive, then the largest
 /// unchanged ones, up to [`TOP`].
 fn shown(r: &Report) -> Vec<&Judged> {
@@ -203,7 +215,7 @@ pub fn terminal(r: &Report) -> String {
             ci(j),
             p(j),
             format!("{}/{}", j.row.stat.n_base, j.row.stat.n_head),
-            verdict_word(j.verdict).into(),
+            verdict_cell(j),
         ])
     };
     for j in shown(r) {
@@ -214,6 +226,9 @@ pub fn terminal(r: &Report) -> String {
         row(&mut t, j);
     }
     let mut s = format!("{}\n\n{}", headline(r), t.render());
+    if r.rerun.is_some() {
+        s.push_str("thresholds include each metric's run-to-run change (base against its rerun)\n");
+    }
     s.push_str("* gated: a regression there fails the comparison\n");
     for (f, names) in &r.added {
         s.push_str(&format!(
@@ -244,6 +259,12 @@ pub fn markdown(r: &Report) -> String {
         r.head.inputs.join(", "),
         r.head.processes
     ));
+    if let Some(rr) = &r.rerun {
+        s.push_str(&format!(
+            "BASE rerun: {} — each metric's threshold includes its change between the two base profiles (run-to-run noise).\n\n",
+            rr.inputs.join(", ")
+        ));
+    }
     let table = |s: &mut String, rows: &[&Judged]| {
         s.push_str("| metric | what | base median | head median | change | 95 % CI | p | n (base/head) | verdict |\n");
         s.push_str("|---|---|--:|--:|--:|---|--:|---|---|\n");
@@ -260,7 +281,7 @@ pub fn markdown(r: &Report) -> String {
                 p(j),
                 j.row.stat.n_base,
                 j.row.stat.n_head,
-                verdict_word(j.verdict)
+                verdict_cell(j)
             ));
         }
         s.push('\n');
