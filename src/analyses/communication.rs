@@ -134,10 +134,13 @@ pub fn partial(steady: &Steady) -> CommunicationPartial {
 
 /// The reduce step: bandwidth per (collective, size) over the instances of every process,
 /// an instance's bandwidth being its best over all devices; hidden fractions.
-pub fn reduce(partials: &[CommunicationPartial]) -> Communication {
+/// Per (collective, message size), each instance's bus bandwidth: its best over the devices
+/// of every process (the fastest device arrived last, so it has no waiting in it).
+pub fn best_per_instance<'a, I>(partials: I) -> BTreeMap<(&'a str, i64), Vec<f64>>
+where
+    I: IntoIterator<Item = &'a CommunicationPartial>,
+{
     let mut best: BTreeMap<(&str, i64), BTreeMap<(&str, i32, i32), f64>> = BTreeMap::new();
-    let mut fractions: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-    let (mut total_hidden, mut total) = (0i64, 0i64);
     for part in partials {
         for ((cl, sz), instances) in &part.bandwidth {
             let group = best.entry((cl.as_str(), *sz)).or_default();
@@ -148,6 +151,17 @@ pub fn reduce(partials: &[CommunicationPartial]) -> Communication {
                 *v = v.max(*b);
             }
         }
+    }
+    best.into_iter()
+        .map(|(k, inst)| (k, inst.into_values().collect()))
+        .collect()
+}
+
+pub fn reduce(partials: &[CommunicationPartial]) -> Communication {
+    let best = best_per_instance(partials);
+    let mut fractions: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let (mut total_hidden, mut total) = (0i64, 0i64);
+    for part in partials {
         for (cl, f) in &part.hidden {
             fractions
                 .entry(cl.as_str())
@@ -158,8 +172,7 @@ pub fn reduce(partials: &[CommunicationPartial]) -> Communication {
         total += part.total_ns;
     }
     let mut bandwidth = Vec::new();
-    for ((cl, sz), instances) in best {
-        let xs: Vec<f64> = instances.into_values().collect();
+    for ((cl, sz), xs) in best {
         let Some(m) = mean(&xs) else { continue };
         bandwidth.push(BandwidthRow {
             collective: cl.to_string(),

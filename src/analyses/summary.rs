@@ -206,7 +206,9 @@ fn instance_spreads(comm: &RecordBatch) -> Option<Vec<InstanceSpread>> {
 /// Wait time per module execution: for each collective instance, the spread (max − min) of
 /// its exposed duration across the devices of every process, summed over the module
 /// execution. None when no process has communication.
-pub fn wait_times(partials: &[SummaryPartial]) -> Option<BTreeMap<String, Vec<f64>>> {
+pub fn wait_times<'a>(
+    partials: impl IntoIterator<Item = &'a SummaryPartial>,
+) -> Option<BTreeMap<String, Vec<f64>>> {
     let mut spread: BTreeMap<(&str, i32, &str, i32), (i64, i64)> = BTreeMap::new();
     let mut any = false;
     for part in partials {

@@ -217,13 +217,12 @@ pub fn modules(parts: &[&SummaryPartial]) -> Vec<Series> {
 
 /// Wait time per module execution [ms] (none without communication).
 pub fn waits(parts: &[&SummaryPartial]) -> Vec<Series> {
-    let owned: Vec<SummaryPartial> = parts.iter().map(|p| (*p).clone()).collect();
     let names: BTreeMap<String, String> = parts
         .iter()
         .flat_map(|p| &p.modules)
         .map(|m| (m.program_id.clone(), m.name.clone()))
         .collect();
-    crate::analyses::summary::wait_times(&owned)
+    crate::analyses::summary::wait_times(parts.iter().copied())
         .unwrap_or_default()
         .into_iter()
         .map(|(program, values)| {
@@ -261,25 +260,13 @@ pub fn thunks(parts: &[&ThunkPartial], ops: bool) -> Vec<Series> {
 /// Bus bandwidth per collective instance [GB/s], per (collective, message size): the best
 /// over the devices of every process, as the `communication` analysis counts it.
 pub fn bandwidths(parts: &[&CommunicationPartial]) -> Vec<Series> {
-    type Instance<'a> = (&'a str, i32, i32);
-    let mut best: BTreeMap<(&str, i64), BTreeMap<Instance, f64>> = BTreeMap::new();
-    for part in parts {
-        for ((cl, sz), instances) in &part.bandwidth {
-            let group = best.entry((cl.as_str(), *sz)).or_default();
-            for ((p, e, t), b) in instances {
-                let v = group
-                    .entry((p.as_str(), *e, *t))
-                    .or_insert(f64::NEG_INFINITY);
-                *v = v.max(*b);
-            }
-        }
-    }
-    best.into_iter()
-        .map(|((cl, sz), inst)| Series {
+    crate::analyses::communication::best_per_instance(parts.iter().copied())
+        .into_iter()
+        .map(|((cl, sz), values)| Series {
             program_id: None,
             module: None,
             key: format!("{cl} {}", human_bytes(sz)),
-            values: inst.into_values().filter(|v| v.is_finite()).collect(),
+            values: values.into_iter().filter(|v| v.is_finite()).collect(),
         })
         .collect()
 }

@@ -140,11 +140,9 @@ impl Engine {
             self.record(kind, label, key, Status::Reused, Instant::now());
             return Ok(v.downcast::<T>().expect("one value type per node kind"));
         }
-        let v = self.shared(kind, label, key, || {
-            self.node_uncached(kind, label, key, compute)
-        });
+        let v = self.node(kind, label, key, compute);
         // From now on the value is found through the weak entry; the cell (which would keep
-        // it alive) goes. Dead entries are dropped as they are met.
+        // it alive) goes. Entries whose values died are dropped on each insertion.
         let mut held = self.held.lock().unwrap();
         if let Ok(v) = &v {
             held.retain(|_, w| w.strong_count() > 0);
