@@ -298,14 +298,22 @@ pub fn classify_sources<'a>(names: impl IntoIterator<Item = &'a str>) -> Sources
     names.sort_unstable();
     names.dedup();
     let mut out = Sources::default();
+    let mut seen = std::collections::BTreeSet::new();
     for name in names {
-        let path = Path::new(name);
+        let normal = normalise(Path::new(name));
+        let path = normal.as_path();
         if name.starts_with('<') {
             out.skipped
                 .push((name.to_string(), "not a file (generated code)".into()));
         } else if !path.is_absolute() {
             out.skipped
                 .push((name.to_string(), "relative path, location unknown".into()));
+        } else if path.extension().is_none_or(|e| e != "py") {
+            // Stack frames name Python files; anything else is not copied off the machine.
+            out.skipped
+                .push((name.to_string(), "not a Python source (.py)".into()));
+        } else if !seen.insert(normal.clone()) {
+            continue;
         } else {
             match std::fs::File::open(path) {
                 Ok(f) if f.metadata().is_ok_and(|m| m.is_file()) => {
@@ -314,6 +322,23 @@ pub fn classify_sources<'a>(names: impl IntoIterator<Item = &'a str>) -> Sources
                 Ok(_) => out.skipped.push((name.to_string(), "not a file".into())),
                 Err(e) => out.skipped.push((name.to_string(), archive::io_reason(&e))),
             }
+        }
+    }
+    out
+}
+
+/// `path` with `.` and `..` components resolved as text (`/a/b/../c.py` → `/a/c.py`), the
+/// form in which a source file is archived.
+fn normalise(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            c => out.push(c),
         }
     }
     out
@@ -538,5 +563,16 @@ mod tests {
         let why: Vec<&str> = s.skipped.iter().map(|(_, w)| w.as_str()).collect();
         assert_eq!(s.skipped.len(), 4, "{s:?}");
         assert!(why.contains(&"no such file or folder"), "{why:?}");
+
+        // A path through `..` names the same file, archived once under its plain path; files
+        // that are not Python sources are never copied.
+        std::fs::create_dir(tmp.path().join("sub")).unwrap();
+        let secret = tmp.path().join("common-password");
+        std::fs::write(&secret, b"x").unwrap();
+        let dotted = format!("{}/sub/../train.py", tmp.path().display());
+        let s = classify_sources([dotted.as_str(), fs.as_str(), secret.to_str().unwrap()]);
+        assert_eq!(s.files, vec![f.clone()]);
+        assert_eq!(s.skipped.len(), 1, "{s:?}");
+        assert_eq!(s.skipped[0].1, "not a Python source (.py)");
     }
 }

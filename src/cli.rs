@@ -366,6 +366,13 @@ pub fn main() -> i32 {
         Some(Ok(p)) => p,
         None => vec![],
     };
+    match crate::formats::limits::Limits::from_env() {
+        Ok(l) => crate::formats::limits::set(l),
+        Err(e) => {
+            eprintln!("nsys-jax-pipe: error: {e}");
+            return EXIT_INPUT;
+        }
+    }
     crate::interrupt::install();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -1074,12 +1081,12 @@ fn cache(c: CacheCommand) -> Result<()> {
                 "cache {}: {} entries, {}",
                 dir.display(),
                 s.entries,
-                human_bytes(s.bytes)
+                crate::table::human_bytes(s.bytes)
             );
             let mut t = crate::table::Table::new(&["node kind", "entries", "size"]);
             t.align_right(&[1, 2]);
             for (k, (n, b)) in &s.by_kind {
-                t.row(vec![k.clone(), n.to_string(), human_bytes(*b)]);
+                t.row(vec![k.clone(), n.to_string(), crate::table::human_bytes(*b)]);
             }
             print!("{}", t.render());
         }
@@ -1099,9 +1106,9 @@ fn cache(c: CacheCommand) -> Result<()> {
             println!(
                 "removed {} entries ({}); {} entries ({}) remain in {}",
                 s.removed_entries,
-                human_bytes(s.removed_bytes),
+                crate::table::human_bytes(s.removed_bytes),
                 s.entries,
-                human_bytes(s.bytes),
+                crate::table::human_bytes(s.bytes),
                 dir.display()
             );
         }
@@ -1109,35 +1116,10 @@ fn cache(c: CacheCommand) -> Result<()> {
     Ok(())
 }
 
-fn human_bytes(b: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut x = b as f64;
-    let mut u = 0;
-    while x >= 1024.0 && u + 1 < units.len() {
-        x /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{x:.1} {}", units[u])
-    }
-}
-
 /// `500M`, `2G`, `1024` (bytes), `10K`.
 pub fn parse_size(s: &str) -> Result<u64> {
-    let s = s.trim();
-    let (num, mult) = match s.chars().last() {
-        Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),
-        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
-        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
-        Some('T' | 't') => (&s[..s.len() - 1], 1 << 40),
-        _ => (s, 1),
-    };
-    let n: f64 = num
-        .parse()
-        .map_err(|_| anyhow::anyhow!("bad size {s:?} (e.g. 500M, 2G)"))?;
-    Ok((n * mult as f64) as u64)
+    crate::formats::limits::parse_size(s)
+        .ok_or_else(|| anyhow::anyhow!("bad size {s:?} (e.g. 500M, 2G)"))
 }
 
 /// `30d`, `12h`, `45m`, `90s`.

@@ -5,6 +5,11 @@ pub const EXIT_INPUT: i32 = 2;
 /// Exit code for an internal error (a bug).
 pub const EXIT_INTERNAL: i32 = 70;
 
+/// Tell the user something they should know but that does not stop the run, on one line.
+pub fn warn(msg: &str) {
+    eprintln!("nsys-jax-pipe: warning: {}", msg.replace('\n', " "));
+}
+
 /// Render an error chain on one line: `outer: inner: root`.
 pub fn one_line(e: &anyhow::Error) -> String {
     let mut parts: Vec<String> = Vec::new();

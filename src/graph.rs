@@ -461,12 +461,10 @@ pub fn source_file_names(db: &dyn Graph, p: Process) -> NodeResult<Vec<String>> 
 }
 
 pub fn xz_decompress(bytes: &[u8]) -> Result<Vec<u8>> {
-    use std::io::Read;
-    let mut out = Vec::new();
-    xz2::read::XzDecoder::new(bytes)
-        .read_to_end(&mut out)
-        .map_err(|e| anyhow::anyhow!("bad xz stream ({e})"))?;
-    Ok(out)
+    crate::formats::limits::xz_decompress(bytes).map_err(|e| match e {
+        crate::formats::limits::ExpandError::Io(e) => anyhow::anyhow!("bad xz stream ({e})"),
+        e => anyhow::anyhow!("{e}"),
+    })
 }
 
 fn programs_map(infos: &[Arc<HloModuleInfo>]) -> frames::gpu::Programs {
@@ -522,12 +520,20 @@ pub fn gpu_frames(db: &Db, p: Process) -> std::result::Result<Option<Out<Tables>
             },
         };
         let progs = programs(db, p)?;
-        let f = frames::gpu::build(
-            &ranges,
-            &threads,
-            &programs_map(&progs.value),
-            p.position(db) as i32,
-        )?;
+        let mut map = programs_map(&progs.value);
+        let archive = p.archive_ref(db);
+        map.dump = match archive.capture_dump() {
+            Some(d) => Some(d.display().to_string()),
+            None if !archive.dump_files(p.stem(db).as_deref()).is_empty() => {
+                Some(format!("{}: dump/", archive.path.display()))
+            }
+            None => None,
+        };
+        let f = match frames::gpu::build(&ranges, &threads, &map, p.position(db) as i32) {
+            // Names the dump already.
+            Err(e) if e.is::<frames::gpu::DumpMismatch>() => Err(e),
+            r => in_member(db, p, &member, r),
+        }?;
         Ok(Tables(vec![
             ("module".into(), f.module),
             ("thunk".into(), f.thunk),

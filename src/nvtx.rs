@@ -57,11 +57,12 @@ fn is_digits(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// An HLO identifier: module and instruction names (`[A-Za-z0-9._-]+`).
+/// An HLO identifier: module and instruction names (letters, digits, `.`, `_`, `-`; letters
+/// beyond ASCII too, since JAX names a module after its Python function, `jit_résumé`).
 fn is_ident(s: &str) -> bool {
     !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+        && s.chars()
+            .all(|c| c.is_alphanumeric() || c == '.' || c == '_' || c == '-')
 }
 
 /// `XlaModule:#[prefix=P,]hlo_module=NAME[,program_id=N]#`
@@ -219,6 +220,18 @@ mod tests {
     }
 
     #[test]
+    fn module_names_beyond_ascii_and_overflowing_ids() {
+        let m = parse_module("XlaModule:#hlo_module=jit_résumé,program_id=7#").unwrap();
+        assert_eq!((m.hlo_module, m.program_id), ("jit_résumé", Some(7)));
+        // An id that does not fit is not read as another number.
+        assert_eq!(
+            parse_module("XlaModule:#hlo_module=jit_f,program_id=99999999999999999999#"),
+            None
+        );
+        assert_eq!(parse_module("XlaModule:hlo_module=jit_f"), None);
+    }
+
+    #[test]
     fn thunks() {
         let t = parse_thunk(
             "TSL:Thunk:#name=jit(_psum)/jit(main)/reduce_sum[axes=(0,)],hlo_op=all-reduce-start#",
@@ -277,7 +290,7 @@ mod tests {
     }
 
     fn ident() -> impl Strategy<Value = String> {
-        "[a-z0-9_][a-z0-9._-]{0,20}"
+        "[a-zé0-9_][a-zA-Zéü中0-9._-]{0,20}"
     }
     fn free_text() -> impl Strategy<Value = String> {
         // Op names and prefixes: anything printable, commas, quotes, brackets, '=' and '#'.

@@ -75,6 +75,7 @@ fn parse(text: &str, origin: &str) -> Result<Vec<AnalysisRequest>> {
 
 /// The `[compare]` table of a pipeline file, if it has one.
 pub fn compare_settings(path: &Path) -> Result<Option<crate::compare::SettingsFile>> {
+    crate::formats::archive::ensure_regular(path, "a pipeline file")?;
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read pipeline file", path.display()))?;
     let f: File = toml::from_str(&text)
@@ -83,6 +84,7 @@ pub fn compare_settings(path: &Path) -> Result<Option<crate::compare::SettingsFi
 }
 
 pub fn load(path: &Path) -> Result<Vec<AnalysisRequest>> {
+    crate::formats::archive::ensure_regular(path, "a pipeline file")?;
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read pipeline file", path.display()))?;
     parse(&text, &path.display().to_string())

@@ -129,3 +129,19 @@ mod tests {
         assert_eq!(mean_std(None, None), "—");
     }
 }
+
+/// A byte count for people: `512 B`, `1.5 MiB`.
+pub fn human_bytes(b: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut x = b as f64;
+    let mut u = 0;
+    while x >= 1024.0 && u + 1 < units.len() {
+        x /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{x:.1} {}", units[u])
+    }
+}

@@ -142,12 +142,12 @@ pub fn materialize(inputs: &[&crate::formats::archive::Archive], dest: &Path) ->
         let first = &contents[0];
         if inputs.len() == 1 || contents.iter().all(|c| c == first) {
             if let Some(b) = first {
-                write(&dest.join(m), b)?;
+                write(dest, m, b)?;
             }
         } else {
             for (a, c) in inputs.iter().zip(&contents) {
                 if let Some(b) = c {
-                    write(&dest.join(m).join(stem(a)), b)?;
+                    write(dest, &format!("{m}/{}", stem(a)), b)?;
                 }
             }
         }
@@ -155,9 +155,15 @@ pub fn materialize(inputs: &[&crate::formats::archive::Archive], dest: &Path) ->
     Ok(dest.to_path_buf())
 }
 
-fn write(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Write the member `rel` under `dest`. Archives refuse names that could leave their folder
+/// when opened; this checks again, so that nothing is ever written outside `dest`.
+fn write(dest: &Path, rel: &str, bytes: &[u8]) -> Result<()> {
+    if let Err(why) = crate::formats::archive::check_member_name(rel) {
+        bail!("refused to lay out member {rel:?}: {why}");
+    }
+    let path = dest.join(rel);
     if let Some(d) = path.parent() {
         std::fs::create_dir_all(d)?;
     }
-    std::fs::write(path, bytes).with_context(|| format!("{}: cannot write", path.display()))
+    std::fs::write(&path, bytes).with_context(|| format!("{}: cannot write", path.display()))
 }

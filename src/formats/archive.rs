@@ -39,8 +39,8 @@ enum Source {
 pub struct Archive {
     pub path: PathBuf,
     source: Source,
-    /// member path -> (uncompressed size, zip index)
-    members: BTreeMap<String, (u64, usize)>,
+    /// member path -> (declared uncompressed size, zip index, compressed size)
+    members: BTreeMap<String, (u64, usize, u64)>,
 }
 
 impl std::fmt::Debug for Archive {
@@ -59,15 +59,24 @@ impl Archive {
             for entry in walkdir::WalkDir::new(path).min_depth(1) {
                 let entry =
                     entry.with_context(|| format!("{}: cannot list folder", path.display()))?;
-                if entry.file_type().is_file() {
-                    let rel = entry
-                        .path()
-                        .strip_prefix(path)
-                        .expect("walked path is under its root")
-                        .to_string_lossy()
-                        .replace('\\', "/");
+                let rel = entry
+                    .path()
+                    .strip_prefix(path)
+                    .expect("walked path is under its root")
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                let ft = entry.file_type();
+                if ft.is_symlink() || !(ft.is_file() || ft.is_dir()) {
+                    // Links may point anywhere, FIFOs block readers: neither is a member.
+                    let what = if ft.is_symlink() { "a symbolic link" } else { "not a regular file" };
+                    admit(path, &rel, Err(what))?;
+                    continue;
+                }
+                if ft.is_file() {
                     let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
-                    members.insert(rel, (size, 0));
+                    if admit(path, &rel, check_member_name(&rel))? {
+                        members.insert(rel, (size, 0, size));
+                    }
                 }
             }
             return Ok(Archive {
@@ -75,6 +84,9 @@ impl Archive {
                 source: Source::Dir,
                 members,
             });
+        }
+        if !md.is_file() {
+            ensure_regular(path, "an archive")?;
         }
         let mut f = fs::File::open(path)
             .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), io_reason(&e)))?;
@@ -104,11 +116,15 @@ impl Archive {
             let entry = zip
                 .by_index_raw(i)
                 .map_err(|e| anyhow::anyhow!("{}: corrupt zip entry #{i} ({e})", path.display()))?;
-            if entry.is_file() {
-                let name = entry.name().map_err(|e| {
-                    anyhow::anyhow!("{}: bad member name in entry #{i} ({e})", path.display())
-                })?;
-                members.insert(name.to_string(), (entry.size(), i));
+            let name = entry.name().map_err(|e| {
+                anyhow::anyhow!("{}: bad member name in entry #{i} ({e})", path.display())
+            })?;
+            let name: &str = &name;
+            if entry.is_symlink() {
+                admit(path, name, Err("a symbolic link"))?;
+            } else if entry.is_file() && admit(path, name, check_member_name(name))? {
+                let name = name.to_string();
+                members.insert(name, (entry.size(), i, entry.compressed_size()));
             }
         }
         Ok(Archive {
@@ -133,14 +149,14 @@ impl Archive {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "report.nsys-rep".into());
-        members.insert(name, (md.len(), 0));
+        members.insert(name, (md.len(), 0, md.len()));
         if let Some(dump) = dump {
             for (rel, size) in dump_folder_files(dump)? {
-                members.insert(format!("dump/{rel}"), (size, 0));
+                members.insert(format!("dump/{rel}"), (size, 0, size));
             }
         }
         for d in DERIVED {
-            members.insert(d.to_string(), (0, 0));
+            members.insert(d.to_string(), (0, 0, 0));
         }
         Ok(Archive {
             path: report.to_path_buf(),
@@ -209,7 +225,7 @@ impl Archive {
 
     /// The bytes of one member. Errors name the archive and the member.
     pub fn read(&self, member: &str) -> Result<Vec<u8>> {
-        let &(size, index) = self
+        let &(size, index, compressed) = self
             .members
             .get(member)
             .with_context(|| format!("{}: has no member {member}", self.path.display()))?;
@@ -229,17 +245,16 @@ impl Archive {
             }
             Source::Zip(zip) => {
                 let mut zip = zip.lock().unwrap();
-                let mut entry = zip.by_index(index).map_err(|e| {
+                let entry = zip.by_index(index).map_err(|e| {
                     anyhow::anyhow!("{}: cannot read member {member} ({e})", self.path.display())
                 })?;
-                let mut buf = Vec::with_capacity(size as usize);
-                entry.read_to_end(&mut buf).map_err(|e| {
-                    anyhow::anyhow!(
+                super::limits::read_capped(entry, compressed, size).map_err(|e| match e {
+                    super::limits::ExpandError::Io(e) => anyhow::anyhow!(
                         "{}: member {member} is corrupt or truncated ({e})",
                         self.path.display()
-                    )
-                })?;
-                Ok(buf)
+                    ),
+                    e => anyhow::anyhow!("{}: member {member} {e}", self.path.display()),
+                })
             }
         }
     }
@@ -252,7 +267,7 @@ impl Archive {
         w: &mut zip::ZipWriter<W>,
         name: &str,
     ) -> Result<()> {
-        let &(_, index) = self
+        let &(_, index, _) = self
             .members
             .get(member)
             .with_context(|| format!("{}: has no member {member}", self.path.display()))?;
@@ -326,6 +341,48 @@ impl Archive {
     }
 }
 
+/// Whether `name` may name a member: a relative path in `/`-separated components, none of
+/// them empty, `.` or `..`, without NUL or backslash. Anything else could escape the folder
+/// the archive is laid out in.
+pub fn check_member_name(name: &str) -> std::result::Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("an empty name");
+    }
+    if name.starts_with('/') {
+        return Err("an absolute path");
+    }
+    if name.contains('\0') || name.contains('\\') {
+        return Err("a name with a NUL or backslash");
+    }
+    if name.split('/').any(|c| c == "..") {
+        return Err("a path with `..`");
+    }
+    if name.split('/').any(|c| c.is_empty() || c == ".") {
+        return Err("a path with an empty or `.` component");
+    }
+    Ok(())
+}
+
+/// Decide about a member named `name` of the archive at `path` whose name check gave `ok`:
+/// `true` to keep it; a bad name under `sources/` (files kept for people to read, used by no
+/// analysis) is skipped with a warning; any other bad name is an input error.
+fn admit(path: &Path, name: &str, ok: std::result::Result<(), &'static str>) -> Result<bool> {
+    match ok {
+        Ok(()) => Ok(true),
+        Err(why) if name.starts_with("sources/") => {
+            crate::error::warn(&format!(
+                "{}: skipped member {name:?} ({why})",
+                path.display()
+            ));
+            Ok(false)
+        }
+        Err(why) => bail!(
+            "{}: refused member {name:?}: {why} (a hostile or broken archive)",
+            path.display()
+        ),
+    }
+}
+
 /// The `.pb` and `.pbtxt` files of an XLA dump folder (subfolders included), as paths
 /// relative to it, with their sizes, sorted.
 pub fn dump_folder_files(dump: &Path) -> Result<Vec<(String, u64)>> {
@@ -372,6 +429,20 @@ impl MemberKeys {
             .copied()
             .with_context(|| format!("no member {member}"))
     }
+}
+
+/// Refuse, before opening it, a path that is not a regular file (a FIFO would block the
+/// reader forever; a device or socket is never an input).
+pub fn ensure_regular(path: &Path, what: &str) -> Result<()> {
+    let md = fs::metadata(path)
+        .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), io_reason(&e)))?;
+    if !md.is_file() {
+        bail!(
+            "{}: not a regular file, cannot be {what}",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 pub fn io_reason(e: &std::io::Error) -> String {

@@ -2,6 +2,7 @@
 pub mod archive;
 pub mod archive_writer;
 pub mod hlo;
+pub mod limits;
 pub mod metadata;
 pub mod nsys_export;
 pub mod pushpop;
@@ -14,8 +15,10 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 /// Read a whole parquet file into one batch. Errors say what is wrong, in one line; the
 /// caller adds the file name.
 pub fn read_parquet(bytes: Vec<u8>) -> Result<RecordBatch> {
+    let len = bytes.len() as u64;
     let builder = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes))
         .map_err(|e| anyhow::anyhow!("not a readable parquet file ({e})"))?;
+    check_parquet_expansion(builder.metadata(), len)?;
     let reader = builder
         .build()
         .map_err(|e| anyhow::anyhow!("cannot read parquet ({e})"))?;
@@ -24,6 +27,33 @@ pub fn read_parquet(bytes: Vec<u8>) -> Result<RecordBatch> {
         .collect::<Result<_, _>>()
         .map_err(|e| anyhow::anyhow!("corrupt or truncated parquet ({e})"))?;
     Ok(arrow::compute::concat_batches(&schema, &batches)?)
+}
+
+/// A parquet file of `len` bytes whose row groups declare more uncompressed data than a
+/// member of that size may expand to (see [`limits`]) is refused before any page is read.
+/// The pages' own sizes are checked as they are decompressed by the parquet reader.
+pub fn check_parquet_expansion(
+    meta: &parquet::file::metadata::ParquetMetaData,
+    len: u64,
+) -> Result<()> {
+    let declared: u64 = meta
+        .row_groups()
+        .iter()
+        .map(|rg| rg.total_byte_size().max(0) as u64)
+        .fold(0u64, u64::saturating_add);
+    let l = limits::get();
+    let limit = l.for_member(len);
+    if declared > limit {
+        anyhow::bail!(
+            "{}",
+            limits::ExpandError::TooLarge {
+                limit,
+                compressed: len,
+                ratio: l.ratio
+            }
+        );
+    }
+    Ok(())
 }
 
 /// How pandas should rebuild a frame's index from a parquet file written here (the

@@ -7,7 +7,7 @@
 //! derived from the others where that is possible (`Lvl` from `RangeStack`, `RangeStack` from
 //! `ParentId`, ...) and left null where it is not (`PID`).
 
-use std::io::{Cursor, Read};
+use std::io::Cursor;
 use std::sync::Arc;
 
 use anyhow::{Result, anyhow, bail};
@@ -128,10 +128,10 @@ fn elementwise(a: &Int64Array, b: &Int64Array, f: impl Fn(i64, i64) -> i64) -> I
 
 /// Reads the xz-compressed CSV variant.
 pub fn read_csv_xz(bytes: &[u8]) -> Result<RecordBatch> {
-    let mut text = Vec::new();
-    xz2::read::XzDecoder::new_multi_decoder(bytes)
-        .read_to_end(&mut text)
-        .map_err(|e| anyhow!("bad xz stream: {e}"))?;
+    let text = super::limits::xz_decompress(bytes).map_err(|e| match e {
+        super::limits::ExpandError::Io(e) => anyhow!("bad xz stream: {e}"),
+        e => anyhow!("{e}"),
+    })?;
     read_csv(&text)
 }
 
@@ -196,6 +196,7 @@ pub fn read_parquet(bytes: &[u8]) -> Result<RecordBatch> {
         .map_err(|e| anyhow!("bad parquet file: {e}"))?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(buffers)
         .map_err(|e| anyhow!("bad parquet file: {e}"))?;
+    super::check_parquet_expansion(builder.metadata(), len)?;
     let schema = builder.schema().clone();
     let reader = builder
         .with_batch_size(64 * 1024)

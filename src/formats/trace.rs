@@ -85,20 +85,113 @@ fn col<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a ArrayRef> {
         .with_context(|| format!("trace.parquet has no column {name:?}"))
 }
 
+/// Numbers: integers, or floating point (pandas writes integer columns with nulls so), or
+/// a column of nulls. Text or anything else is refused rather than cast.
+fn numeric(a: &ArrayRef, name: &str) -> Result<()> {
+    let t = a.data_type();
+    if t.is_integer() || t.is_floating() || *t == DataType::Null {
+        Ok(())
+    } else {
+        bail!("column {name:?} holds {t}, not numbers")
+    }
+}
+
 fn as_i64(b: &RecordBatch, name: &str) -> Result<ArrayRef> {
     let a = col(b, name)?;
-    // Integer columns with nulls were written as floating point by pandas.
-    Ok(cast(a, &DataType::Int64).with_context(|| format!("column {name:?}: not numeric"))?)
+    numeric(a, name)?;
+    // Casting is checked: a value beyond the 64-bit range is an error, not a wrapped number.
+    let opts = arrow::compute::CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    arrow::compute::cast_with_options(a, &DataType::Int64, &opts)
+        .map_err(|e| anyhow::anyhow!("column {name:?}: {e}"))
 }
 
 fn as_i32(b: &RecordBatch, name: &str) -> Result<ArrayRef> {
     let a = col(b, name)?;
-    Ok(cast(a, &DataType::Int32).with_context(|| format!("column {name:?}: not numeric"))?)
+    numeric(a, name)?;
+    let opts = arrow::compute::CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    arrow::compute::cast_with_options(a, &DataType::Int32, &opts)
+        .map_err(|e| anyhow::anyhow!("column {name:?}: {e}"))
 }
 
+/// Text: strings of any width, dictionary-encoded strings, or a column of nulls.
 fn as_utf8(b: &RecordBatch, name: &str) -> Result<ArrayRef> {
     let a = col(b, name)?;
+    let text = |t: &DataType| {
+        matches!(
+            t,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
+        )
+    };
+    let ok = match a.data_type() {
+        DataType::Dictionary(_, v) => text(v),
+        t => text(t),
+    };
+    if !ok {
+        bail!("column {name:?} holds {}, not text", a.data_type());
+    }
     Ok(cast(a, &DataType::Utf8).with_context(|| format!("column {name:?}: not text"))?)
+}
+
+/// Times beyond ±2^62 ns (146 years) cannot come from a capture; sums of them would overflow.
+const TIME_BOUND: i64 = 1 << 62;
+
+/// Every range must have a duration of at least zero and times far from overflowing; a trace
+/// that breaks this is refused, naming how many ranges and the first of them, rather than
+/// averaged into wrong numbers.
+fn check_times(b: &RecordBatch) -> Result<()> {
+    let name = b.column_by_name(NAME).expect("normalised").as_string::<i32>();
+    let i64s = |c: &str| -> Int64Array {
+        b.column_by_name(c)
+            .expect("normalised")
+            .as_primitive::<arrow::datatypes::Int64Type>()
+            .clone()
+    };
+    let (start, dur) = (i64s(PROJ_START), i64s(PROJ_DUR));
+    let (ostart, odur) = (i64s(ORIG_START), i64s(ORIG_DUR));
+    let mut negative = (0usize, None);
+    let mut overflow = (0usize, None);
+    for r in 0..b.num_rows() {
+        let pairs = [
+            (Some(start.value(r)), Some(dur.value(r))),
+            (
+                (!ostart.is_null(r)).then(|| ostart.value(r)),
+                (!odur.is_null(r)).then(|| odur.value(r)),
+            ),
+        ];
+        for (s, d) in pairs {
+            let (s, d) = (s.unwrap_or(0), d.unwrap_or(0));
+            if d < 0 {
+                negative.0 += 1;
+                negative.1.get_or_insert(r);
+            } else if s.unsigned_abs() > TIME_BOUND as u64
+                || s.checked_add(d).is_none_or(|e| e > TIME_BOUND)
+            {
+                overflow.0 += 1;
+                overflow.1.get_or_insert(r);
+            }
+        }
+    }
+    if let (n, Some(r)) = negative {
+        bail!(
+            "{n} ranges end before they start (negative duration; first: {:?}, {} ns)",
+            name.value(r),
+            dur.value(r).min(if odur.is_null(r) { 0 } else { odur.value(r) })
+        );
+    }
+    if let (n, Some(r)) = overflow {
+        bail!(
+            "{n} ranges have times beyond any capture (first: {:?}, start {} ns): a damaged trace",
+            name.value(r),
+            start.value(r)
+        );
+    }
+    Ok(())
 }
 
 fn normalise(raw: &RecordBatch, layout: Layout) -> Result<RecordBatch> {
@@ -153,7 +246,8 @@ fn normalise(raw: &RecordBatch, layout: Layout) -> Result<RecordBatch> {
             };
             let start = as_i64(raw, "Start")?;
             let end = as_i64(raw, "End")?;
-            let dur = arrow::compute::kernels::numeric::sub(&end, &start)?;
+            let dur = arrow::compute::kernels::numeric::sub(&end, &start)
+                .map_err(|e| anyhow::anyhow!("columns \"Start\" and \"End\": {e}"))?;
             let n = raw.num_rows();
             let nulls64: ArrayRef = Arc::new(Int64Array::new_null(n));
             let lvl = if raw.column_by_name("Stack Level").is_some() {
@@ -178,7 +272,10 @@ fn normalise(raw: &RecordBatch, layout: Layout) -> Result<RecordBatch> {
             ]
         }
     };
-    Ok(RecordBatch::try_new(SCHEMA.clone(), columns)?)
+    let batch = RecordBatch::try_new(SCHEMA.clone(), columns)
+        .map_err(|e| anyhow::anyhow!("unexpected nulls or lengths ({e})"))?;
+    check_times(&batch)?;
+    Ok(batch)
 }
 
 fn fill_nulls_empty(a: &StringArray) -> ArrayRef {

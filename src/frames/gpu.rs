@@ -82,6 +82,9 @@ pub static THUNK_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
 #[derive(Default, Clone)]
 pub struct Programs {
     pub by_id: BTreeMap<i64, Arc<HloModuleInfo>>,
+    /// Where the process's XLA dump is, when it has one (even one without modules): the
+    /// profile's programs are then checked against it.
+    pub dump: Option<String>,
 }
 
 impl Programs {
@@ -91,15 +94,69 @@ impl Programs {
         let Some(id) = id else {
             return UNKNOWN_PROGRAM.to_string();
         };
-        match self.by_id.get(&id).and_then(|m| m.fingerprint.clone()) {
+        match self.hlo(Some(id), name).and_then(|m| m.fingerprint.clone()) {
             Some(fp) if !fp.is_empty() => fp,
             _ => format!("{name}#{id}"),
         }
     }
 
-    pub fn hlo(&self, id: Option<i64>) -> Option<&HloModuleInfo> {
-        self.by_id.get(&id?).map(|a| a.as_ref())
+    /// The HLO of program `id`, if the dump holds a module of that id and `name` (a module
+    /// of the same id under another name belongs to another program).
+    pub fn hlo(&self, id: Option<i64>, name: &str) -> Option<&HloModuleInfo> {
+        self.by_id
+            .get(&id?)
+            .map(|a| a.as_ref())
+            .filter(|m| m.name == name)
     }
+}
+
+/// The XLA dump holds none of the programs the profile ran (the message names the dump).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct DumpMismatch(pub String);
+
+/// Check the programs the profile ran against the process's dump: none of them there is an
+/// error (a dump of another program, or an empty one); some missing is a note saying what
+/// the analyses lose.
+fn check_dump(
+    programs: &Programs,
+    ran: &std::collections::BTreeSet<(i64, &str)>,
+    notes: &mut Notes,
+) -> Result<()> {
+    let Some(dump) = &programs.dump else {
+        return Ok(());
+    };
+    let missing: Vec<String> = ran
+        .iter()
+        .filter(|(id, name)| programs.hlo(Some(*id), name).is_none())
+        .map(|(id, name)| format!("{name} (id {id})"))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let list = |v: &[String]| {
+        let mut s = v.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+        if v.len() > 5 {
+            s.push_str(&format!(", and {} more", v.len() - 5));
+        }
+        s
+    };
+    if missing.len() == ran.len() {
+        return Err(DumpMismatch(format!(
+            "{dump}: the XLA dump holds none of the {} programs the profile ran ({}; it has {} after-optimization modules): a dump of another program or run?",
+            ran.len(),
+            list(&missing),
+            programs.by_id.len()
+        ))
+        .into());
+    }
+    notes.0.push(format!(
+        "{} of the {} programs the profile ran are missing from the XLA dump: {}. Without their HLO their thunks count as compute: the summary's communication share, communication's bandwidth and stragglers leave their collectives out",
+        missing.len(),
+        ran.len(),
+        list(&missing)
+    ));
+    Ok(())
 }
 
 /// Notes worth telling the user (edge effects, unknown threads...).
@@ -169,14 +226,39 @@ pub fn build(
     };
 
     let mut kind = vec![Kind::Other; n];
+    // Ranges named like XLA's but not in its vocabulary: counted, never silently dropped.
+    let mut malformed = 0usize;
+    let mut malformed_example = None;
+    let mut parsed_modules = 0usize;
     for r in 0..n {
         let s = name.value(r);
         let t = nvtx::strip_tsl(s);
-        if t.starts_with("Thunk:#") {
+        let ok = if t.starts_with("Thunk:#") {
             kind[r] = Kind::Thunk;
+            nvtx::parse_thunk(s).is_some()
         } else if t.starts_with("XlaModule:#") {
             kind[r] = Kind::Module;
+            let ok = nvtx::parse_module(s).is_some();
+            parsed_modules += ok as usize;
+            ok
+        } else {
+            !(t.starts_with("Thunk:") || t.starts_with("XlaModule:"))
+        };
+        if !ok {
+            malformed += 1;
+            malformed_example.get_or_insert(s);
         }
+    }
+    if malformed > 0 {
+        let example = malformed_example.unwrap_or_default();
+        if parsed_modules == 0 {
+            anyhow::bail!(
+                "{malformed} ranges are named like XLA modules or thunks but not in XLA's NVTX form (e.g. {example:?}): not a trace of XLA's ranges, or a damaged one"
+            );
+        }
+        notes.0.push(format!(
+            "{malformed} ranges named like XLA modules or thunks do not parse (e.g. {example:?}); those modules are counted under their full range name"
+        ));
     }
 
     // Thunks that started before the first module are edge effects of the capture start.
@@ -302,6 +384,11 @@ pub fn build(
         *c += 1;
         prog_id_of.insert(r, (stable, hlo_module, numeric));
     }
+    let ran: std::collections::BTreeSet<(i64, &str)> = prog_id_of
+        .values()
+        .filter_map(|(_, name, id)| Some((((*id)?), name.as_str())))
+        .collect();
+    check_dump(programs, &ran, &mut notes)?;
 
     // Devices: launcher threads name their global device; a process driving one GPU may
     // launch from its main thread, which then takes the process's first device.
@@ -415,6 +502,7 @@ pub fn build(
     struct T {
         row: usize,
         prog: String,
+        module: usize,
         numeric: Option<i64>,
         exec: i32,
         dev: i32,
@@ -436,6 +524,7 @@ pub fn build(
         let parsed = nvtx::parse_thunk(name.value(r));
         ts.push(T {
             row: r,
+            module: m,
             prog: prog.clone(),
             numeric: *numeric,
             exec: exec_of[&m],
@@ -501,7 +590,7 @@ pub fn build(
             if t.prog == UNKNOWN_PROGRAM {
                 return None;
             }
-            let hlo = programs.hlo(t.numeric)?;
+            let hlo = programs.hlo(t.numeric, &prog_id_of[&t.module].1)?;
             match hlo.instruction(&t.op) {
                 Some(i) => i.communication.as_ref(),
                 None => {
