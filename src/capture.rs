@@ -189,11 +189,7 @@ pub fn export_tables(
     let key = export_key(report_key, nsys);
     let label = file_label(report);
     engine.node("nsys-export", &label, key, || {
-        let tmp = tempfile::Builder::new()
-            .prefix("nsys-jax-pipe-export-")
-            .tempdir()
-            .context("cannot create a temporary folder for nsys export")?;
-        let _cleanup = crate::interrupt::remove_on_interrupt(tmp.path());
+        let tmp = crate::tmpfiles::ScratchDir::new("export")?;
         let out = tmp.path().join("tables");
         nsys_export::export(&nsys.path, report, &out)?;
         let tables = nsys_export::read_export_dir(&out)

@@ -807,11 +807,7 @@ fn run(a: RunArgs, plan: &[(String, Vec<String>)]) -> Result<i32> {
     };
     let engine = Engine::new(None)?;
     let nsys = crate::nsys::find(&engine, a.nsys.as_deref())?;
-    let work = tempfile::Builder::new()
-        .prefix("nsys-jax-pipe-run-")
-        .tempdir()
-        .context("cannot create a temporary folder (TMPDIR)")?;
-    let _cleanup = crate::interrupt::remove_on_interrupt(work.path());
+    let work = crate::tmpfiles::ScratchDir::new("run")?;
     let stem = output
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -1051,24 +1047,10 @@ fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
     Ok(())
 }
 
-/// Write a file via a temporary file in the same folder and a rename.
+/// Write a file via a temporary file in the same folder and a rename (see
+/// [`crate::tmpfiles::write_atomic`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("{}: cannot create folder", dir.display()))?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .tempfile_in(dir)
-        .with_context(|| format!("{}: cannot write", dir.display()))?;
-    let _interrupt = crate::interrupt::remove_on_interrupt(tmp.path());
-    tmp.write_all(bytes)?;
-    tmp.persist(path)
-        .map_err(|e| e.error)
-        .with_context(|| format!("{}: cannot write", path.display()))?;
-    Ok(())
+    crate::tmpfiles::write_atomic(path, bytes)
 }
 
 fn cache(c: CacheCommand) -> Result<()> {
@@ -1111,6 +1093,12 @@ fn cache(c: CacheCommand) -> Result<()> {
                 crate::table::human_bytes(s.bytes),
                 dir.display()
             );
+            if s.removed_leftovers > 0 {
+                println!(
+                    "removed {} temporary files or folders of killed runs",
+                    s.removed_leftovers
+                );
+            }
         }
     }
     Ok(())

@@ -1601,7 +1601,7 @@ pub fn script_analysis(
     let value = fail(
         db.engine()
             .node(&format!("analysis-script:{name}"), "", key, || {
-                let tmp = tempfile::tempdir()?;
+                let tmp = crate::tmpfiles::ScratchDir::new("script")?;
                 // A capture is shown to the script as the archive it makes.
                 let mut opened: Vec<Arc<Archive>> = Vec::new();
                 for (i, a) in archives.iter().enumerate() {

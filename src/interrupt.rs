@@ -10,11 +10,18 @@
 //! that window the helper processes registered with [`stop_on_interrupt`] (`nsys export`)
 //! are stopped, the files registered with [`remove_on_interrupt`] (temporary folders,
 //! archives being written) removed, and the process exits with 128 + the signal number.
+//!
+//! Files reach their destination by a rename through [`commit`], under a process-wide lock
+//! that the signal thread takes (after raising [`INTERRUPTED`]) and holds until the process
+//! has exited. So either a rename completed before the interrupt, and the message names what
+//! was written, or it never happens: a rename after an interrupt is refused, and the thread
+//! that wanted it waits for the exit. The normal exit ([`exit`]) takes the same lock, so the
+//! exit code and message always agree with what was written.
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// What to undo on an interrupt.
@@ -31,6 +38,12 @@ static CHILD: AtomicI32 = AtomicI32::new(0);
 /// The signal received while a child ran (0: none).
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
 static INSTALLED: OnceLock<()> = OnceLock::new();
+/// Held around each final rename, and by the signal thread from an interrupt to the exit.
+static COMMIT: Mutex<()> = Mutex::new(());
+/// Raised by the signal thread before it takes [`COMMIT`]: no rename may follow.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// The outputs renamed into place so far (named in the message of a later interrupt).
+static WRITTEN: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 /// Start handling interrupts (once per process). Errors are ignored: without handlers the
 /// default action (termination) applies, as for any program.
@@ -59,12 +72,72 @@ fn on_signal(signal: i32) {
         }
         return;
     }
+    INTERRUPTED.store(true, Ordering::SeqCst);
+    // Held until the process is gone: no rename after this point.
+    let _commit = COMMIT.lock().unwrap_or_else(|e| e.into_inner());
     remove_pending();
-    eprintln!(
-        "nsys-jax-pipe: interrupted ({}); nothing was written",
-        signal_name(signal)
-    );
+    let written = WRITTEN.lock().unwrap_or_else(|e| e.into_inner());
+    eprintln!("nsys-jax-pipe: {}", interrupted_message(signal, &written));
     std::process::exit(128 + signal);
+}
+
+fn interrupted_message(signal: i32, written: &[PathBuf]) -> String {
+    if written.is_empty() {
+        format!("interrupted ({}); nothing was written", signal_name(signal))
+    } else {
+        let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+        format!(
+            "interrupted ({}) after writing {}; nothing else was written",
+            signal_name(signal),
+            names.join(", ")
+        )
+    }
+}
+
+/// Wait for the signal thread, which is ending the process.
+fn wait_for_exit() -> ! {
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(3600));
+    }
+}
+
+/// Move a finished file to `dest` by `rename`, unless the process is being interrupted (then
+/// this never returns: the signal thread removes the temporary files and exits). `report`:
+/// `dest` is an output, named in the message of a later interrupt. A file once in place is
+/// never removed by an interrupt (a registration of `dest` itself is dropped).
+pub fn commit(
+    dest: &Path,
+    report: bool,
+    rename: impl FnOnce() -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let guard = COMMIT.lock().unwrap_or_else(|e| e.into_inner());
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        drop(guard);
+        wait_for_exit();
+    }
+    rename()?;
+    PENDING
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|(_, p)| !matches!(p, Pending::Path(p) if p == dest));
+    if report {
+        WRITTEN
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(dest.to_path_buf());
+    }
+    Ok(())
+}
+
+/// End the process with `code`, unless an interrupt is ending it already (then its code and
+/// message stand).
+pub fn exit(code: i32) -> ! {
+    let guard = COMMIT.lock().unwrap_or_else(|e| e.into_inner());
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        drop(guard);
+        wait_for_exit();
+    }
+    std::process::exit(code)
 }
 
 fn remove_pending() {
@@ -118,6 +191,21 @@ pub fn remove_on_interrupt(path: &Path) -> Guard {
     register(Pending::Path(path.to_path_buf()))
 }
 
+/// Create a file or folder by `create` (which returns it and its path) and register its path
+/// as [`remove_on_interrupt`] does, with no interrupt in between (one that came before waits
+/// for the exit instead).
+pub fn create_removed_on_interrupt<T>(
+    create: impl FnOnce() -> std::io::Result<(T, PathBuf)>,
+) -> std::io::Result<(T, Guard)> {
+    let guard = COMMIT.lock().unwrap_or_else(|e| e.into_inner());
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        drop(guard);
+        wait_for_exit();
+    }
+    let (t, path) = create()?;
+    Ok((t, register(Pending::Path(path))))
+}
+
 /// Send SIGTERM to the child process `pid` if the process is interrupted while the guard
 /// lives (the guard is dropped as soon as the child has been waited for).
 pub fn stop_on_interrupt(pid: u32) -> Guard {
@@ -155,5 +243,39 @@ pub fn signal_name(signal: i32) -> String {
         SIGTERM => "SIGTERM".into(),
         SIGHUP => "SIGHUP".into(),
         s => format!("signal {s}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_message_names_what_was_written() {
+        assert_eq!(
+            interrupted_message(SIGTERM, &[]),
+            "interrupted (SIGTERM); nothing was written"
+        );
+        assert_eq!(
+            interrupted_message(SIGINT, &[PathBuf::from("a.zip"), PathBuf::from("o/b.json")]),
+            "interrupted (SIGINT) after writing a.zip, o/b.json; nothing else was written"
+        );
+    }
+
+    #[test]
+    fn a_committed_file_leaves_the_interrupt_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("out");
+        let tmp = dir.path().join("tmp");
+        std::fs::write(&tmp, b"x").unwrap();
+        let _reserved = remove_on_interrupt(&dest);
+        commit(&dest, false, || std::fs::rename(&tmp, &dest)).unwrap();
+        let pending = PENDING.lock().unwrap();
+        assert!(
+            !pending
+                .iter()
+                .any(|(_, p)| matches!(p, Pending::Path(p) if *p == dest))
+        );
+        assert!(dest.is_file());
     }
 }

@@ -30,3 +30,4 @@ pub mod pipeline;
 pub mod stats;
 pub mod table;
 pub mod testutil;
+pub mod tmpfiles;

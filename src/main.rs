@@ -1,3 +1,3 @@
 fn main() {
-    std::process::exit(nsys_jax_pipe::cli::main());
+    nsys_jax_pipe::interrupt::exit(nsys_jax_pipe::cli::main());
 }

@@ -63,7 +63,7 @@ pub fn script_name(script: &Path) -> String {
 
 /// Run `script` on the extracted archive `folder`.
 pub fn run_script(script: &Path, args: &[String], folder: &Path) -> Result<ScriptOutput> {
-    let work = tempfile::tempdir()?;
+    let work = crate::tmpfiles::ScratchDir::new("script")?;
     let script = std::fs::canonicalize(script)
         .with_context(|| format!("{}: analysis script not found", script.display()))?;
     let mut cmd = if script.extension().is_some_and(|e| e == "py") {

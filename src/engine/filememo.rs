@@ -147,10 +147,11 @@ impl FileMemo {
             Path::new(path).exists()
         });
         let Some(dir) = file.parent() else { return };
-        if let Ok(mut tmp) = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)
-            && serde_json::to_writer(&mut tmp, &merged).is_ok()
+        if let Ok(bytes) = serde_json::to_vec(&merged)
+            && let Ok(mut tmp) = crate::tmpfiles::TempFile::new_in(dir, crate::tmpfiles::SUFFIX)
+            && std::io::Write::write_all(&mut tmp, &bytes).is_ok()
         {
-            let _ = tmp.persist(file);
+            let _ = tmp.commit(file, false);
         }
     }
 }

@@ -54,6 +54,8 @@ type Held = Mutex<HashMap<(String, Key), Weak<dyn Any + Send + Sync>>>;
 
 pub struct Engine {
     store: Option<Store>,
+    /// Raised when storing an entry failed (a full disk): the run goes on without storing.
+    store_failed: std::sync::atomic::AtomicBool,
     cells: Cells,
     held: Held,
     memo: filememo::FileMemo,
@@ -69,6 +71,7 @@ impl Engine {
         Ok(Engine {
             memo: filememo::FileMemo::load(memo_file),
             store,
+            store_failed: Default::default(),
             cells: Mutex::new(HashMap::new()),
             held: Mutex::new(HashMap::new()),
             log: RunLog::default(),
@@ -227,10 +230,29 @@ impl Engine {
         }
         let value = compute()?;
         if let Some(store) = &self.store {
-            store.put(kind, &key, &value.encode()?)?;
+            self.put(store, kind, &key, &value.encode()?);
         }
         self.record(kind, label, key, Status::Executed, t0);
         Ok(Arc::new(value))
+    }
+
+    /// Store an entry. The first failure (a full disk, a read-only or foreign cache folder)
+    /// is reported in one line and ends storing for the run, which goes on uncached: the
+    /// results do not depend on the cache.
+    fn put(&self, store: &Store, kind: &str, key: &Key, payload: &[u8]) {
+        use std::sync::atomic::Ordering;
+        if self.store_failed.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Err(e) = store.put(kind, key, payload)
+            && !self.store_failed.swap(true, Ordering::SeqCst)
+        {
+            eprintln!(
+                "nsys-jax-pipe: warning: cache {}: cannot store entries ({}); continuing without caching",
+                store.root().display(),
+                root_cause(&e)
+            );
+        }
     }
 
     fn record(&self, kind: &str, label: &str, key: Key, status: Status, t0: Instant) {
@@ -247,6 +269,15 @@ impl Engine {
     pub fn finish(&self) -> RunRecord {
         self.memo.save();
         self.log.finish(self.started.elapsed().as_secs_f64() * 1e3)
+    }
+}
+
+/// The innermost cause of `e`, an OS error without its number: "No space left on device".
+fn root_cause(e: &anyhow::Error) -> String {
+    let s = e.root_cause().to_string();
+    match s.find(" (os error ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
     }
 }
 

@@ -1,13 +1,15 @@
 //! The persistent, content-addressed store: one file per node value, named by its key.
 //!
 //! Entry format: `MAGIC`, payload length (u64 LE), blake3 of the payload (32 bytes), payload.
-//! Entries are written to a temporary file in the same directory and renamed into place, so a
-//! reader never sees a partial entry and concurrent writers of the same key are harmless (both
-//! write identical content). Entries are not fsync'ed: an entry torn by a crash fails its
+//! Entries are written to a temporary file in the store's root (see [`crate::tmpfiles`]: the
+//! only place where the store's temporary files lie, so cleaning the leftovers of killed
+//! processes lists one small folder) and renamed into place, so a reader never sees a partial
+//! entry and concurrent writers of the same key are harmless (both write identical content). Entries are not fsync'ed: an entry torn by a crash fails its
 //! checksum and is recomputed. A read verifies length and hash; a damaged entry is deleted and
 //! reported as missing, so the caller recomputes it.
 
 use super::key::Key;
+use crate::tmpfiles::{self, TempFile};
 use anyhow::{Context, Result};
 use std::fs;
 use std::io::Write;
@@ -19,6 +21,8 @@ const HEADER: usize = 8 + 8 + 32;
 
 pub struct Store {
     root: PathBuf,
+    /// Temporary files of killed processes removed when the store was opened.
+    cleaned: u64,
 }
 
 /// What `gc` and `stats` report.
@@ -28,17 +32,22 @@ pub struct StoreStats {
     pub bytes: u64,
     pub removed_entries: u64,
     pub removed_bytes: u64,
+    /// Temporary files and folders of killed processes removed.
+    pub removed_leftovers: u64,
     pub by_kind: std::collections::BTreeMap<String, (u64, u64)>,
 }
 
 impl Store {
-    /// Open (creating if needed) a store rooted at `root`.
+    /// Open (creating if needed) a store rooted at `root`, removing the temporary files that
+    /// killed processes left there.
     pub fn open(root: &Path) -> Result<Store> {
         let objects = root.join("objects");
         fs::create_dir_all(&objects)
             .with_context(|| format!("cannot create cache directory {}", objects.display()))?;
+        let cleaned = tmpfiles::clean_once(root).items;
         Ok(Store {
             root: root.to_path_buf(),
+            cleaned,
         })
     }
 
@@ -87,19 +96,20 @@ impl Store {
         let dir = path.parent().expect("entry path has a parent");
         fs::create_dir_all(dir)
             .with_context(|| format!("cannot create cache directory {}", dir.display()))?;
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".tmp-")
-            .tempfile_in(dir)
-            .with_context(|| format!("cannot write to cache directory {}", dir.display()))?;
+        let tmp = TempFile::new_in(&self.root, tmpfiles::SUFFIX)
+            .with_context(|| format!("cannot write to cache directory {}", self.root.display()))?;
         let hash = blake3::hash(payload);
-        tmp.write_all(MAGIC)?;
-        tmp.write_all(&(payload.len() as u64).to_le_bytes())?;
-        tmp.write_all(hash.as_bytes())?;
-        tmp.write_all(payload)?;
-        tmp.persist(&path)
-            .map_err(|e| e.error)
-            .with_context(|| format!("cannot write cache entry {}", path.display()))?;
-        Ok(())
+        let write = |tmp: &TempFile| -> std::io::Result<()> {
+            let mut w = std::io::BufWriter::new(tmp.file());
+            w.write_all(MAGIC)?;
+            w.write_all(&(payload.len() as u64).to_le_bytes())?;
+            w.write_all(hash.as_bytes())?;
+            w.write_all(payload)?;
+            w.flush()
+        };
+        write(&tmp)
+            .and_then(|()| tmp.commit(&path, false))
+            .with_context(|| format!("cannot write cache entry {}", path.display()))
     }
 
     fn entries(&self) -> Vec<(PathBuf, u64, SystemTime)> {
@@ -136,11 +146,22 @@ impl Store {
     }
 
     /// Remove entries older than `max_age` (by last use), then the least recently used ones
-    /// until the store holds at most `max_bytes`. Leftover temporary files are removed too.
+    /// until the store holds at most `max_bytes`. The temporary files and folders of killed
+    /// processes (in the store and in `$TMPDIR`) are removed too.
     pub fn gc(&self, max_bytes: Option<u64>, max_age: Option<Duration>) -> StoreStats {
         let now = SystemTime::now();
+        let mut s = StoreStats {
+            removed_leftovers: self.cleaned,
+            ..Default::default()
+        };
+        for c in [
+            tmpfiles::clean_files(&self.root),
+            tmpfiles::clean_files(&self.root.join("labels")),
+            tmpfiles::clean_scratch(&std::env::temp_dir()),
+        ] {
+            s.removed_leftovers += c.items;
+        }
         let mut entries = self.entries();
-        let mut s = StoreStats::default();
         let remove = |path: &Path, len: u64, s: &mut StoreStats| {
             if fs::remove_file(path).is_ok() {
                 s.removed_entries += 1;
@@ -152,10 +173,14 @@ impl Store {
                 .file_name()
                 .is_some_and(|n| n.to_string_lossy().starts_with(".tmp-"));
             let age = now.duration_since(*mtime).unwrap_or_default();
-            // Temporary files of a live writer are young; only stale ones go.
-            let stale_tmp = is_tmp && age > Duration::from_secs(3600);
+            // Entries' folders hold no temporary files of this version (see `put`); those of
+            // earlier versions carry no lock, so only stale ones go.
+            let stale_tmp = is_tmp && age > tmpfiles::GRACE;
             let too_old = !is_tmp && max_age.is_some_and(|m| age > m);
-            if stale_tmp || too_old {
+            if stale_tmp {
+                s.removed_leftovers += fs::remove_file(path).is_ok() as u64;
+                false
+            } else if too_old {
                 remove(path, *len, &mut s);
                 false
             } else {

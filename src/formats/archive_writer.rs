@@ -166,50 +166,118 @@ pub fn write_zip(entries: Vec<Entry>, dest: &Path, force: bool) -> Result<()> {
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)
         .with_context(|| format!("{}: cannot create folder", dir.display()))?;
-    let tmp = tempfile::Builder::new()
-        .prefix(".nsys-jax-pipe-")
-        .suffix(".zip.tmp")
-        .tempfile_in(dir)
+    let tmp = crate::tmpfiles::TempFile::new_in(dir, ".zip.tmp")
         .with_context(|| format!("{}: cannot write", dir.display()))?;
-    let _interrupt = crate::interrupt::remove_on_interrupt(tmp.path());
     let packed: Vec<Entry> = entries
         .into_par_iter()
         .map(Entry::pack)
         .collect::<Result<_>>()?;
-    {
-        use std::os::unix::fs::PermissionsExt;
-        tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o644))
-            .with_context(|| format!("{}: cannot write", dir.display()))?;
-        let mut zip = zip::ZipWriter::new(std::io::BufWriter::new(tmp.as_file()));
-        for e in packed {
-            match e.content {
-                Content::Packed(bytes, _) => {
-                    let mut part = zip::ZipArchive::new(std::io::Cursor::new(bytes))?;
-                    let member = part.by_index_raw(0)?;
-                    // The packed member may carry an older name (see `renamed`).
-                    zip.raw_copy_file_rename(member, e.name.as_str())
-                        .with_context(|| format!("{}: cannot write {}", dest.display(), e.name))?;
-                }
-                Content::InZip(archive, member, _) => archive
-                    .copy_raw(&member, &mut zip, &e.name)
-                    .with_context(|| format!("{}: cannot write {}", dest.display(), e.name))?,
-                Content::Raw(..) => unreachable!("packed above"),
-            }
-        }
-        let mut out = zip
-            .finish()
-            .with_context(|| format!("{}: cannot finish the zip", dest.display()))?;
-        out.flush()
-            .with_context(|| format!("{}: cannot write", dest.display()))?;
+    let mut out = Sticky::new(tmp.file());
+    let mut zip = zip::ZipWriter::new(std::io::BufWriter::new(&mut out));
+    if let Err(e) = add_members(&mut zip, packed, dest) {
+        // An unfinished ZipWriter prints to stderr when dropped (it tries to finish the
+        // archive): forgotten instead, its buffers leak; the temporary file goes with `tmp`.
+        std::mem::forget(zip);
+        return Err(e);
     }
-    tmp.persist(dest).map_err(|e| e.error).with_context(|| {
+    // I/O errors are held by `out` (so that the zip writer never fails, nor prints, on them)
+    // and reported here.
+    let finished = zip
+        .finish()
+        .map(|_| ())
+        .with_context(|| format!("{}: cannot finish the zip", dest.display()));
+    if let Some(e) = out.error.take() {
+        return Err(e).with_context(|| format!("{}: cannot write", dest.display()));
+    }
+    finished?;
+    tmp.commit(dest, true).with_context(|| {
         format!(
             "{}: cannot move the finished archive into place",
             dest.display()
         )
     })?;
     Ok(())
+}
+
+fn add_members<W: Write + std::io::Seek>(
+    zip: &mut zip::ZipWriter<W>,
+    packed: Vec<Entry>,
+    dest: &Path,
+) -> Result<()> {
+    for e in packed {
+        match e.content {
+            Content::Packed(bytes, _) => {
+                let mut part = zip::ZipArchive::new(std::io::Cursor::new(bytes))?;
+                let member = part.by_index_raw(0)?;
+                // The packed member may carry an older name (see `renamed`).
+                zip.raw_copy_file_rename(member, e.name.as_str())
+                    .with_context(|| format!("{}: cannot write {}", dest.display(), e.name))?;
+            }
+            Content::InZip(archive, member, _) => archive
+                .copy_raw(&member, zip, &e.name)
+                .with_context(|| format!("{}: cannot write {}", dest.display(), e.name))?,
+            Content::Raw(..) => unreachable!("packed above"),
+        }
+    }
+    Ok(())
+}
+
+/// A file that holds its first I/O error and, after it, pretends to succeed (keeping track
+/// of the position the writer expects): what is written no longer matters, the file is
+/// discarded.
+struct Sticky<'a> {
+    file: &'a std::fs::File,
+    pos: u64,
+    end: u64,
+    error: Option<std::io::Error>,
+}
+
+impl<'a> Sticky<'a> {
+    fn new(file: &'a std::fs::File) -> Sticky<'a> {
+        Sticky {
+            file,
+            pos: 0,
+            end: 0,
+            error: None,
+        }
+    }
+}
+
+impl Write for Sticky<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.error.is_none()
+            && let Err(e) = self.file.write_all(buf)
+        {
+            self.error = Some(e);
+        }
+        self.pos += buf.len() as u64;
+        self.end = self.end.max(self.pos);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl std::io::Seek for Sticky<'_> {
+    fn seek(&mut self, pos: std::io::SeekFrom) -> std::io::Result<u64> {
+        use std::io::SeekFrom;
+        let target = match pos {
+            SeekFrom::Start(n) => Some(n),
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+            SeekFrom::End(d) => self.end.checked_add_signed(d),
+        };
+        let Some(target) = target else {
+            return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
+        };
+        if self.error.is_none()
+            && let Err(e) = self.file.seek(SeekFrom::Start(target))
+        {
+            self.error = Some(e);
+        }
+        self.pos = target;
+        Ok(target)
+    }
 }
 
 /// Write `entries` as files under the folder `dest` (an extracted archive).
@@ -296,7 +364,7 @@ mod tests {
         assert_eq!(names, vec!["a.zip".to_string()]);
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&dest).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o644);
+        assert_eq!(mode & 0o777, crate::tmpfiles::file_mode());
 
         let folder = tmp.path().join("dir");
         write_dir(
