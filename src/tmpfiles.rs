@@ -2,15 +2,16 @@
 //! archives, cache entries, labels) is written to a temporary file beside its destination and
 //! renamed into place; every scratch folder it makes lies in `$TMPDIR`.
 //!
-//! - A temporary file is named `.nsys-jax-pipe-XXXXXX.tmp` (`.zip.tmp` for an archive) and a
+//! - A temporary file is named `.nsys-jax-pipe-PID-XXXXXX.tmp` (`.zip.tmp` for an archive) and a
 //!   scratch folder `$TMPDIR/nsys-jax-pipe-KIND-XXXXXX` (KIND: `run`, `export`, `script`).
 //! - Its writer holds an advisory lock (`flock`, exclusive) on the file, or on the folder's
 //!   `.lock` file, for its whole life, and writes into the file (or its pid into `.lock`) only
 //!   once it holds the lock. The lock goes with the process, however it ends (even SIGKILL).
 //! - So a temporary file or folder whose lock can be taken, and that holds anything, is a
 //!   leftover of a dead process: [`clean_files`] and [`clean_scratch`] remove those, and only
-//!   those (no process-id guesses). An empty, unlocked one may be in the instant between its
-//!   creation and its lock: it is left alone unless older than [`GRACE`].
+//!   those. An empty, unlocked one may be in the instant between its creation and its lock:
+//!   it is removed only when the writer named in it has exited, or when older than
+//!   [`GRACE`] (a writer that finds its file removed before it locked it takes another).
 //! - A committed file gets the modes `open(2)` would give it (`0666 & !umask`), not the 0600
 //!   of a temporary file, and is renamed through [`crate::interrupt::commit`], so that an
 //!   interrupt never lands between a rename and the report of what was written.
@@ -110,8 +111,10 @@ impl TempFile {
         clean_once(dir);
         loop {
             let ((file, path), interrupt) = crate::interrupt::create_removed_on_interrupt(|| {
+                // The writer's pid in the name tells a cleaner whether an empty, unlocked
+                // file (its writer between creating and locking it) has a live writer.
                 let (file, path) = tempfile::Builder::new()
-                    .prefix(PREFIX)
+                    .prefix(&format!("{PREFIX}{}-", std::process::id()))
                     .suffix(suffix)
                     .tempfile_in(dir)?
                     .into_parts();
@@ -253,7 +256,24 @@ fn is_dead(path: &Path, also_empty: bool) -> Option<(File, u64)> {
         return None;
     }
     let md = file.metadata().ok()?;
-    (md.len() > 0 || also_empty || age(&md) > GRACE).then_some((file, md.len()))
+    let writer_gone = || writer_pid(path).is_some_and(|pid| !alive(pid));
+    (md.len() > 0 || also_empty || age(&md) > GRACE || writer_gone())
+        .then_some((file, md.len()))
+}
+
+/// The pid a temporary file's name records (`PREFIX<pid>-…`), if any.
+fn writer_pid(path: &Path) -> Option<i32> {
+    let name = path.file_name()?.to_str()?;
+    let (pid, _) = name.strip_prefix(PREFIX)?.split_once('-')?;
+    pid.parse().ok()
+}
+
+/// Whether a process `pid` exists (a reused pid reads as alive: the file then waits for
+/// [`GRACE`]).
+fn alive(pid: i32) -> bool {
+    // SAFETY: kill(2) with signal 0 only checks that the process exists.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// Remove the leftover temporary files (`PREFIX…SUFFIX`) of dead processes in `dir`.
