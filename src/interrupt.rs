@@ -154,6 +154,7 @@ pub fn signal_name(signal: i32) -> String {
         SIGINT => "SIGINT".into(),
         SIGTERM => "SIGTERM".into(),
         SIGHUP => "SIGHUP".into(),
+        libc::SIGKILL => "SIGKILL".into(),
         s => format!("signal {s}"),
     }
 }
