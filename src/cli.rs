@@ -133,9 +133,11 @@ The program runs with XLA_FLAGS extended by --xla_dump_to=<temporary folder>/dum
 set); every other flag is kept as written. JAX_TRACEBACK_IN_LOCATIONS_LIMIT=-1 and
 JAX_ENABLE_COMPILATION_CACHE=false are set unless already set.
 
-Exit code: the program's (0 when Nsight Systems ended it by its --kill signal after a
---capture-range-end=stop-shutdown|repeat-shutdown capture or a --duration); 2 for a usage or
-input error; 128+N when interrupted by signal N (nothing is written then).";
+Exit code: the program's, except 0 when Nsight Systems ended it by its --kill signal
+(default SIGTERM) at the end of the capture: a capture range ending by stop-shutdown or
+repeat-shutdown:N (a --capture-range without --capture-range-end ends by stop-shutdown,
+Nsight Systems' default) or a --duration. 2 for a usage or input error; 128+N when
+interrupted by signal N (nothing is written then).";
 
 #[derive(clap::Args, Debug)]
 struct RunArgs {
@@ -522,10 +524,11 @@ fn archive(a: ArchiveArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
     let engine = Engine::new(cache_dir.as_deref())?;
     let (db, run) = open_inputs(engine, std::slice::from_ref(&a.report), &a.capture)?;
     let requests = requests(plan, a.pipeline.as_deref(), false)?;
-    let written = write_archive(&db, run, &requests, &output, a.force)?;
+    let written = write_archive(&db, run, &requests, &output, a.force, None)?;
     let record = db.ctx.engine.finish();
     let mut stdout = std::io::stdout().lock();
     print_results(&mut stdout, &written.texts, a.quiet, a.explain, &record)?;
+    crate::import_check::warn(written.import.as_slice());
     writeln!(
         stdout,
         "wrote {} ({} members; {} nodes executed, {} reused, {:.0} ms)",
@@ -547,6 +550,8 @@ struct Written {
     contents: std::time::Duration,
     /// Time to run the analyses.
     analyses: std::time::Duration,
+    /// An incomplete import, stored in the archive as `import-diagnostics.json`.
+    import: Option<crate::import_check::ImportDiagnostics>,
 }
 
 /// Lay out the archive of the run's only process (a capture), run the analyses, store their
@@ -557,6 +562,7 @@ fn write_archive(
     requests: &[AnalysisRequest],
     output: &Path,
     force: bool,
+    nsys_output: Option<&str>,
 ) -> Result<Written> {
     let p = run.processes(db)[0];
     let start = std::time::Instant::now();
@@ -568,9 +574,19 @@ fn write_archive(
         eprintln!("note: {n}");
     }
     let contents_time = start.elapsed();
+    let import = capture_import(db, run, nsys_output)?;
+    if let Some(d) = &import {
+        contents
+            .entries
+            .push(crate::formats::archive_writer::Entry::deflated(
+                crate::import_check::MEMBER,
+                d.to_json(),
+            ));
+    }
     let start = std::time::Instant::now();
-    let results = run_analyses(db, run, requests)?;
+    let mut results = run_analyses(db, run, requests)?;
     let analyses = start.elapsed();
+    mark_import_problems(&mut results.texts, import.as_slice());
     contents.entries.extend(analysis_entries(&results));
     let members = contents.entries.len();
     crate::formats::archive_writer::write_zip(contents.entries, output, force)?;
@@ -579,7 +595,53 @@ fn write_archive(
         texts: results.texts,
         contents: contents_time,
         analyses,
+        import,
     })
+}
+
+/// What is known of an incomplete import of the capture of `run` (one process): what nsys
+/// printed when it made the report (`nsys_output`, from `run`), else what the report records
+/// (see [`crate::import_check`]). Warned about here.
+fn capture_import(
+    db: &graph::Db,
+    run: graph::Run,
+    nsys_output: Option<&str>,
+) -> Result<Option<crate::import_check::ImportDiagnostics>> {
+    use crate::import_check::{self, ImportDiagnostics};
+    let from_output = nsys_output
+        .map(import_check::from_nsys_output)
+        .unwrap_or_default();
+    let found = if from_output.is_empty() {
+        import_check::of_run(db, run)?.pop()
+    } else {
+        let report = run.processes(db)[0].archive_ref(db).path.clone();
+        Some(ImportDiagnostics {
+            report: report
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            source: "nsys output".into(),
+            errors: from_output,
+        })
+    };
+    import_check::warn(found.as_slice());
+    Ok(found)
+}
+
+/// The summary's "no module executions" line says why when the import was incomplete.
+fn mark_import_problems(
+    texts: &mut [(String, String)],
+    found: &[crate::import_check::ImportDiagnostics],
+) {
+    use crate::analyses::summary::{NO_MODULES, NO_MODULES_IMPORT};
+    if found.is_empty() {
+        return;
+    }
+    for (_, text) in texts.iter_mut() {
+        if text.contains(NO_MODULES) {
+            *text = text.replace(NO_MODULES, NO_MODULES_IMPORT);
+        }
+    }
 }
 
 /// The analyses' output files as archive members under `analysis/<name>/`.
@@ -817,8 +879,15 @@ fn run(a: RunArgs, plan: &[(String, Vec<String>)]) -> Result<i32> {
     match (profiled.exit_code, succeeded) {
         (0, _) => {}
         (code, true) => eprintln!(
-            "nsys-jax-pipe: the program ended by {} after the capture (expected with this --capture-range-end/--duration)",
-            crate::interrupt::signal_name(code - 128)
+            "nsys-jax-pipe: the program ended by {} after the capture ({}): a successful run",
+            crate::interrupt::signal_name(code - 128),
+            match options.capture_range_end() {
+                Some((end, true)) => format!(
+                    "Nsight Systems' default --capture-range-end={end} ends the program with its --kill signal"
+                ),
+                Some((end, false)) => format!("--capture-range-end={end}"),
+                None => "--duration".to_string(),
+            }
         ),
         (code, false) => eprintln!("nsys-jax-pipe: warning: the program exited with code {code}"),
     }
@@ -847,7 +916,14 @@ fn run(a: RunArgs, plan: &[(String, Vec<String>)]) -> Result<i32> {
     })];
     let processed =
         graph::open_run(engine, &inputs, Some(nsys.path.clone())).and_then(|(db, run)| {
-            let w = write_archive(&db, run, &requests, &output, a.force || reserved.is_some())?;
+            let w = write_archive(
+                &db,
+                run,
+                &requests,
+                &output,
+                a.force || reserved.is_some(),
+                Some(&profiled.output),
+            )?;
             Ok((db, w))
         });
     let (db, written) = match processed {
@@ -874,6 +950,7 @@ fn run(a: RunArgs, plan: &[(String, Vec<String>)]) -> Result<i32> {
     let after = after.elapsed();
     let mut stdout = std::io::stdout().lock();
     print_results(&mut stdout, &written.texts, a.quiet, a.explain, &record)?;
+    crate::import_check::warn(written.import.as_slice());
     writeln!(
         stdout,
         "wrote {} ({} members) · profiled run {:.1} s · after it {:.2} s (archive {:.2} s, analyses {:.2} s)",
@@ -1019,12 +1096,24 @@ fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
     let (db, run) = open_inputs(engine, &a.inputs, &a.capture)?;
 
     // Compute everything first; write nothing unless all analyses succeeded.
-    let AnalysisResults { mut files, texts } = run_analyses(&db, run, &requests)?;
+    let AnalysisResults {
+        mut files,
+        mut texts,
+    } = run_analyses(&db, run, &requests)?;
+    let import = crate::import_check::of_run(&db, run)?;
+    crate::import_check::warn(&import);
+    mark_import_problems(&mut texts, &import);
     let record = db.ctx.engine.finish();
     files.push((
         "pipeline-run.json".into(),
         serde_json::to_vec_pretty(&record)?,
     ));
+    if !import.is_empty() {
+        files.push((
+            crate::import_check::MEMBER.into(),
+            serde_json::to_vec_pretty(&import)?,
+        ));
+    }
     for (rel, bytes) in &files {
         write_atomic(&a.output.join(rel), bytes)?;
     }
@@ -1033,6 +1122,7 @@ fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
     }
     let mut stdout = std::io::stdout().lock();
     print_results(&mut stdout, &texts, a.quiet, a.explain, &record)?;
+    crate::import_check::warn(&import);
     writeln!(
         stdout,
         "wrote {} ({} nodes executed, {} reused, {:.0} ms)",
@@ -1271,15 +1361,22 @@ fn compare(a: CompareArgs) -> Result<i32> {
         }),
     );
     let report = compare::compare(&db, base_run, head_run, rerun, &settings, sides)?;
+    let mut import = Vec::new();
+    for &run in &runs {
+        import.extend(crate::import_check::of_run(&db, run)?);
+    }
+    crate::import_check::warn(&import);
     let record = db.ctx.engine.finish();
     write_atomic(
         &a.output.join("compare.json"),
         &serde_json::to_vec_pretty(&report)?,
     )?;
-    write_atomic(
-        &a.output.join("compare.md"),
-        compare::report::markdown(&report).as_bytes(),
-    )?;
+    let mut md = String::new();
+    for d in &import {
+        md.push_str(&format!("> **Warning:** {}\n\n", d.warning()));
+    }
+    md.push_str(&compare::report::markdown(&report));
+    write_atomic(&a.output.join("compare.md"), md.as_bytes())?;
     write_atomic(
         &a.output.join("pipeline-run.json"),
         &serde_json::to_vec_pretty(&record)?,
@@ -1291,6 +1388,7 @@ fn compare(a: CompareArgs) -> Result<i32> {
         write!(stdout, "{}", compare::report::terminal(&report))?;
     }
     print_results(&mut stdout, &[], true, a.explain, &record)?;
+    crate::import_check::warn(&import);
     writeln!(
         stdout,
         "wrote {} ({} nodes executed, {} reused, {:.0} ms)",

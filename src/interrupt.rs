@@ -242,6 +242,7 @@ pub fn signal_name(signal: i32) -> String {
         SIGINT => "SIGINT".into(),
         SIGTERM => "SIGTERM".into(),
         SIGHUP => "SIGHUP".into(),
+        libc::SIGKILL => "SIGKILL".into(),
         s => format!("signal {s}"),
     }
 }

@@ -233,21 +233,38 @@ impl NsysOptions {
         (args, added)
     }
 
+    /// How the capture range ends: the `--capture-range-end` given, else Nsight Systems' own
+    /// default when a capture range is set (`--capture-range`/`-c` other than `none`), else
+    /// `None` (the whole program is captured). The second value says whether it is the
+    /// default. Every Nsight Systems this tool accepts (2023.4 and later) ends a capture
+    /// range by `stop-shutdown` unless told otherwise: it ends the program with its `--kill`
+    /// signal after `cudaProfilerStop` (or the end of the NVTX range).
+    pub fn capture_range_end(&self) -> Option<(&str, bool)> {
+        if let Some(end) = self.value("capture-range-end", None) {
+            return Some((end, false));
+        }
+        let range = self.value("capture-range", Some('c'))?;
+        (range != "none").then_some((DEFAULT_CAPTURE_RANGE_END, true))
+    }
+
     /// The signal Nsight Systems ends the program with once the capture is over, when it
-    /// does (`--capture-range-end=stop-shutdown|repeat-shutdown:N`, or `--duration`), per
-    /// `--kill` (default SIGTERM; `none`: no signal). The program's death by that signal is
-    /// the expected end of the run, not a failure.
+    /// does (a capture range ending by `stop-shutdown` or `repeat-shutdown:N`, given or by
+    /// default, or a `--duration`), per `--kill` (default SIGTERM; `none`: no signal). The
+    /// program's death by that signal is the expected end of the run, not a failure.
     pub fn shutdown_signal(&self) -> Result<Option<i32>> {
-        let ends_by_shutdown = self
-            .value("capture-range-end", None)
-            .is_some_and(|v| v.starts_with("stop-shutdown") || v.starts_with("repeat-shutdown"))
-            || self.has("duration", Some('d'));
+        let ends_by_shutdown = self.capture_range_end().is_some_and(|(v, _)| {
+            v.starts_with("stop-shutdown") || v.starts_with("repeat-shutdown")
+        }) || self.has("duration", Some('d'));
         if !ends_by_shutdown {
             return Ok(None);
         }
         parse_kill(self.value("kill", None).unwrap_or("sigterm"))
     }
 }
+
+/// What Nsight Systems does at the end of a capture range when `--capture-range-end` is not
+/// given (2023.4 and later).
+pub const DEFAULT_CAPTURE_RANGE_END: &str = "stop-shutdown";
 
 /// `--kill` values: `none`, a signal name (`sigterm`, `SIGKILL`, `int`, ...) or number.
 pub fn parse_kill(v: &str) -> Result<Option<i32>> {
@@ -352,6 +369,33 @@ pub struct Profiled {
     pub exit_code: i32,
     /// Wall time from the start of nsys to its exit.
     pub wall: std::time::Duration,
+    /// The end of what nsys and the program printed (both streams; see [`forward`]).
+    pub output: String,
+}
+
+/// How much of the output is kept for reading nsys's messages (they come last).
+const OUTPUT_KEPT: usize = 1 << 20;
+
+/// Copy `from` to `to` as it comes, keeping the last [`OUTPUT_KEPT`] bytes in `kept`.
+fn forward(
+    mut from: impl std::io::Read,
+    mut to: impl std::io::Write,
+    kept: &std::sync::Mutex<Vec<u8>>,
+) {
+    let mut buf = [0u8; 8192];
+    while let Ok(n) = from.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        let _ = to.write_all(&buf[..n]);
+        let _ = to.flush();
+        let mut k = kept.lock().unwrap_or_else(|e| e.into_inner());
+        k.extend_from_slice(&buf[..n]);
+        if k.len() > 2 * OUTPUT_KEPT {
+            let cut = k.len() - OUTPUT_KEPT;
+            k.drain(..cut);
+        }
+    }
 }
 
 /// Run `program` under `nsys profile` with the report and the XLA dump in `work` (a local
@@ -381,20 +425,54 @@ pub fn profile(
     eprintln!("nsys-jax-pipe: profiling: nsys profile {}", shown.join(" "));
     let start = std::time::Instant::now();
     use std::os::unix::process::CommandExt;
+    // nsys relays the program's output through pipes of its own (nsys-tee), so reading its
+    // streams here changes nothing for the program; they are copied on at once.
     let mut child = std::process::Command::new(nsys)
         .args(&args)
         .args(program)
         .envs(vars)
         // A process group of its own: interrupts reach it once, through this process.
         .process_group(0)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .with_context(|| format!("{}: cannot start nsys", nsys.display()))?;
+    let kept = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let out = child.stdout.take().expect("piped");
+    let err = child.stderr.take().expect("piped");
+    for (stream, to_stdout) in [
+        (Box::new(out) as Box<dyn std::io::Read + Send>, true),
+        (Box::new(err), false),
+    ] {
+        let (kept, done) = (kept.clone(), done_tx.clone());
+        std::thread::spawn(move || {
+            if to_stdout {
+                forward(stream, std::io::stdout(), &kept);
+            } else {
+                forward(stream, std::io::stderr(), &kept);
+            }
+            let _ = done.send(());
+        });
+    }
     let status = {
         let _forward = crate::interrupt::forward_to(child.id());
         child
             .wait()
             .with_context(|| format!("{}: lost track of nsys", nsys.display()))?
     };
+    let wall = start.elapsed();
+    // A program that nsys left running (--kill none) may hold the streams open: read what
+    // came until shortly after nsys's exit, and let the copying go on meanwhile.
+    let grace = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    for _ in 0..2 {
+        let left = grace.saturating_duration_since(std::time::Instant::now());
+        if done_rx.recv_timeout(left).is_err() {
+            break;
+        }
+    }
+    let output =
+        String::from_utf8_lossy(&kept.lock().unwrap_or_else(|e| e.into_inner())).into_owned();
     if let Some(signal) = crate::interrupt::received() {
         return Err(crate::error::Interrupted(signal).into());
     }
@@ -407,7 +485,8 @@ pub fn profile(
             .is_ok_and(|mut d| d.next().is_some())
             .then_some(dump),
         exit_code: exit_code(status),
-        wall: start.elapsed(),
+        wall,
+        output,
     })
 }
 
@@ -495,6 +574,39 @@ mod tests {
         assert_eq!(d.shutdown_signal().unwrap(), None);
         let s = NsysOptions::parse(&strings(&["--capture-range-end=stop"])).unwrap();
         assert_eq!(s.shutdown_signal().unwrap(), None);
+        // A capture range without an end: Nsight Systems' default, stop-shutdown.
+        for (args, end, signal) in [
+            (
+                &["--capture-range=cudaProfilerApi"][..],
+                Some(("stop-shutdown", true)),
+                Some(15),
+            ),
+            (
+                &["-c", "nvtx", "--kill", "2"][..],
+                Some(("stop-shutdown", true)),
+                Some(2),
+            ),
+            (
+                &["-c", "cudaProfilerApi", "--kill=none"][..],
+                Some(("stop-shutdown", true)),
+                None,
+            ),
+            (&["--capture-range=none"][..], None, None),
+            (&[][..], None, None),
+            (
+                &[
+                    "--capture-range=cudaProfilerApi",
+                    "--capture-range-end",
+                    "stop",
+                ][..],
+                Some(("stop", false)),
+                None,
+            ),
+        ] {
+            let o = NsysOptions::parse(&strings(args)).unwrap();
+            assert_eq!(o.capture_range_end(), end, "{args:?}");
+            assert_eq!(o.shutdown_signal().unwrap(), signal, "{args:?}");
+        }
         assert!(NsysOptions::parse(&strings(&["python"])).is_err());
         assert!(parse_kill("sigfoo").is_err());
         assert_eq!(parse_kill("2").unwrap(), Some(2));

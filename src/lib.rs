@@ -21,6 +21,7 @@ pub mod error;
 pub mod formats;
 pub mod frames;
 pub mod graph;
+pub mod import_check;
 pub mod interrupt;
 pub mod labels;
 pub mod launch;

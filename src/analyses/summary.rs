@@ -238,13 +238,19 @@ pub fn wait_times<'a>(
     Some(out)
 }
 
+/// What the terminal rendering says when there is no module execution.
+pub const NO_MODULES: &str =
+    "No GPU module executions in the profile (NVTX-only capture?): no module table.";
+
+/// What it says instead when Nsight Systems could not import the capture's GPU work.
+pub const NO_MODULES_IMPORT: &str = "No GPU module executions in the profile: Nsight Systems could not import the capture's GPU work (see the warning); no module table.";
+
 /// The terminal rendering.
 pub fn render(s: &Summary) -> String {
     let mut out = String::new();
     if s.modules.is_empty() {
-        out.push_str(
-            "No GPU module executions in the profile (NVTX-only capture?): no module table.\n",
-        );
+        out.push_str(NO_MODULES);
+        out.push('\n');
     } else {
         let have_wait = s.modules.iter().any(|m| m.wait_ms_mean.is_some());
         let mut header = vec![

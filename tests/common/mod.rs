@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+pub mod standin;
+
 /// The shared fixture folder (`$NSYS_JAX_PIPE_FIXTURES`, else `../shared/fixtures`); `None`
 /// with a loud notice when absent.
 pub fn fixtures() -> Option<PathBuf> {

@@ -1,0 +1,355 @@
+//! Captures that Nsight Systems could not fully import.
+//!
+//! Nsight Systems turns the raw capture into a report once the program has ended. When the
+//! capture holds CUDA calls it does not know (a CUDA newer than the Nsight Systems: CUDA 13
+//! with Nsight Systems 2023.4 makes such calls while JAX starts and compiles), the import
+//! stops processing that stream of events: nsys prints "Importer error status: Importation
+//! succeeded with non-fatal errors", the report is written, and the GPU work after the
+//! failing call is missing from it. The analyses then find few or no module executions,
+//! which reads like a program that did nothing on the GPU.
+//!
+//! Where this is learnt:
+//! - `run` reads nsys's own output (what it prints after the import);
+//! - a report records the importer's diagnostics as events, which only `nsys export --type
+//!   json` gives out. That export is as slow as the report is large, so it is read only for
+//!   a capture in which no XLA module execution has GPU work (the visible symptom); its
+//!   result is stored like any node;
+//! - an archive written by `run` or `archive` carries what was found as [`MEMBER`], which
+//!   `analyze`, `compare` and `combine` repeat.
+
+use crate::engine::value::Bytes;
+use crate::engine::{Engine, Key, KeyBuilder, versions};
+use crate::nsys::Nsys;
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::io::BufRead;
+use std::path::Path;
+
+/// The archive member recording an incomplete import (absent when none was found).
+pub const MEMBER: &str = "import-diagnostics.json";
+
+/// What is known of one capture's import.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImportDiagnostics {
+    /// The report's file name.
+    pub report: String,
+    /// Where the errors were read: "nsys output" or "report".
+    pub source: String,
+    /// The importer's errors, one line each (empty: none found).
+    pub errors: Vec<String>,
+}
+
+impl ImportDiagnostics {
+    pub fn is_incomplete(&self) -> bool {
+        !self.errors.is_empty()
+    }
+
+    /// The warning, with the cause and the remedy (several lines).
+    pub fn warning(&self) -> String {
+        format!(
+            "{}: Nsight Systems could not fully import this capture ({}: {}). GPU work after \
+             the failing call is missing from the report, so the analyses find too few module \
+             executions, or none. Likely cause: the CUDA driver is newer than this Nsight \
+             Systems knows (CUDA 13 with Nsight Systems 2023.4 makes such calls while JAX \
+             starts and compiles). Remedy: start the capture after compilation \
+             (--capture-range=cudaProfilerApi and cudaProfilerStart() after the first steps), \
+             or profile with a newer Nsight Systems.",
+            self.report,
+            self.source,
+            self.errors.join("; ")
+        )
+    }
+
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec_pretty(self).expect("serialisable")
+    }
+
+    pub fn from_json(bytes: &[u8], what: &str) -> Result<ImportDiagnostics> {
+        serde_json::from_slice(bytes).with_context(|| format!("{what}: not valid {MEMBER}"))
+    }
+}
+
+/// The import errors in what `nsys profile` printed (both streams, in any order).
+pub fn from_nsys_output(text: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    let mut push = |e: String| {
+        if !errors.contains(&e) {
+            errors.push(e);
+        }
+    };
+    for line in text.split(['\n', '\r']).map(str::trim) {
+        if let Some(status) = line.strip_prefix("Importer error status:") {
+            let status = status.trim().trim_end_matches('.');
+            if !status.eq_ignore_ascii_case("Importation succeeded") {
+                push(format!("importer status: {status}"));
+            }
+        } else if let Some(s) = line.strip_prefix("Status:")
+            && s.trim() == "TargetProfilingFailed"
+        {
+            push("analysis failed: TargetProfilingFailed".into());
+        } else if line.contains("Errors occurred while processing the raw events") {
+            push("errors occurred while processing the raw events".into());
+        }
+        if let Some(m) = tagged_message(line) {
+            push(m);
+        }
+    }
+    errors
+}
+
+/// The message of a Nsight Systems exception (`[QuadDCommon::tag_message*] = MESSAGE`).
+fn tagged_message(text: &str) -> Option<String> {
+    let (_, m) = text.split_once("tag_message*] = ")?;
+    let m = m.split(['\n', '"', '\\']).next()?.trim();
+    (!m.is_empty()).then(|| m.to_string())
+}
+
+/// The import errors among the diagnostic events of `nsys export --type json` (one JSON
+/// object per line): the analysis' "Error when processing events" and every error-level
+/// event. Other lines are skipped unparsed.
+pub fn from_json_export(reader: impl BufRead) -> Result<Vec<String>> {
+    let mut errors = Vec::new();
+    for line in reader.lines() {
+        let line = line.context("reading nsys's JSON export")?;
+        if !line.contains("\"DiagnosticEvent\"") {
+            continue;
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(&line).context("a diagnostic event of nsys's JSON export")?;
+        let e = &v["DiagnosticEvent"];
+        let text = e["Text"].as_str().unwrap_or_default();
+        let failed = text.starts_with("Error when processing events");
+        if !(failed || e["Level"] == "Error" || e["Level"] == "Fatal") {
+            continue;
+        }
+        let one = tagged_message(text).unwrap_or_else(|| {
+            text.lines()
+                .next()
+                .unwrap_or_default()
+                .trim_end_matches(':')
+                .to_string()
+        });
+        let one = format!("{}: {one}", e["Source"].as_str().unwrap_or("nsys"));
+        if !errors.contains(&one) {
+            errors.push(one);
+        }
+    }
+    Ok(errors)
+}
+
+/// The import errors a report records (a stored node: `nsys export --type json`, read line
+/// by line and not kept).
+pub fn from_report(
+    engine: &Engine,
+    nsys: &Nsys,
+    report: &Path,
+    report_key: &Key,
+) -> Result<Vec<String>> {
+    let key = KeyBuilder::new("import-diagnostics", &versions::of(&["import_check.rs"]))
+        .param("nsys-version", nsys.version_key.0)
+        .input(report_key)
+        .finish();
+    let label = report
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stored = engine.node("import-diagnostics", &label, key, || {
+        let tmp = tempfile::Builder::new()
+            .prefix("nsys-jax-pipe-diagnostics-")
+            .tempdir()
+            .context("cannot create a temporary folder for nsys export")?;
+        let _cleanup = crate::interrupt::remove_on_interrupt(tmp.path());
+        let out = tmp.path().join("events.json");
+        let child = std::process::Command::new(&nsys.path)
+            .args([
+                "export",
+                "--type",
+                "json",
+                "--force-overwrite",
+                "true",
+                "--quiet",
+                "true",
+            ])
+            .arg("--output")
+            .arg(&out)
+            .arg(report)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .with_context(|| format!("cannot run {}", nsys.path.display()))?;
+        let done = {
+            let _stop = crate::interrupt::stop_on_interrupt(child.id());
+            child.wait_with_output()?
+        };
+        if !done.status.success() {
+            anyhow::bail!(
+                "nsys export --type json of {} failed ({}): {}",
+                report.display(),
+                done.status,
+                String::from_utf8_lossy(&done.stderr).trim()
+            );
+        }
+        let f = std::fs::File::open(&out)
+            .with_context(|| format!("nsys export wrote no {}", out.display()))?;
+        let errors = from_json_export(std::io::BufReader::new(f))?;
+        Ok(Bytes(serde_json::to_vec(&errors)?))
+    })?;
+    Ok(serde_json::from_slice(&stored.0)?)
+}
+
+/// Whether any XLA module execution of the capture (a top-level `XlaModule` range of a
+/// program) has GPU work projected onto it (false without GPU activity at all).
+fn has_module_gpu_work(
+    engine: &Engine,
+    nsys: &Nsys,
+    report: &Path,
+    report_key: &Key,
+) -> Result<bool> {
+    use crate::formats::trace;
+    use arrow::array::{Array, AsArray};
+    let bytes = crate::capture::derived_member(
+        engine,
+        nsys,
+        report,
+        report_key,
+        crate::formats::archive::TRACE,
+    )?;
+    let Some(bytes) = bytes else {
+        return Ok(false);
+    };
+    let t = trace::read(bytes)?;
+    let names = t
+        .column_by_name(trace::NAME)
+        .context("trace without names")?
+        .as_string::<i32>();
+    let ops = t
+        .column_by_name(trace::NUM_GPU_OPS)
+        .context("trace without NumGPUOps")?
+        .as_primitive::<arrow::datatypes::Int64Type>();
+    let levels = t
+        .column_by_name(trace::LVL)
+        .context("trace without Lvl")?
+        .as_primitive::<arrow::datatypes::Int32Type>();
+    // The autotuner's executions during compilation are nested in other ranges, or name a
+    // module without a program id.
+    Ok((0..t.num_rows()).any(|i| {
+        let name = names.value(i);
+        let name = name.strip_prefix("TSL:").unwrap_or(name);
+        name.starts_with("XlaModule:#")
+            && name.contains("program_id=")
+            && levels.value(i) == 0
+            && ops.is_valid(i)
+            && ops.value(i) > 0
+    }))
+}
+
+/// What is known of an incomplete import of each process of `run`: the [`MEMBER`] of an
+/// archive, or, for a report in which no XLA module execution has GPU work, what the report
+/// records. Captures found complete are left out.
+pub fn of_run(db: &crate::graph::Db, run: crate::graph::Run) -> Result<Vec<ImportDiagnostics>> {
+    let mut out: Vec<ImportDiagnostics> = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for &p in run.processes(db) {
+        let archive = p.archive_ref(db);
+        let stem = p.stem(db).clone();
+        if !seen.insert((archive.path.clone(), stem.clone())) {
+            continue;
+        }
+        let found = if archive.is_capture() {
+            let engine = &db.ctx.engine;
+            let nsys = db.ctx.nsys()?;
+            let key = engine.file_key(&archive.path)?;
+            if has_module_gpu_work(engine, nsys, &archive.path, &key)? {
+                None
+            } else {
+                Some(ImportDiagnostics {
+                    report: archive
+                        .path
+                        .file_name()
+                        .map(|f| f.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    source: "report".into(),
+                    errors: from_report(engine, nsys, &archive.path, &key)?,
+                })
+            }
+        } else if let Some(m) = archive.resolve(MEMBER, stem.as_deref()) {
+            let what = format!("{}: {m}", archive.path.display());
+            Some(ImportDiagnostics::from_json(&archive.read(&m)?, &what)?)
+        } else {
+            None
+        };
+        out.extend(found.filter(ImportDiagnostics::is_incomplete));
+    }
+    Ok(out)
+}
+
+/// Print each warning to stderr.
+pub fn warn(found: &[ImportDiagnostics]) {
+    for d in found {
+        eprintln!("nsys-jax-pipe: warning: {}", d.warning());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What Nsight Systems 2023.4 printed after a whole-program capture of a JAX program on
+    /// CUDA 13 (abridged: the exception's source location is shortened).
+    const NSYS_OUTPUT: &str = "Generated:\n    /opt/njp/whole.nsys-rep\nImporter error status: Importation succeeded with non-fatal errors.\n**** Analysis failed with:\nStatus: TargetProfilingFailed\nProps {\n  Items {\n    Type: DeviceId\n    Value: \"Local (CLI)\"\n  }\n}\nError {\n  Type: RuntimeError\n  SubError {\n    Type: ProcessEventsError\n    Props {\n      Items {\n        Type: ErrorText\n        Value: \"TraceProcessEvent.cpp(45): Throw in function GetAPICallbackName\\nstd::exception::what: InvalidArgumentException\\n[QuadDCommon::tag_message*] = Unknown driver API function index: 780\\n\"\n      }\n    }\n  }\n}\n\n**** Errors occurred while processing the raw events. ****\n";
+
+    #[test]
+    fn reads_nsys_output() {
+        assert_eq!(
+            from_nsys_output(NSYS_OUTPUT),
+            [
+                "importer status: Importation succeeded with non-fatal errors",
+                "analysis failed: TargetProfilingFailed",
+                "Unknown driver API function index: 780",
+                "errors occurred while processing the raw events",
+            ]
+        );
+        let clean = "Generating '/tmp/nsys-report-ca5a.qdstrm'\n[1/1] [====100%] rep.nsys-rep\rGenerated:\n    /tmp/rep.nsys-rep\n";
+        assert!(from_nsys_output(clean).is_empty());
+    }
+
+    #[test]
+    fn reads_diagnostic_events() {
+        let lines = [
+            r#"{"Type":49,"DiagnosticEvent":{"Source":"Analysis","Level":"Info","Text":"Profiling has started."}}"#,
+            r#"{"Type":49,"DiagnosticEvent":{"Source":"Injection","Level":"Warning","Text":"Installed CUDA driver version (13.0) is not supported by this build of Nsight Systems."}}"#,
+            r#"{"Type":47,"TraceProcessEvent":{"startNs":"1"}}"#,
+            r#"{"Type":49,"DiagnosticEvent":{"Source":"Analysis","Level":"Warning","Text":"Error when processing events: Source ID=\nType=ErrorInformation (18)\n ErrorText (100)=x.cpp(45)\n[QuadDCommon::tag_message*] = Unknown driver API function index: 780\n"}}"#,
+        ]
+        .join("\n");
+        assert_eq!(
+            from_json_export(lines.as_bytes()).unwrap(),
+            ["Analysis: Unknown driver API function index: 780"]
+        );
+        assert!(
+            from_json_export(&lines.as_bytes()[..lines.find("\n{\"Type\":47").unwrap()])
+                .unwrap()
+                .is_empty()
+        );
+        let d = ImportDiagnostics {
+            report: "whole.nsys-rep".into(),
+            source: "report".into(),
+            errors: vec!["Analysis: Unknown driver API function index: 780".into()],
+        };
+        let w = d.warning();
+        assert!(
+            w.contains("could not fully import")
+                && w.contains("780")
+                && w.contains("newer Nsight Systems"),
+            "{w}"
+        );
+        assert_eq!(ImportDiagnostics::from_json(&d.to_json(), "x").unwrap(), d);
+        assert!(
+            ImportDiagnostics::from_json(b"{", "a.zip")
+                .unwrap_err()
+                .to_string()
+                .contains("a.zip")
+        );
+    }
+}
