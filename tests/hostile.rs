@@ -550,3 +550,58 @@ fn module_names_beyond_ascii_are_kept() {
     let names = summary_modules(&out);
     assert!(names.iter().any(|n| n == "jit_résumé"), "{names:?}");
 }
+
+#[test]
+fn an_empty_or_foreign_dump_given_with_a_report_is_an_input_error() {
+    let (Some(f), Some(nsys)) = (fixtures(), nsys()) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let report = f.join("h200/fsdp2_1proc/rep.nsys-rep");
+    let empty = tmp.path().join("empty-dump");
+    std::fs::create_dir(&empty).unwrap();
+    let run = |dump: &Path| {
+        run_with_nsys(
+            &nsys,
+            &os(&args![
+                "analyze",
+                "--cache-dir",
+                tmp.path().join("c"),
+                "-o",
+                tmp.path().join("o"),
+                &report,
+                "--dump",
+                dump
+            ]),
+        )
+    };
+    // The run first says which dump it uses; the error is the last line.
+    let last_error = |o: &std::process::Output, dump: &Path, what: &[&str]| {
+        let err = stderr(o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        let last = err.lines().last().unwrap_or_default();
+        assert!(last.starts_with("nsys-jax-pipe: error: "), "{err}");
+        assert!(last.contains(dump.to_str().unwrap()), "{last}");
+        for w in what {
+            assert!(last.contains(w), "{last:?} should say {w:?}");
+        }
+    };
+    let o = run(&empty);
+    last_error(&o, &empty, &["holds none of the", "jit_train_step"]);
+    // The example's dump: another run's programs (same names, other ids).
+    let other = tmp.path().join("other-dump");
+    std::fs::create_dir(&other).unwrap();
+    for (name, bytes) in example_members() {
+        if let Some(file) = name.strip_prefix("dump/").and_then(|n| n.strip_suffix(".xz"))
+            && !file.contains('/')
+        {
+            let mut raw = Vec::new();
+            use std::io::Read;
+            xz2::read::XzDecoder::new(&bytes[..]).read_to_end(&mut raw).unwrap();
+            std::fs::write(other.join(file), raw).unwrap();
+        }
+    }
+    let o = run(&other);
+    last_error(&o, &other, &["holds none of the"]);
+    assert!(!tmp.path().join("o").exists());
+}
