@@ -983,8 +983,8 @@ fn requests(
 ) -> Result<Vec<AnalysisRequest>> {
     Ok(if !plan.is_empty() {
         plan.iter()
-            .map(|(n, args)| AnalysisRequest::new(n, args.clone()))
-            .collect()
+            .map(|(n, args)| AnalysisRequest::from_command_line(n, args.clone()))
+            .collect::<Result<_>>()?
     } else if let Some(p) = pipeline {
         pipeline::load(p)?
     } else if default {

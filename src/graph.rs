@@ -1387,10 +1387,11 @@ pub fn analysis(db: &dyn Graph, run: Run, spec: AnalysisSpec) -> NodeResult<Anal
         }
         "compilation" => {
             let key = analysis_key(db, run, spec, &COMPILATION_SOURCES, false, true)?;
-            let detail = params
-                .get("detail")
-                .and_then(|v| v.as_bool())
-                .unwrap_or(false);
+            let detail = fail(
+                serde_json::from_value::<analyses::compilation::Params>(params.clone())
+                    .map_err(|e| anyhow::anyhow!("analysis compilation: {e}")),
+            )?
+            .detail;
             (
                 key,
                 Box::new(move || {
@@ -1433,7 +1434,8 @@ pub fn analysis(db: &dyn Graph, run: Run, spec: AnalysisSpec) -> NodeResult<Anal
         }
         other => {
             return Err(NodeError(format!(
-                "unknown analysis {other:?} (built in: summary, communication, compilation, stragglers; or the path of a script)"
+                "unknown analysis {other:?} (built in: {}; or the path of a script)",
+                analyses::builtin_names()
             )));
         }
     };

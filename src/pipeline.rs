@@ -45,6 +45,32 @@ impl AnalysisRequest {
         }
     }
 
+    /// An analysis named on the command line with its `--analysis-arg`s: a built-in one
+    /// takes them as `KEY=VALUE` parameters, checked against its parameter type; a script
+    /// gets them as its arguments.
+    pub fn from_command_line(name: &str, args: Vec<String>) -> Result<AnalysisRequest> {
+        let Some(b) = crate::analyses::builtin(name) else {
+            return Ok(AnalysisRequest::new(name, args));
+        };
+        let mut params = serde_json::Map::new();
+        for a in &args {
+            let Some((k, v)) = crate::analyses::parse_param(a) else {
+                bail!(
+                    "--analysis-arg {a}: the built-in analysis {name} takes parameters as KEY=VALUE"
+                );
+            };
+            params.insert(k, v);
+        }
+        let params = serde_json::Value::Object(params);
+        b.check_params(&params)
+            .map_err(|e| anyhow::anyhow!("--analysis-arg for analysis {name}: {e}"))?;
+        Ok(AnalysisRequest {
+            name: name.to_string(),
+            args: vec![],
+            params: serde_json::to_string(&params)?,
+        })
+    }
+
     /// Whether `name` refers to a script file rather than a built-in analysis.
     pub fn is_script(&self) -> bool {
         self.name.contains('/') || self.name.ends_with(".py") || Path::new(&self.name).is_file()
@@ -64,6 +90,16 @@ fn parse(text: &str, origin: &str) -> Result<Vec<AnalysisRequest>> {
                 .into_iter()
                 .map(|(k, v)| Ok((k, serde_json::to_value(v)?)))
                 .collect::<Result<_>>()?;
+            if let Some(b) = crate::analyses::builtin(&e.name) {
+                b.check_params(&serde_json::to_value(&params)?)
+                    .map_err(|m| anyhow::anyhow!("{origin}: analysis {}: {m}", e.name))?;
+                if !e.args.is_empty() {
+                    bail!(
+                        "{origin}: analysis {}: `args` are for scripts; a built-in analysis takes its parameters as keys",
+                        e.name
+                    );
+                }
+            }
             Ok(AnalysisRequest {
                 name: e.name,
                 args: e.args,
@@ -114,5 +150,20 @@ mod tests {
                 .starts_with("t: ")
         );
         assert!(parse("", "t").is_err());
+        // A misspelt or ill-typed parameter of a built-in analysis names the file, the
+        // analysis and the key.
+        let e = parse("[[analysis]]\nname='compilation'\ndetial=true\n", "p.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("p.toml: analysis compilation: ") && e.contains("detial"), "{e}");
+        assert!(parse("[[analysis]]\nname='compilation'\ndetail='yes'\n", "p.toml").is_err());
+        assert!(parse("[[analysis]]\nname='summary'\nx=1\n", "p.toml").is_err());
+        let r = AnalysisRequest::from_command_line("compilation", vec!["detail=true".into()])
+            .unwrap();
+        assert_eq!((r.params.as_str(), r.args.len()), (r#"{"detail":true}"#, 0));
+        assert!(AnalysisRequest::from_command_line("compilation", vec!["detial=1".into()]).is_err());
+        assert!(AnalysisRequest::from_command_line("compilation", vec!["--x".into()]).is_err());
+        let s = AnalysisRequest::from_command_line("x.py", vec!["--x".into()]).unwrap();
+        assert_eq!(s.args, ["--x"]);
     }
 }

@@ -167,3 +167,55 @@ fn a_file_named_like_a_report_that_is_none() {
     assert!(stderr.contains("no XLA dump folder"), "{stderr}");
     assert!(!out.exists());
 }
+
+#[test]
+fn analysis_parameters_are_typed_and_applied() {
+    let tmp = tempfile::tempdir().unwrap();
+    let example = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/mlp-fsdp-2gpu.zip"));
+    let pipeline = tmp.path().join("misspelt.toml");
+    std::fs::write(&pipeline, "[[analysis]]\nname = \"compilation\"\ndetial = true\n").unwrap();
+    let (cache, out) = (tmp.path().join("c"), tmp.path().join("o"));
+    for (extra, what) in [
+        (
+            vec!["--pipeline", pipeline.to_str().unwrap()],
+            vec!["misspelt.toml", "analysis compilation", "detial"],
+        ),
+        (
+            vec!["--analysis", "compilation", "--analysis-arg", "detial=true"],
+            vec!["analysis compilation", "detial"],
+        ),
+        (
+            vec!["--analysis", "compilation", "--analysis-arg", "detail=maybe"],
+            vec!["analysis compilation", "invalid type"],
+        ),
+    ] {
+        let o = analyze(&cache, &out, &extra, std::slice::from_ref(&example));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        for w in what {
+            assert!(err.contains(w), "{err:?} should say {w:?}");
+        }
+        assert!(!out.exists());
+    }
+    // `detail=true` breaks compilations down by full range name.
+    let Some(f) = fixtures() else { return };
+    let proc0 = pax_archives(&f).remove(0);
+    let parts = |extra: &[&str], out: &Path| -> usize {
+        assert_ok(&analyze(&cache, out, extra, std::slice::from_ref(&proc0)));
+        let c = json(&out.join("compilation.json"));
+        let mut names = std::collections::BTreeSet::new();
+        for comp in c["compilations"].as_array().unwrap() {
+            for p in comp["parts"].as_array().unwrap() {
+                names.insert(p["kind"].as_str().unwrap().to_string());
+            }
+        }
+        names.len()
+    };
+    let plain = parts(&["--analysis", "compilation"], &tmp.path().join("p"));
+    let detailed = parts(
+        &["--analysis", "compilation", "--analysis-arg", "detail=true"],
+        &tmp.path().join("d"),
+    );
+    assert!(detailed > 2 * plain, "{detailed} vs {plain}");
+}

@@ -14,6 +14,16 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+/// The parameters of the `compilation` analysis.
+#[derive(serde::Deserialize, Debug, Default, Clone, Copy)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// Break each compilation down by full range name (pass names with their module), not
+    /// only by range kind.
+    #[serde(default)]
+    pub detail: bool,
+}
+
 use anyhow::Result;
 use arrow::array::{Array, RecordBatch, StringArray};
 use serde::{Deserialize, Serialize};
