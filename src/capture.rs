@@ -1,5 +1,5 @@
 //! Captures: an Nsight Systems report (`.nsys-rep`) and the XLA dump folder written beside
-//! it, turned into the members of an nsys-jax archive by nodes of the graph (DESIGN §2–§6):
+//! it, made into nsys-jax archive members by graph nodes (docs/design.md, "Captures"–"NVTX names"):
 //!
 //! - `nsys-export`: `nsys export` of the tables this project reads, keyed by the report's
 //!   content and the nsys version (the only step that runs an external program);
@@ -352,7 +352,7 @@ pub struct ArchiveContents {
     pub notes: Vec<String>,
 }
 
-/// The members of the nsys-jax archive of the capture `p` (DESIGN §2.2): the report, the
+/// The members of the nsys-jax archive of `p` (docs/design.md, "Archive layout"): the report, the
 /// derived parquet files, `dump/<file>.xz`, the project's `protos/` and `sources/<absolute
 /// path>`. The export (with what is built from it), the dump compression and the HLO
 /// decoding that names the source files run in parallel, unless `serial` (required inside a

@@ -1,5 +1,5 @@
 //! Combining the per-process archives of one run into one archive, in the layout of
-//! nsys-jax-combine (DESIGN §2.2): a member whose content is the same in every input that has
+//! nsys-jax-combine (docs/design.md, "Archive layout"): a member the same in every input that has
 //! it is stored once, a member that differs is stored as `path/<input stem>` for each input;
 //! `.nsys-rep` reports are kept for the first input, all, or none.
 //!

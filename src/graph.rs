@@ -657,7 +657,7 @@ pub fn compiled_programs(db: &dyn Graph, p: Process) -> NodeResult<Vec<String>> 
 // ---------------------------------------------------------------- per-process analysis shares
 
 /// What the warm-up split of every process needs to know about the others: the programs
-/// compiled in any process's profile, and whether any process communicates (DESIGN §8.1).
+/// compiled in any process's profile, and whether any process communicates (design.md "Formulas").
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct WarmupContext {
     pub compiled: BTreeSet<String>,

@@ -1,6 +1,6 @@
 //! How a program is profiled (the `run` command): the output name (`%q{VAR}` expansion, as
 //! in Nsight Systems' `-o`), the environment it runs in (`XLA_FLAGS` with the dump redirected,
-//! JAX settings; DESIGN §10 and nsys-jax's behaviour), the `nsys profile` options (the user's
+//! JAX settings; docs/design.md, "Profiling"), the `nsys profile` options (the user's
 //! plus defaults), the `--condition` test, and what its exit status means.
 
 use anyhow::{Context, Result, bail};

@@ -1,5 +1,5 @@
 //! `communication`: collective bus bandwidth per (collective, message size), and how much of
-//! each collective's time is hidden behind compute (DESIGN §8.4, §8.7).
+//! each collective's time is hidden behind compute (docs/design.md, "Formulas").
 //!
 //! Output contract (`communication.json`):
 //! `{"bandwidth":[{collective, message_size_bytes, bus_bandwidth_gbps, stderr_gbps,

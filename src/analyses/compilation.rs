@@ -1,4 +1,4 @@
-//! Compile-time statistics from compile frames ([`crate::frames::compile`]), DESIGN §8.6.
+//! Compile-time statistics from compile frames ([`crate::frames::compile`]); design.md "Formulas".
 //!
 //! Parallel compilation: a range of the compiling ("main") thread with worker-thread children
 //! is a *parallel region launcher*. Inside it, the span from the first worker start to the last

@@ -1,5 +1,5 @@
 //! `stragglers`: who arrives last at collectives, and what waiting for them costs
-//! (DESIGN §8.5 for the clock alignment).
+//! (docs/design.md, "Formulas", for the clock alignment).
 //!
 //! Clocks: devices of different processes (hosts) have different clocks. A collective ends at
 //! the same moment on every device it spans, so for each instance spanning every profiled

@@ -1,5 +1,5 @@
 //! `summary`: GPU time per XLA module in steady state, wait time in collectives across
-//! devices, and compile time per range (DESIGN §8.6).
+//! devices, and compile time per range (docs/design.md, "Formulas").
 //!
 //! Output contract (`summary.json`):
 //! `{"modules":[{program_id, name, executions, thunks_mean, thunks_std, duration_ms_sum,

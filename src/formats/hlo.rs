@@ -7,7 +7,7 @@
 //!
 //! [`decode_hlo`] turns one `xla.HloProto` into an [`HloModuleInfo`]: per instruction its
 //! opcode, source metadata and, for communication (collectives and host-offload copies), the
-//! message size, collective size and bandwidth factors of DESIGN §8.2/§8.4. It is a sparse
+//! message size, collective size and bandwidth factors (docs/design.md, "Formulas"). It is a sparse
 //! decoder of the protobuf wire format: when an [`HloSchema`] is loaded, the fields it reads are
 //! looked up by message and field name and their types checked (the "field plan"); decoding
 //! then reads just those fields, borrowing strings from the input, and skips everything else.
@@ -27,7 +27,7 @@ use prost_reflect::{
 use serde::{Deserialize, Serialize};
 
 // ---------------------------------------------------------------------------------------------
-// Field numbers (XLA's; DESIGN §9).
+// Field numbers (XLA's; docs/design.md, "HLO fields").
 
 mod field {
     // xla.HloProto
@@ -102,7 +102,7 @@ const PRIMITIVE_TUPLE: i32 = 13;
 const PRIMITIVE_BUFFER: i32 = 34;
 /// `LayoutProto.memory_space` of host memory.
 const HOST_MEMORY_SPACE: i64 = 5;
-/// Module frontend attribute that identifies a module across processes (DESIGN §7.1).
+/// Module frontend attribute that identifies a module across processes (design.md "Program ids").
 const FINGERPRINT_ATTRIBUTE: &str = "fingerprint_before_lhs";
 
 // ---------------------------------------------------------------------------------------------
@@ -267,7 +267,7 @@ impl HloSchema {
 pub struct HloModuleInfo {
     pub name: String,
     pub id: i64,
-    /// The module's `fingerprint_before_lhs` frontend attribute (DESIGN §7.1).
+    /// The module's `fingerprint_before_lhs` frontend attribute (docs/design.md, "Program ids").
     pub fingerprint: Option<String>,
     /// Every instruction of every computation, sorted by name.
     pub instructions: Vec<HloInstructionInfo>,
@@ -285,7 +285,7 @@ pub struct HloInstructionInfo {
     /// 1-based id into [`HloModuleInfo::stack_frames`]; 0 = none.
     pub stack_frame_id: i64,
     pub scheduling_name: String,
-    /// Set when the instruction is communication (DESIGN §8.2).
+    /// Set when the instruction is communication (docs/design.md, "Communication").
     pub communication: Option<CommunicationInfo>,
 }
 
@@ -2717,7 +2717,7 @@ impl<'a, 's> Analysis<'a, 's> {
     }
 }
 
-/// Size of the collective's groups (DESIGN §8.4).
+/// Size of the collective's groups (docs/design.md, "Formulas").
 fn collective_size(instr: &Instruction<'_>) -> Result<u32> {
     if instr.opcode.starts_with("collective-permute") {
         return Ok(2);

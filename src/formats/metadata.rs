@@ -1,4 +1,4 @@
-//! The metadata files of an nsys-jax archive (DESIGN §2.2), built from an `nsys export`:
+//! Metadata files of nsys-jax archives (docs/design.md, "Archive layout"), from an `nsys export`:
 //! - `thread-metadata.parquet`: `Name, Priority, PID, TID` (pandas index PID, TID), one row
 //!   per `ThreadNames` row;
 //! - `system-metadata.parquet`: `name, value, nameEnum` (index nameEnum) from

@@ -1,5 +1,5 @@
 //! Tables exported from an Nsight Systems report with `nsys export --type arrowdir` (or
-//! `parquetdir`) (DESIGN §3).
+//! `parquetdir`) (docs/design.md, "Nsight Systems export").
 //!
 //! Such an export is a folder holding one `<TABLE>.arrow` (Arrow IPC stream) or
 //! `<TABLE>.parquet` per table, named exactly like the SQLite tables (`NVTX_EVENTS`,

@@ -1,4 +1,4 @@
-//! The CPU push/pop NVTX trace of one profiled process (DESIGN §5).
+//! The CPU push/pop NVTX trace of one profiled process (docs/design.md, "Push/pop trace").
 //!
 //! Archives hold it as `report_nvtx_pushpop_trace.csv.xz` (older, the CSV written by
 //! `nsys stats --report nvtx_pushpop_trace`) or `report_nvtx_pushpop_trace.parquet` (newer,

@@ -1,4 +1,4 @@
-//! The compile frame of one profiled process (DESIGN §6 "Compilation", §7 compile rows).
+//! The compile frame of one profiled process (docs/design.md, "NVTX names", "Frames").
 //!
 //! Input: a normalized push/pop trace ([`crate::formats::pushpop`]). Output: the ranges that
 //! belong to XLA compilations, with the same columns plus `ProgramId`/`ProgramName`, `Name`

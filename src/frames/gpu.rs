@@ -1,5 +1,5 @@
 //! Module and thunk frames of one profiled process, from its projected NVTX ranges
-//! (DESIGN §6–§8.3): deepest thunks linked to their XlaModule execution, program ids remapped
+//! (docs/design.md, "NVTX names" to "Formulas"): deepest thunks linked to their XlaModule run,
 //! to the module fingerprint, devices from launcher threads, edge effects removed,
 //! communication classified from the HLO and overlap with compute measured.
 

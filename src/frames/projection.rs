@@ -1,4 +1,4 @@
-//! NVTX ranges projected onto the GPU (DESIGN §4) and the CPU push/pop trace (DESIGN §5),
+//! NVTX ranges projected onto the GPU and the CPU push/pop trace (docs/design.md, "Projection"),
 //! computed from the tables of an `nsys export` ([`ExportTables`]).
 //!
 //! Both start from the CPU ranges of `NVTX_EVENTS` and their tree per thread: the parent of
@@ -51,7 +51,7 @@ pub const NVTX_DOMAIN_CREATE: i64 = 75;
 /// Bits of a `globalTid` that name the process (and VM); the low 24 bits are the thread.
 const PROCESS_MASK: i64 = !0xFF_FFFF;
 
-/// NVTX ranges projected onto the GPU: the classic trace.parquet layout (DESIGN §2.2/§4):
+/// NVTX ranges projected onto the GPU, classic trace.parquet layout (docs/design.md, "Projection"):
 /// Name, Projected Start, Projected Duration, Orig Start, Orig Duration, Style, PID, TID,
 /// NumGPUOps, Lvl, NumChild, RangeId, ParentId, RangeStack (+ Rank column filled by the caller
 /// later; omitted here). One row per range with GPU ops, in `RangeId` order; the row of GPU
@@ -134,7 +134,7 @@ pub fn projection_schema() -> Arc<Schema> {
     ]))
 }
 
-/// CPU push/pop ranges (DESIGN §5) in the column layout of Nsight Systems'
+/// CPU push/pop ranges (docs/design.md, "Push/pop trace") in the column layout of Nsight Systems'
 /// `nvtx_pushpop_trace` report, which nsys-jax archives hold (`report_nvtx_pushpop_trace`):
 /// `Start (ns), End (ns), Duration (ns), DurChild (ns), DurNonChild (ns), Name, PID, TID, Lvl,
 /// NumChild, RangeId, ParentId, RangeStack` (the report's `NameTree` display column is left
@@ -1519,7 +1519,7 @@ mod tests {
             p.num_rows(),
             started.elapsed().as_secs_f64() * 1e3
         );
-        // nsys 2023.4's own projection of this report has 44,702 ranges (DESIGN §4).
+        // nsys 2023.4's own projection of this report has 44,702 ranges (design.md "Projection").
         assert_eq!(p.num_rows(), 44_702);
         assert_eq!(pp.num_rows(), 71_846);
         check_invariants(&p, &pp, &t, "long_1proc");

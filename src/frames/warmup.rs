@@ -1,4 +1,4 @@
-//! Warm-up split (DESIGN §8.1): a program whose compilation was seen has its execution 0 as
+//! Warm-up split (docs/design.md, "Formulas"): a program whose compile was seen has execution 0 as
 //! initialisation; when the profile has communication, one more execution of every program
 //! is initialisation (so a program compiled outside the profile loses its execution 0, one
 //! compiled inside loses 0 and 1). If that leaves a frame with no steady-state rows,
