@@ -45,7 +45,7 @@ pub fn record(cache: &Path, name: &str, inputs: &[PathBuf], dumps: &[PathBuf]) -
         dumps: dumps.iter().map(|p| absolute(p)).collect(),
     };
     let file = path(cache, name);
-    crate::cli::write_atomic(&file, &serde_json::to_vec_pretty(&label)?)
+    crate::tmpfiles::write_atomic(&file, &serde_json::to_vec_pretty(&label)?)
         .with_context(|| format!("cannot record label {name}"))
 }
 

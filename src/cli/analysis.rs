@@ -1,0 +1,124 @@
+//! Opening the inputs of a run and running the requested analyses on it, for `analyze`,
+//! `archive`, `combine` and `run`.
+
+use super::args::CaptureArgs;
+use super::output::loading_bar;
+use crate::engine::Engine;
+use crate::graph::{self, AnalysisSpec, ScriptSpec};
+use crate::pipeline::AnalysisRequest;
+use anyhow::{Result, bail};
+use std::path::{Path, PathBuf};
+
+/// Open the inputs of a run, saying which dump folder each report uses.
+pub(super) fn open_inputs(
+    engine: Engine,
+    paths: &[PathBuf],
+    capture: &CaptureArgs,
+) -> Result<(graph::Db, graph::Run)> {
+    let inputs = graph::classify_inputs(paths, &capture.dumps)?;
+    for i in &inputs {
+        if let graph::RunInput::Capture(c) = i {
+            eprintln!("{}", c.dump_note);
+        }
+    }
+    graph::open_run(engine, &inputs, capture.nsys.path.clone())
+}
+
+/// What the analyses of a run produced: files (relative to the output folder) and, per
+/// analysis, its terminal text.
+pub(super) struct AnalysisResults {
+    pub files: Vec<(PathBuf, Vec<u8>)>,
+    pub texts: Vec<(String, String)>,
+}
+
+/// Run the requested analyses on a run. Per-process work runs in parallel up front, unless
+/// every analysis is already stored. Nothing is written here.
+pub(super) fn run_analyses(
+    db: &graph::Db,
+    run: graph::Run,
+    requests: &[AnalysisRequest],
+) -> Result<AnalysisResults> {
+    graph::prepare_archives(db, run)?;
+    let mut all_stored = true;
+    for req in requests.iter().filter(|r| !r.is_script()) {
+        let spec = AnalysisSpec::new(db, req.name.clone(), req.params.clone());
+        all_stored &= graph::analysis_is_stored(db, run, spec)?;
+    }
+    if !all_stored {
+        let n = run.processes(db).len() as u64;
+        let bar = loading_bar(n);
+        let needs = graph::Needs::of(requests.iter().map(|r| r.name.as_str()));
+        let result = graph::prepare_processes(db, run, needs, &|| bar.inc(1));
+        bar.finish_and_clear();
+        result?;
+    }
+    let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    let mut texts: Vec<(String, String)> = Vec::new();
+    for req in requests {
+        if req.is_script() {
+            let path = PathBuf::from(&req.name);
+            if !path.is_file() {
+                bail!("{}: analysis script not found", path.display());
+            }
+            let key = db.ctx.engine.file_key(&path)?;
+            let spec = ScriptSpec::new(db, path.clone(), req.args.clone(), key);
+            let out = graph::script_analysis(db, run, spec).map_err(anyhow::Error::from)?;
+            let name = crate::analyses::external::script_name(&path);
+            for (rel, bytes) in &out.value.files {
+                files.push((Path::new("analysis").join(&name).join(rel), bytes.clone()));
+            }
+            texts.push((name, out.value.stdout.clone()));
+        } else {
+            let spec = AnalysisSpec::new(db, req.name.clone(), req.params.clone());
+            let out = graph::analysis(db, run, spec).map_err(anyhow::Error::from)?;
+            for (name, content) in &out.value.files {
+                files.push((PathBuf::from(name), content.clone().into_bytes()));
+            }
+            texts.push((req.name.clone(), out.value.text.clone()));
+        }
+    }
+    Ok(AnalysisResults { files, texts })
+}
+
+/// The summary's "no module executions" line says why when the import was incomplete.
+pub(super) fn mark_import_problems(
+    texts: &mut [(String, String)],
+    found: &[crate::import_check::ImportDiagnostics],
+) {
+    use crate::analyses::summary::{NO_MODULES, NO_MODULES_IMPORT};
+    if found.is_empty() {
+        return;
+    }
+    for (_, text) in texts.iter_mut() {
+        if text.contains(NO_MODULES) {
+            *text = text.replace(NO_MODULES, NO_MODULES_IMPORT);
+        }
+    }
+}
+
+/// The analyses' output files as archive members under `analysis/<name>/`.
+pub(super) fn analysis_entries(
+    results: &AnalysisResults,
+) -> Vec<crate::formats::archive_writer::Entry> {
+    results
+        .files
+        .iter()
+        .map(|(rel, bytes)| {
+            // Built-in analyses name their files `<analysis>.json`; scripts' files already
+            // lie under analysis/<name>/.
+            let rel = if rel.starts_with("analysis") {
+                rel.clone()
+            } else {
+                let stem = rel
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                Path::new("analysis").join(stem).join(rel)
+            };
+            crate::formats::archive_writer::Entry::deflated(
+                rel.to_string_lossy().replace('\\', "/"),
+                bytes.clone(),
+            )
+        })
+        .collect()
+}

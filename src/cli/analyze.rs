@@ -1,0 +1,69 @@
+//! `analyze`: run analyses on the processes of a run and write their outputs to a folder.
+
+use super::analysis::{AnalysisResults, mark_import_problems, open_inputs, run_analyses};
+use super::args::AnalyzeArgs;
+use super::output::print_results;
+use crate::engine::Engine;
+use anyhow::{Result, bail};
+use std::io::Write;
+
+/// `analyze`: compute everything first; write nothing unless all analyses succeeded.
+pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
+    let requests = a.analyses.requests(plan, true)?;
+    if let Some(l) = &a.label {
+        crate::labels::check(l)?;
+        if a.cache.no_cache {
+            bail!("--label records the run in the cache: it cannot go with --no-cache");
+        }
+    }
+    let cache_dir = a.cache.dir();
+    let engine = Engine::new(cache_dir.as_deref())?;
+    let (db, run) = open_inputs(engine, &a.inputs, &a.capture)?;
+
+    // Compute everything first; write nothing unless all analyses succeeded.
+    let AnalysisResults {
+        mut files,
+        mut texts,
+    } = run_analyses(&db, run, &requests)?;
+    let import = crate::import_check::of_run(&db, run)?;
+    crate::import_check::warn(&import);
+    mark_import_problems(&mut texts, &import);
+    let record = db.ctx.engine.finish();
+    files.push((
+        "pipeline-run.json".into(),
+        serde_json::to_vec_pretty(&record)?,
+    ));
+    if !import.is_empty() {
+        files.push((
+            crate::import_check::MEMBER.into(),
+            serde_json::to_vec_pretty(&import)?,
+        ));
+    }
+    for (rel, bytes) in &files {
+        crate::tmpfiles::write_atomic(&a.output.join(rel), bytes)?;
+    }
+    if let (Some(l), Some(dir)) = (&a.label, &cache_dir) {
+        crate::labels::record(dir, l, &a.inputs, &a.capture.dumps)?;
+    }
+    let mut stdout = std::io::stdout().lock();
+    print_results(
+        &mut stdout,
+        &texts,
+        a.quiet.quiet,
+        a.explain.explain,
+        &record,
+    )?;
+    crate::import_check::warn(&import);
+    writeln!(
+        stdout,
+        "wrote {} ({} nodes executed, {} reused, {:.0} ms)",
+        a.output.display(),
+        record.executed,
+        record.reused,
+        record.wall_ms
+    )?;
+    // The process ends here: freeing the loaded profiles one allocation at a time would only
+    // delay the exit.
+    std::mem::forget(db);
+    Ok(())
+}

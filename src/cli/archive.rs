@@ -1,0 +1,149 @@
+//! `archive`: an Nsight Systems report and its XLA dump as an nsys-jax archive; also how
+//! `run` writes its archive.
+
+use super::analysis::{analysis_entries, mark_import_problems, open_inputs, run_analyses};
+use super::args::ArchiveArgs;
+use super::output::{print_results, refuse_existing, spinner};
+use crate::engine::Engine;
+use crate::graph;
+use crate::pipeline::AnalysisRequest;
+use anyhow::{Result, bail};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// `archive`: write the archive of one report, with the requested analyses stored in it.
+pub(super) fn archive(a: ArchiveArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
+    if !crate::capture::is_report(&a.report) {
+        bail!(
+            "{}: not an Nsight Systems report (.nsys-rep)",
+            a.report.display()
+        );
+    }
+    let output = a.output.clone().unwrap_or_else(|| {
+        PathBuf::from(format!(
+            "{}.zip",
+            a.report
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "report".into())
+        ))
+    });
+    let output = if output.extension().is_some_and(|e| e == "zip") {
+        output
+    } else {
+        output.with_extension("zip")
+    };
+    refuse_existing(&output, a.force)?;
+    let cache_dir = a.cache.dir();
+    let engine = Engine::new(cache_dir.as_deref())?;
+    let (db, run) = open_inputs(engine, std::slice::from_ref(&a.report), &a.capture)?;
+    let requests = a.analyses.requests(plan, false)?;
+    let written = write_archive(&db, run, &requests, &output, a.force, None)?;
+    let record = db.ctx.engine.finish();
+    let mut stdout = std::io::stdout().lock();
+    print_results(
+        &mut stdout,
+        &written.texts,
+        a.quiet.quiet,
+        a.explain.explain,
+        &record,
+    )?;
+    crate::import_check::warn(written.import.as_slice());
+    writeln!(
+        stdout,
+        "wrote {} ({} members; {} nodes executed, {} reused, {:.0} ms)",
+        output.display(),
+        written.members,
+        record.executed,
+        record.reused,
+        record.wall_ms
+    )?;
+    std::mem::forget(db);
+    Ok(())
+}
+
+/// What writing an archive did.
+pub(super) struct Written {
+    pub members: usize,
+    pub texts: Vec<(String, String)>,
+    /// Time to lay out the archive's members (export, projection, compression).
+    pub contents: std::time::Duration,
+    /// Time to run the analyses.
+    pub analyses: std::time::Duration,
+    /// An incomplete import, stored in the archive as `import-diagnostics.json`.
+    pub import: Option<crate::import_check::ImportDiagnostics>,
+}
+
+/// Lay out the archive of the run's only process (a capture), run the analyses, store their
+/// outputs under `analysis/<name>/`, and write the zip `output` in one rename.
+pub(super) fn write_archive(
+    db: &graph::Db,
+    run: graph::Run,
+    requests: &[AnalysisRequest],
+    output: &Path,
+    force: bool,
+    nsys_output: Option<&str>,
+) -> Result<Written> {
+    let p = run.processes(db)[0];
+    let start = std::time::Instant::now();
+    let bar = spinner("writing the archive: nsys export, projection, compression");
+    let contents = crate::capture::archive_contents(db, p, false);
+    bar.finish_and_clear();
+    let mut contents = contents?;
+    for n in &contents.notes {
+        eprintln!("note: {n}");
+    }
+    let contents_time = start.elapsed();
+    let import = capture_import(db, run, nsys_output)?;
+    if let Some(d) = &import {
+        contents
+            .entries
+            .push(crate::formats::archive_writer::Entry::deflated(
+                crate::import_check::MEMBER,
+                d.to_json(),
+            ));
+    }
+    let start = std::time::Instant::now();
+    let mut results = run_analyses(db, run, requests)?;
+    let analyses = start.elapsed();
+    mark_import_problems(&mut results.texts, import.as_slice());
+    contents.entries.extend(analysis_entries(&results));
+    let members = contents.entries.len();
+    crate::formats::archive_writer::write_zip(contents.entries, output, force)?;
+    Ok(Written {
+        members,
+        texts: results.texts,
+        contents: contents_time,
+        analyses,
+        import,
+    })
+}
+
+/// What is known of an incomplete import of the capture of `run` (one process): what nsys
+/// printed when it made the report (`nsys_output`, from `run`), else what the report records
+/// (see [`crate::import_check`]). Warned about here.
+fn capture_import(
+    db: &graph::Db,
+    run: graph::Run,
+    nsys_output: Option<&str>,
+) -> Result<Option<crate::import_check::ImportDiagnostics>> {
+    use crate::import_check::{self, ImportDiagnostics};
+    let from_output = nsys_output
+        .map(import_check::from_nsys_output)
+        .unwrap_or_default();
+    let found = if from_output.is_empty() {
+        import_check::of_run(db, run)?.pop()
+    } else {
+        let report = run.processes(db)[0].archive_ref(db).path.clone();
+        Some(ImportDiagnostics {
+            report: report
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            source: "nsys output".into(),
+            errors: from_output,
+        })
+    };
+    import_check::warn(found.as_slice());
+    Ok(found)
+}

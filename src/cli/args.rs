@@ -1,0 +1,404 @@
+//! The command line's arguments: the flags several commands share, each defined once and
+//! flattened into the commands that take it (with the command's own help text where it
+//! differs), the per-command argument structs, and the step that turns the low-level
+//! arguments into what the commands work with (cache folder, analysis requests).
+
+use crate::engine::default_cache_dir;
+use crate::pipeline::{self, AnalysisRequest};
+use anyhow::{Result, bail};
+use clap::Subcommand;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+// ---- Shared flags -------------------------------------------------------------------------
+
+/// `--cache-dir`: where the on-disk cache is.
+#[derive(clap::Args, Debug)]
+pub(super) struct CacheDir {
+    /// Cache directory (default: $NSYS_JAX_PIPE_CACHE, else the checkout's cache/, else ~/.cache/nsys-jax-pipe).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl CacheDir {
+    /// The cache folder: `--cache-dir`, else the default one.
+    pub fn path(&self) -> PathBuf {
+        default_cache_dir(self.cache_dir.as_deref())
+    }
+}
+
+/// `--cache-dir` and `--no-cache`.
+#[derive(clap::Args, Debug)]
+pub(super) struct CacheArgs {
+    #[command(flatten)]
+    pub dir: CacheDir,
+    /// Do not read or write the on-disk cache.
+    #[arg(long)]
+    pub no_cache: bool,
+}
+
+impl CacheArgs {
+    /// The cache folder to use, or none with `--no-cache`.
+    pub fn dir(&self) -> Option<PathBuf> {
+        (!self.no_cache).then(|| self.dir.path())
+    }
+}
+
+/// `--explain`.
+#[derive(clap::Args, Debug)]
+pub(super) struct Explain {
+    /// Print which graph nodes executed and which were reused.
+    #[arg(long)]
+    pub explain: bool,
+}
+
+/// `-q`, `--quiet`.
+#[derive(clap::Args, Debug)]
+pub(super) struct Quiet {
+    /// Print no analysis tables.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// `--nsys`.
+#[derive(clap::Args, Debug)]
+pub(super) struct NsysPath {
+    /// The Nsight Systems CLI (default: $NSYS, else nsys on PATH, else the usual places).
+    #[arg(id = "nsys", long = "nsys", value_name = "PATH")]
+    pub path: Option<PathBuf>,
+}
+
+/// `--pipeline`.
+#[derive(clap::Args, Debug)]
+pub(super) struct PipelineFile {
+    /// A pipeline file choosing the analyses and their parameters.
+    #[arg(long)]
+    pub pipeline: Option<PathBuf>,
+}
+
+/// Which analyses to run: `--analysis` (with its `--analysis-arg`s) and `--pipeline`. The
+/// names and their arguments are read in command-line order by [`analysis_plan`].
+#[derive(clap::Args, Debug)]
+pub(super) struct AnalysisSelection {
+    /// An analysis to run: summary, communication, compilation, or the path of a script
+    /// (run like nsys-jax's analysis scripts). Repeatable. Default: pipelines/default.toml.
+    #[arg(long = "analysis", value_name = "NAME")]
+    pub analyses: Vec<String>,
+    /// An argument for the analysis script named before it. Repeatable.
+    #[arg(long = "analysis-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub analysis_args: Vec<String>,
+    #[command(flatten)]
+    pub pipeline: PipelineFile,
+}
+
+impl AnalysisSelection {
+    /// Which analyses to run: `--analysis` names (`plan`), else the pipeline file, else the
+    /// default pipeline (`default` false: none).
+    pub fn requests(
+        &self,
+        plan: &[(String, Vec<String>)],
+        default: bool,
+    ) -> Result<Vec<AnalysisRequest>> {
+        requests(plan, self.pipeline.pipeline.as_deref(), default)
+    }
+}
+
+fn requests(
+    plan: &[(String, Vec<String>)],
+    pipeline: Option<&Path>,
+    default: bool,
+) -> Result<Vec<AnalysisRequest>> {
+    Ok(if !plan.is_empty() {
+        plan.iter()
+            .map(|(n, args)| AnalysisRequest::from_command_line(n, args.clone()))
+            .collect::<Result<_>>()?
+    } else if let Some(p) = pipeline {
+        pipeline::load(p)?
+    } else if default {
+        pipeline::default_pipeline()
+    } else {
+        vec![]
+    })
+}
+
+/// Where reports find their XLA dump and nsys.
+#[derive(clap::Args, Debug)]
+pub(super) struct CaptureArgs {
+    /// The XLA dump folder of a report (default: dump_<stem>/ or <stem>_dump/ beside it, else
+    /// its only dump*/ folder). With several reports, one per report, in the same order.
+    #[arg(long = "dump", value_name = "DIR")]
+    pub dumps: Vec<PathBuf>,
+    #[command(flatten)]
+    pub nsys: NsysPath,
+}
+
+// ---- Commands -----------------------------------------------------------------------------
+
+#[derive(Subcommand, Debug)]
+pub(super) enum CacheCommand {
+    /// Number and size of cached entries, by node kind.
+    Stats(CacheDir),
+    /// Remove entries not used for a while, then the least recently used ones above a size.
+    Gc {
+        #[command(flatten)]
+        cache: CacheDir,
+        /// Keep at most this much (e.g. 500M, 2G).
+        #[arg(long)]
+        max_size: Option<String>,
+        /// Remove entries unused for longer than this (e.g. 7d, 12h, 30m).
+        #[arg(long)]
+        max_age: Option<String>,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+#[command(
+    mut_arg("analyses", |a| a.help("An analysis to run and store in the archive under analysis/<name>/ (as for `analyze`). Repeatable. Default: none")),
+    mut_arg("pipeline", |a| a.help("A pipeline file choosing the analyses to run and store in the archive")),
+)]
+pub(super) struct ArchiveArgs {
+    /// The report (.nsys-rep).
+    pub report: PathBuf,
+    /// The archive to write (default: <report stem>.zip in the current folder).
+    #[arg(short, long, value_name = "OUT.zip")]
+    pub output: Option<PathBuf>,
+    /// Replace an existing archive.
+    #[arg(short, long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub analyses: AnalysisSelection,
+    #[command(flatten)]
+    pub quiet: Quiet,
+    #[command(flatten)]
+    pub capture: CaptureArgs,
+    #[command(flatten)]
+    pub cache: CacheArgs,
+    #[command(flatten)]
+    pub explain: Explain,
+}
+
+pub(super) const RUN_AFTER_HELP: &str = "\
+Options before `--` that are not listed above go to `nsys profile` as given (e.g.
+--capture-range=cudaProfilerApi --capture-range-end=stop). Unless given, these are added:
+--cuda-graph-trace=node --cpuctxsw=none --trace=cuda,nvtx,cublas,cudnn. The report and the
+XLA dump are written to a local temporary folder (TMPDIR); only the finished archive is
+written to the output location.
+
+The program runs with XLA_FLAGS extended by --xla_dump_to=<temporary folder>/dump (a
+--xla_dump_to of yours is replaced, with a warning) and --xla_dump_hlo_as_proto=true (unless
+set); every other flag is kept as written. JAX_TRACEBACK_IN_LOCATIONS_LIMIT=-1 and
+JAX_ENABLE_COMPILATION_CACHE=false are set unless already set.
+
+Exit code: the program's, except 0 when Nsight Systems ended it by its --kill signal
+(default SIGTERM) at the end of the capture: a capture range ending by stop-shutdown or
+repeat-shutdown:N (a --capture-range without --capture-range-end ends by stop-shutdown,
+Nsight Systems' default) or a --duration. 2 for a usage or input error; 128+N when
+interrupted by signal N (nothing is written then).";
+
+#[derive(clap::Args, Debug)]
+#[command(
+    mut_arg("analyses", |a| a.help("An analysis to run on the profile, stored in the archive under analysis/<name>/ and printed: summary, communication, compilation, or the path of a script. Repeatable; each --analysis-arg goes to the --analysis before it. Default: pipelines/default.toml")),
+    mut_arg("pipeline", |a| a.help("A pipeline file choosing the analyses and their parameters (e.g. pipelines/ci.toml)")),
+    mut_arg("explain", |a| a.help("Print which graph nodes executed")),
+)]
+pub(super) struct RunArgs {
+    /// The archive to write, NAME.zip (a .zip or .nsys-rep suffix is dropped; %q{VAR} is
+    /// replaced by the environment variable VAR, %% by %). Default: a new
+    /// nsys-jax-report-XXXXXX.zip in the current folder.
+    #[arg(short, long, value_name = "NAME")]
+    pub output: Option<String>,
+    /// Replace an existing archive.
+    #[arg(short = 'f', long = "force-overwrite", visible_alias = "force")]
+    pub force: bool,
+    /// Profile only when this bash test holds (evaluated as [[ EXPR ]], e.g.
+    /// '$SLURM_LOCALID == 0'); otherwise run the program without profiling.
+    #[arg(long, value_name = "EXPR")]
+    pub condition: Option<String>,
+    #[command(flatten)]
+    pub analyses: AnalysisSelection,
+    /// Run no analyses: the archive holds the profile only.
+    #[arg(long, conflicts_with_all = ["analyses", "pipeline"])]
+    pub no_analysis: bool,
+    /// Record the archive under a label (e.g. a commit hash) in the cache folder, for
+    /// `compare`.
+    #[arg(long)]
+    pub label: Option<String>,
+    #[command(flatten)]
+    pub quiet: Quiet,
+    #[command(flatten)]
+    pub explain: Explain,
+    #[command(flatten)]
+    pub nsys: NsysPath,
+    /// An option for nsys profile (what the command line has before `--` and is not listed
+    /// here ends up here).
+    #[arg(long = "nsys-arg", hide = true, allow_hyphen_values = true)]
+    pub nsys_args: Vec<String>,
+    /// nsys-jax's behaviour: no analyses unless asked for.
+    #[arg(long = "nsys-jax-compat", hide = true)]
+    pub nsys_jax: bool,
+    /// The program to profile and its arguments.
+    #[arg(last = true, required = true, value_name = "PROGRAM")]
+    pub program: Vec<OsString>,
+}
+
+#[derive(clap::Args, Debug)]
+#[command(
+    mut_arg("analyses", |a| a.help("An analysis to run on the combined run and store under analysis/<name>/ (as for `analyze`). Repeatable; each --analysis-arg goes to the --analysis before it. Default: none")),
+    mut_arg("pipeline", |a| a.help("A pipeline file choosing the analyses to run and store")),
+)]
+pub(super) struct CombineArgs {
+    /// The combined archive to write (.zip is added when missing).
+    #[arg(short, long, value_name = "OUT.zip")]
+    pub output: PathBuf,
+    /// Replace an existing archive.
+    #[arg(short = 'f', long = "force-overwrite", visible_alias = "force")]
+    pub force: bool,
+    /// Which inputs' reports (.nsys-rep) to keep.
+    #[arg(long, value_enum, default_value = "first")]
+    pub keep_nsys_rep: crate::combine::KeepReports,
+    #[command(flatten)]
+    pub analyses: AnalysisSelection,
+    /// The per-process inputs: archives (.zip or extracted folders) or reports (.nsys-rep).
+    #[arg(required = true, num_args = 2..)]
+    pub inputs: Vec<PathBuf>,
+    #[command(flatten)]
+    pub capture: CaptureArgs,
+    #[command(flatten)]
+    pub cache: CacheArgs,
+    #[command(flatten)]
+    pub explain: Explain,
+    #[command(flatten)]
+    pub quiet: Quiet,
+}
+
+pub(super) const COMPARE_AFTER_HELP: &str = "\
+Metrics: module (steady-state duration per execution), wait (time waiting in collectives per
+module execution), thunk and op (per HLO op and per opcode, within the modules that changed),
+compile (wall time per compilation of a module), pass (time per XLA pass), bandwidth (bus
+bandwidth per collective and message size). A metric regresses when it is worse by more than
+its threshold and the Mann-Whitney U test is significant at --alpha; with fewer than
+--min-samples samples on a side it is inconclusive. Settings come from defaults, then the
+[compare] table of --pipeline, then these options.
+
+Writes OUTDIR/compare.json, OUTDIR/compare.md (for a pull-request comment) and
+OUTDIR/pipeline-run.json. Exit code: 0 no significant regression in a gated metric,
+1 regression, 2 usage or input error.";
+
+#[derive(clap::Args, Debug)]
+#[command(
+    mut_arg("pipeline", |a| a.help("A pipeline file whose [compare] table sets the defaults (e.g. pipelines/ci.toml)")),
+    mut_arg("quiet", |a| a.help("Print only the verdict line (the files are still written)")),
+)]
+pub(super) struct CompareArgs {
+    /// BASE and HEAD: an archive, a report (.nsys-rep) or the label of an analysed run
+    /// (`analyze --label`). For runs of several processes, use --base and --head.
+    #[arg(value_name = "BASE HEAD", num_args = 0..=2)]
+    pub sides: Vec<String>,
+    /// A process of the base run (archive, report or label). Repeatable.
+    #[arg(long = "base", value_name = "INPUT")]
+    pub base: Vec<String>,
+    /// A process of the head run (archive, report or label). Repeatable.
+    #[arg(long = "head", value_name = "INPUT")]
+    pub head: Vec<String>,
+    /// A process of a second profile of the base, made the same way (repeatable as --base).
+    /// Each metric's base-vs-rerun change is its run-to-run noise and is added to its
+    /// threshold: run-to-run variation (clocks, placement, communication set-up) is not in
+    /// the spread of one run's executions.
+    #[arg(long = "base-rerun", value_name = "INPUT")]
+    pub base_rerun: Vec<String>,
+    /// Output folder.
+    #[arg(short, long, default_value = "nsys-jax-pipe-compare")]
+    pub output: PathBuf,
+    /// Regression threshold in percent, for every metric [default: 5].
+    #[arg(long, value_name = "PERCENT")]
+    pub threshold: Option<f64>,
+    /// The threshold of one metric, e.g. `wait=20`. Repeatable.
+    #[arg(long = "threshold-for", value_name = "METRIC=PERCENT")]
+    pub threshold_for: Vec<String>,
+    /// Significance level [default: 0.01].
+    #[arg(long)]
+    pub alpha: Option<f64>,
+    /// Fewer samples than this on a side: inconclusive [default: 5].
+    #[arg(long)]
+    pub min_samples: Option<usize>,
+    /// The metrics whose regressions fail the comparison, comma-separated, or `none`
+    /// [default: module,compile,bandwidth].
+    #[arg(long, value_delimiter = ',')]
+    pub gate: Option<Vec<String>>,
+    /// Bootstrap resamples of the confidence intervals [default: 2000].
+    #[arg(long)]
+    pub resamples: Option<usize>,
+    #[command(flatten)]
+    pub pipeline: PipelineFile,
+    #[command(flatten)]
+    pub nsys: NsysPath,
+    #[command(flatten)]
+    pub cache: CacheArgs,
+    #[command(flatten)]
+    pub explain: Explain,
+    #[command(flatten)]
+    pub quiet: Quiet,
+}
+
+#[derive(clap::Args, Debug)]
+#[command(
+    mut_arg("analysis_args", |a| a.help("An argument for the analysis script named before it (passed before the archive folder). Repeatable")),
+    mut_arg("quiet", |a| a.help("Print no analysis tables (the files are still written)")),
+)]
+pub(super) struct AnalyzeArgs {
+    /// The profiled processes: archives (.zip or extracted folders) or reports (.nsys-rep).
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    #[command(flatten)]
+    pub capture: CaptureArgs,
+    #[command(flatten)]
+    pub analyses: AnalysisSelection,
+    /// Output folder.
+    #[arg(short, long, default_value = "nsys-jax-pipe-out")]
+    pub output: PathBuf,
+    /// Record these inputs under a label (e.g. a commit hash) that `compare` accepts.
+    #[arg(long)]
+    pub label: Option<String>,
+    #[command(flatten)]
+    pub cache: CacheArgs,
+    #[command(flatten)]
+    pub explain: Explain,
+    #[command(flatten)]
+    pub quiet: Quiet,
+}
+
+// ---- From arguments to what the commands take ---------------------------------------------
+
+/// `--analysis` names with the `--analysis-arg`s that follow each, in command-line order.
+pub(super) fn analysis_plan(m: &clap::ArgMatches) -> Result<Vec<(String, Vec<String>)>> {
+    let indexed = |id: &str| -> Vec<(usize, String)> {
+        if !matches!(m.try_contains_id(id), Ok(true)) {
+            return vec![];
+        }
+        match (m.indices_of(id), m.try_get_many::<String>(id)) {
+            (Some(i), Ok(Some(v))) => i.zip(v.cloned()).collect(),
+            _ => vec![],
+        }
+    };
+    let names = indexed("analyses");
+    let mut args = indexed("analysis_args");
+    let mut events: Vec<(usize, bool, String)> = names
+        .into_iter()
+        .map(|(i, n)| (i, true, n))
+        .chain(args.drain(..).map(|(i, a)| (i, false, a)))
+        .collect();
+    events.sort_by_key(|e| e.0);
+    let mut plan: Vec<(String, Vec<String>)> = Vec::new();
+    for (_, is_name, v) in events {
+        if is_name {
+            plan.push((v, vec![]));
+        } else if let Some(last) = plan.last_mut() {
+            last.1.push(v);
+        } else {
+            bail!(
+                "--analysis-arg {v}: comes before any --analysis (an argument belongs to the --analysis before it)"
+            );
+        }
+    }
+    Ok(plan)
+}

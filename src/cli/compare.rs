@@ -1,0 +1,173 @@
+//! `compare`: two profiled runs compared with statistics; fails on a significant regression.
+
+use super::args::CompareArgs;
+use super::output::{loading_bar, print_results};
+use crate::engine::Engine;
+use crate::graph;
+use anyhow::{Context, Result, bail};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// One side of a comparison: its arguments (paths or labels) resolved to inputs.
+fn compare_side(
+    args: &[String],
+    cache: Option<&Path>,
+) -> Result<(Vec<graph::RunInput>, Vec<String>)> {
+    let mut paths = Vec::new();
+    let mut dumps = Vec::new();
+    for arg in args {
+        let p = PathBuf::from(arg);
+        if p.exists() {
+            paths.push(p);
+            continue;
+        }
+        let label = match cache {
+            Some(dir) => crate::labels::find(dir, arg)?,
+            None => None,
+        };
+        match label {
+            Some(l) => {
+                paths.extend(l.inputs);
+                dumps.extend(l.dumps);
+            }
+            None => bail!(
+                "{arg}: no such file, and no run labelled {arg:?} in the cache (label runs with `analyze --label NAME`)"
+            ),
+        }
+    }
+    let shown = paths.iter().map(|p| p.display().to_string()).collect();
+    Ok((graph::classify_inputs(&paths, &dumps)?, shown))
+}
+
+pub(super) fn compare(a: CompareArgs) -> Result<i32> {
+    use crate::compare::{self, Settings, SettingsFile};
+    let (base, head) = match (a.sides.len(), a.base.is_empty(), a.head.is_empty()) {
+        (2, true, true) => (vec![a.sides[0].clone()], vec![a.sides[1].clone()]),
+        (0, false, false) => (a.base.clone(), a.head.clone()),
+        _ => bail!(
+            "give BASE and HEAD, or --base and --head (each repeatable for runs of several processes)"
+        ),
+    };
+    let mut settings = Settings::default();
+    if let Some(p) = &a.pipeline.pipeline
+        && let Some(f) = crate::pipeline::compare_settings(p)?
+    {
+        f.apply(&mut settings)
+            .with_context(|| format!("{}: [compare]", p.display()))?;
+    }
+    let mut thresholds = std::collections::BTreeMap::new();
+    for t in &a.threshold_for {
+        let Some((m, v)) = t.split_once('=') else {
+            bail!("--threshold-for {t}: expected METRIC=PERCENT");
+        };
+        let v: f64 = v
+            .trim()
+            .parse()
+            .with_context(|| format!("--threshold-for {t}: not a number"))?;
+        thresholds.insert(m.trim().to_string(), v);
+    }
+    SettingsFile {
+        threshold_percent: a.threshold,
+        thresholds_percent: thresholds,
+        alpha: a.alpha,
+        min_samples: a.min_samples,
+        gate: a.gate.clone(),
+        resamples: a.resamples,
+    }
+    .apply(&mut settings)?;
+
+    let cache_dir = a.cache.dir();
+    let (base_inputs, base_shown) = compare_side(&base, cache_dir.as_deref())?;
+    let (head_inputs, head_shown) = compare_side(&head, cache_dir.as_deref())?;
+    let (rerun_inputs, rerun_shown) = compare_side(&a.base_rerun, cache_dir.as_deref())?;
+    for i in base_inputs.iter().chain(&head_inputs).chain(&rerun_inputs) {
+        if let graph::RunInput::Capture(c) = i {
+            eprintln!("{}", c.dump_note);
+        }
+    }
+    let engine = Engine::new(cache_dir.as_deref())?;
+    let with_rerun = !rerun_inputs.is_empty();
+    let mut sides = vec![base_inputs, head_inputs];
+    if with_rerun {
+        sides.push(rerun_inputs);
+    }
+    let (db, runs) = graph::open_runs(engine, &sides, a.nsys.path.clone())?;
+    let (base_run, head_run, rerun) = (runs[0], runs[1], runs.get(2).copied());
+    for &run in &runs {
+        graph::prepare_archives(&db, run)?;
+    }
+    // The per-process shares, in parallel, unless they are all stored.
+    let needs = graph::Needs {
+        summary: true,
+        communication: true,
+        thunks: true,
+        compile_sums: true,
+        compilations: true,
+        ..Default::default()
+    };
+    let mut all_stored = true;
+    for &run in &runs {
+        all_stored &= graph::shares_stored(&db, run, needs)?;
+    }
+    if !all_stored {
+        let n = runs.iter().map(|r| r.processes(&db).len()).sum::<usize>() as u64;
+        let bar = loading_bar(n);
+        let result = runs
+            .iter()
+            .try_for_each(|&run| graph::prepare_processes(&db, run, needs, &|| bar.inc(1)));
+        bar.finish_and_clear();
+        result?;
+    }
+    let sides = (
+        compare::SideInfo {
+            inputs: base_shown,
+            processes: base_run.processes(&db).len(),
+        },
+        compare::SideInfo {
+            inputs: head_shown,
+            processes: head_run.processes(&db).len(),
+        },
+        rerun.map(|r| compare::SideInfo {
+            inputs: rerun_shown,
+            processes: r.processes(&db).len(),
+        }),
+    );
+    let report = compare::compare(&db, base_run, head_run, rerun, &settings, sides)?;
+    let mut import = Vec::new();
+    for &run in &runs {
+        import.extend(crate::import_check::of_run(&db, run)?);
+    }
+    crate::import_check::warn(&import);
+    let record = db.ctx.engine.finish();
+    crate::tmpfiles::write_atomic(
+        &a.output.join("compare.json"),
+        &serde_json::to_vec_pretty(&report)?,
+    )?;
+    let mut md = String::new();
+    for d in &import {
+        md.push_str(&format!("> **Warning:** {}\n\n", d.warning()));
+    }
+    md.push_str(&compare::report::markdown(&report));
+    crate::tmpfiles::write_atomic(&a.output.join("compare.md"), md.as_bytes())?;
+    crate::tmpfiles::write_atomic(
+        &a.output.join("pipeline-run.json"),
+        &serde_json::to_vec_pretty(&record)?,
+    )?;
+    let mut stdout = std::io::stdout().lock();
+    if a.quiet.quiet {
+        writeln!(stdout, "{}", compare::report::headline(&report))?;
+    } else {
+        write!(stdout, "{}", compare::report::terminal(&report))?;
+    }
+    print_results(&mut stdout, &[], true, a.explain.explain, &record)?;
+    crate::import_check::warn(&import);
+    writeln!(
+        stdout,
+        "wrote {} ({} nodes executed, {} reused, {:.0} ms)",
+        a.output.display(),
+        record.executed,
+        record.reused,
+        record.wall_ms
+    )?;
+    Ok(report.exit_code)
+}

@@ -1,0 +1,171 @@
+//! The command-line front-end: parses arguments (`args`), runs graph queries, writes outputs.
+//! One module per command; `analysis` runs the requested analyses of a run and `output` holds
+//! what printing results and writing outputs share.
+
+mod analysis;
+mod analyze;
+mod archive;
+mod args;
+mod cache;
+mod combine;
+mod compare;
+mod output;
+mod run;
+
+pub use cache::{parse_age, parse_size};
+
+use crate::error::{EXIT_INPUT, EXIT_INTERNAL, one_line};
+use anyhow::Result;
+use args::{
+    AnalyzeArgs, ArchiveArgs, COMPARE_AFTER_HELP, CacheCommand, CombineArgs, CompareArgs,
+    RUN_AFTER_HELP, RunArgs, analysis_plan,
+};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "nsys-jax-pipe",
+    version,
+    about = "Profile JAX programs with Nsight Systems and turn the profiles into answers, incrementally."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Analyse profiles: nsys-jax archives (zip files or extracted folders) or Nsight Systems
+    /// reports with their XLA dumps. Several inputs are the processes of one run, analysed
+    /// like their combined archive.
+    Analyze(AnalyzeArgs),
+    /// Turn an Nsight Systems report and its XLA dump into an nsys-jax archive.
+    Archive(ArchiveArgs),
+    /// Profile a program with Nsight Systems, write its nsys-jax archive and analyse it
+    /// (as `nsys-jax`; also `nsys-jax-pipe nsys-jax ...` or a link named nsys-jax).
+    #[command(
+        override_usage = "nsys-jax-pipe run [OPTIONS] [NSYS PROFILE OPTIONS] -- PROGRAM [ARGS]...\n       nsys-jax-pipe run [OPTIONS] PROGRAM [ARGS]...",
+        after_help = RUN_AFTER_HELP
+    )]
+    Run(RunArgs),
+    /// Combine the per-process archives (or reports) of one run into one nsys-jax archive
+    /// (as `nsys-jax-combine`; also a link named nsys-jax-combine).
+    Combine(CombineArgs),
+    /// Compare two profiled runs (e.g. the base and head commits of a pull request) with
+    /// statistics, and fail on a significant regression.
+    #[command(after_help = COMPARE_AFTER_HELP)]
+    Compare(CompareArgs),
+    /// Inspect or trim the on-disk cache.
+    Cache {
+        #[command(subcommand)]
+        command: CacheCommand,
+    },
+}
+
+/// Entry point: returns the process exit code. Errors are printed as one line.
+pub fn main() -> i32 {
+    let argv = match crate::compat::rewrite(std::env::args_os().collect(), &run_options()) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("nsys-jax-pipe: error: {}", one_line(&e));
+            return EXIT_INPUT;
+        }
+    };
+    let parsed = Cli::command()
+        .try_get_matches_from(argv)
+        .and_then(|m| Cli::from_arg_matches(&m).map(|c| (c, m)));
+    let (cli, matches) = match parsed {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { EXIT_INPUT } else { 0 };
+        }
+    };
+    let plan = match matches.subcommand().map(|(_, m)| analysis_plan(m)) {
+        Some(Err(e)) => {
+            eprintln!("nsys-jax-pipe: error: {}", one_line(&e));
+            return EXIT_INPUT;
+        }
+        Some(Ok(p)) => p,
+        None => vec![],
+    };
+    match crate::formats::limits::Limits::from_env() {
+        Ok(l) => crate::formats::limits::set(l),
+        Err(e) => {
+            eprintln!("nsys-jax-pipe: error: {e}");
+            return EXIT_INPUT;
+        }
+    }
+    crate::interrupt::install();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("NSYS_JAX_PIPE_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .without_time()
+        .with_target(false)
+        .init();
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("nsys-jax-pipe: internal error: {info}");
+    }));
+    match std::panic::catch_unwind(|| dispatch(cli, &plan)) {
+        Ok(Ok(code)) => code,
+        Ok(Err(e)) => {
+            // A reader that stopped early (`| head`) is not an error.
+            let broken_pipe = e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            });
+            if broken_pipe {
+                return 0;
+            }
+            eprintln!("nsys-jax-pipe: error: {}", one_line(&e));
+            match e.downcast_ref::<crate::error::Interrupted>() {
+                Some(i) => 128 + i.0,
+                None => EXIT_INPUT,
+            }
+        }
+        Err(_) => EXIT_INTERNAL,
+    }
+}
+
+fn dispatch(cli: Cli, plan: &[(String, Vec<String>)]) -> Result<i32> {
+    match cli.command {
+        Command::Analyze(a) => analyze::analyze(a, plan).map(|()| 0),
+        Command::Archive(a) => archive::archive(a, plan).map(|()| 0),
+        Command::Run(a) => run::run(a, plan),
+        Command::Combine(a) => combine::combine(a, plan).map(|()| 0),
+        Command::Compare(a) => compare::compare(a),
+        Command::Cache { command } => cache::cache(command).map(|()| 0),
+    }
+}
+
+/// `run`'s options, for splitting its command line (see [`crate::compat`]).
+fn run_options() -> Vec<crate::compat::OptionSpec> {
+    let cmd = Cli::command();
+    let Some(run) = cmd.find_subcommand("run") else {
+        return vec![];
+    };
+    let mut specs: Vec<crate::compat::OptionSpec> = run
+        .get_arguments()
+        .filter(|a| !a.is_positional())
+        .map(|a| crate::compat::OptionSpec {
+            longs: a
+                .get_long()
+                .into_iter()
+                .chain(a.get_all_aliases().unwrap_or_default())
+                .map(str::to_string)
+                .collect(),
+            short: a.get_short(),
+            takes_value: a.get_action().takes_values(),
+        })
+        .collect();
+    // clap's own --help / -h.
+    specs.push(crate::compat::OptionSpec {
+        longs: vec!["help".into()],
+        short: Some('h'),
+        takes_value: false,
+    });
+    specs
+}
