@@ -343,7 +343,7 @@ struct AnalyzeArgs {
 
 /// Entry point: returns the process exit code. Errors are printed as one line.
 pub fn main() -> i32 {
-    let argv = match crate::compat::rewrite(std::env::args_os().collect(), &run_options()) {
+    let argv = match crate::capture::compat::rewrite(std::env::args_os().collect(), &run_options()) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("nsys-jax-pipe: error: {}", one_line(&e));
@@ -420,16 +420,16 @@ fn dispatch(cli: Cli, plan: &[(String, Vec<String>)]) -> Result<i32> {
     }
 }
 
-/// `run`'s options, for splitting its command line (see [`crate::compat`]).
-fn run_options() -> Vec<crate::compat::OptionSpec> {
+/// `run`'s options, for splitting its command line (see [`crate::capture::compat`]).
+fn run_options() -> Vec<crate::capture::compat::OptionSpec> {
     let cmd = Cli::command();
     let Some(run) = cmd.find_subcommand("run") else {
         return vec![];
     };
-    let mut specs: Vec<crate::compat::OptionSpec> = run
+    let mut specs: Vec<crate::capture::compat::OptionSpec> = run
         .get_arguments()
         .filter(|a| !a.is_positional())
-        .map(|a| crate::compat::OptionSpec {
+        .map(|a| crate::capture::compat::OptionSpec {
             longs: a
                 .get_long()
                 .into_iter()
@@ -441,7 +441,7 @@ fn run_options() -> Vec<crate::compat::OptionSpec> {
         })
         .collect();
     // clap's own --help / -h.
-    specs.push(crate::compat::OptionSpec {
+    specs.push(crate::capture::compat::OptionSpec {
         longs: vec!["help".into()],
         short: Some('h'),
         takes_value: false,
@@ -528,7 +528,7 @@ fn archive(a: ArchiveArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
     let record = db.ctx.engine.finish();
     let mut stdout = std::io::stdout().lock();
     print_results(&mut stdout, &written.texts, a.quiet, a.explain, &record)?;
-    crate::import_check::warn(written.import.as_slice());
+    crate::capture::import_check::warn(written.import.as_slice());
     writeln!(
         stdout,
         "wrote {} ({} members; {} nodes executed, {} reused, {:.0} ms)",
@@ -551,7 +551,7 @@ struct Written {
     /// Time to run the analyses.
     analyses: std::time::Duration,
     /// An incomplete import, stored in the archive as `import-diagnostics.json`.
-    import: Option<crate::import_check::ImportDiagnostics>,
+    import: Option<crate::capture::import_check::ImportDiagnostics>,
 }
 
 /// Lay out the archive of the run's only process (a capture), run the analyses, store their
@@ -579,7 +579,7 @@ fn write_archive(
         contents
             .entries
             .push(crate::formats::archive_writer::Entry::deflated(
-                crate::import_check::MEMBER,
+                crate::capture::import_check::MEMBER,
                 d.to_json(),
             ));
     }
@@ -601,13 +601,13 @@ fn write_archive(
 
 /// What is known of an incomplete import of the capture of `run` (one process): what nsys
 /// printed when it made the report (`nsys_output`, from `run`), else what the report records
-/// (see [`crate::import_check`]). Warned about here.
+/// (see [`crate::capture::import_check`]). Warned about here.
 fn capture_import(
     db: &graph::Db,
     run: graph::Run,
     nsys_output: Option<&str>,
-) -> Result<Option<crate::import_check::ImportDiagnostics>> {
-    use crate::import_check::{self, ImportDiagnostics};
+) -> Result<Option<crate::capture::import_check::ImportDiagnostics>> {
+    use crate::capture::import_check::{self, ImportDiagnostics};
     let from_output = nsys_output
         .map(import_check::from_nsys_output)
         .unwrap_or_default();
@@ -631,7 +631,7 @@ fn capture_import(
 /// The summary's "no module executions" line says why when the import was incomplete.
 fn mark_import_problems(
     texts: &mut [(String, String)],
-    found: &[crate::import_check::ImportDiagnostics],
+    found: &[crate::capture::import_check::ImportDiagnostics],
 ) {
     use crate::analyses::summary::{NO_MODULES, NO_MODULES_IMPORT};
     if found.is_empty() {
@@ -823,7 +823,7 @@ impl Drop for Reserved {
 
 /// `run`: profile the program, then archive and analyse its capture (see RUN_AFTER_HELP).
 fn run(a: RunArgs, plan: &[(String, Vec<String>)]) -> Result<i32> {
-    use crate::launch;
+    use crate::capture::launch;
     let requests = if a.no_analysis {
         vec![]
     } else {
@@ -868,7 +868,7 @@ fn run(a: RunArgs, plan: &[(String, Vec<String>)]) -> Result<i32> {
         None => reserved.insert(Reserved::new()?).path.clone(),
     };
     let engine = Engine::new(None)?;
-    let nsys = crate::nsys::find(&engine, a.nsys.as_deref())?;
+    let nsys = crate::capture::nsys::find(&engine, a.nsys.as_deref())?;
     let work = crate::tmpfiles::ScratchDir::new("run")?;
     let stem = output
         .file_stem()
@@ -950,7 +950,7 @@ fn run(a: RunArgs, plan: &[(String, Vec<String>)]) -> Result<i32> {
     let after = after.elapsed();
     let mut stdout = std::io::stdout().lock();
     print_results(&mut stdout, &written.texts, a.quiet, a.explain, &record)?;
-    crate::import_check::warn(written.import.as_slice());
+    crate::capture::import_check::warn(written.import.as_slice());
     writeln!(
         stdout,
         "wrote {} ({} members) · profiled run {:.1} s · after it {:.2} s (archive {:.2} s, analyses {:.2} s)",
@@ -1100,8 +1100,8 @@ fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
         mut files,
         mut texts,
     } = run_analyses(&db, run, &requests)?;
-    let import = crate::import_check::of_run(&db, run)?;
-    crate::import_check::warn(&import);
+    let import = crate::capture::import_check::of_run(&db, run)?;
+    crate::capture::import_check::warn(&import);
     mark_import_problems(&mut texts, &import);
     let record = db.ctx.engine.finish();
     files.push((
@@ -1110,7 +1110,7 @@ fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
     ));
     if !import.is_empty() {
         files.push((
-            crate::import_check::MEMBER.into(),
+            crate::capture::import_check::MEMBER.into(),
             serde_json::to_vec_pretty(&import)?,
         ));
     }
@@ -1122,7 +1122,7 @@ fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
     }
     let mut stdout = std::io::stdout().lock();
     print_results(&mut stdout, &texts, a.quiet, a.explain, &record)?;
-    crate::import_check::warn(&import);
+    crate::capture::import_check::warn(&import);
     writeln!(
         stdout,
         "wrote {} ({} nodes executed, {} reused, {:.0} ms)",
@@ -1363,9 +1363,9 @@ fn compare(a: CompareArgs) -> Result<i32> {
     let report = compare::compare(&db, base_run, head_run, rerun, &settings, sides)?;
     let mut import = Vec::new();
     for &run in &runs {
-        import.extend(crate::import_check::of_run(&db, run)?);
+        import.extend(crate::capture::import_check::of_run(&db, run)?);
     }
-    crate::import_check::warn(&import);
+    crate::capture::import_check::warn(&import);
     let record = db.ctx.engine.finish();
     write_atomic(
         &a.output.join("compare.json"),
@@ -1388,7 +1388,7 @@ fn compare(a: CompareArgs) -> Result<i32> {
         write!(stdout, "{}", compare::report::terminal(&report))?;
     }
     print_results(&mut stdout, &[], true, a.explain, &record)?;
-    crate::import_check::warn(&import);
+    crate::capture::import_check::warn(&import);
     writeln!(
         stdout,
         "wrote {} ({} nodes executed, {} reused, {:.0} ms)",

@@ -14,7 +14,7 @@ use crate::formats::archive::{self, Archive, MemberKeys};
 use crate::formats::hlo::{self, HloModuleInfo};
 use crate::formats::{pushpop, trace};
 use crate::frames;
-use crate::nsys::Nsys;
+use crate::capture::nsys::Nsys;
 use anyhow::{Context, Result};
 use arrow::array::{Array, AsArray, RecordBatch, StringArray};
 use serde::{Deserialize, Serialize};
@@ -78,7 +78,7 @@ impl GraphContext {
     pub fn nsys(&self) -> Result<&Nsys> {
         self.nsys
             .get_or_init(|| {
-                crate::nsys::find(&self.engine, self.nsys_flag.as_deref())
+                crate::capture::nsys::find(&self.engine, self.nsys_flag.as_deref())
                     .map_err(|e| crate::error::one_line(&e))
             })
             .as_ref()
