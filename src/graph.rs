@@ -14,7 +14,7 @@ use crate::formats::archive::{self, Archive, MemberKeys};
 use crate::formats::hlo::{self, HloModuleInfo};
 use crate::formats::{pushpop, trace};
 use crate::frames;
-use crate::nsys::Nsys;
+use crate::capture::nsys::Nsys;
 use anyhow::{Context, Result};
 use arrow::array::{Array, AsArray, RecordBatch, StringArray};
 use serde::{Deserialize, Serialize};
@@ -78,7 +78,7 @@ impl GraphContext {
     pub fn nsys(&self) -> Result<&Nsys> {
         self.nsys
             .get_or_init(|| {
-                crate::nsys::find(&self.engine, self.nsys_flag.as_deref())
+                crate::capture::nsys::find(&self.engine, self.nsys_flag.as_deref())
                     .map_err(|e| crate::error::one_line(&e))
             })
             .as_ref()
@@ -303,7 +303,7 @@ fn proto_members(archive: &Archive) -> Option<Vec<String>> {
 pub fn schema_key(db: &dyn Graph, a: InputArchive) -> std::result::Result<Key, NodeError> {
     let db = db.db();
     let archive = db.ctx.archives[a.index(db)].clone();
-    let mut kb = KeyBuilder::new("protos", &versions::of(&["formats/hlo.rs"]));
+    let mut kb = KeyBuilder::new("protos", &versions::of(&["formats/hlo/"]));
     match proto_members(&archive) {
         None => {
             for (p, c) in hlo::builtin_proto_sources() {
@@ -359,7 +359,7 @@ fn programs_key(db: &Db, p: Process) -> std::result::Result<Key, NodeError> {
     let schema_key = schema_key(db, p.archive(db))?;
     let members = hlo_members(db, p)?;
     Ok(
-        KeyBuilder::new("hlo", &versions::of(&["formats/hlo.rs", "graph.rs"]))
+        KeyBuilder::new("hlo", &versions::of(&["formats/hlo/", "graph.rs"]))
             .input(&schema_key)
             .inputs(members.iter().map(|(_, k)| k))
             .finish(),
@@ -388,7 +388,7 @@ fn decode_dump(
     member: &str,
     content: &Key,
 ) -> Result<Arc<HloModuleInfo>> {
-    let key = KeyBuilder::new("hlo-module", &versions::of(&["formats/hlo.rs", "graph.rs"]))
+    let key = KeyBuilder::new("hlo-module", &versions::of(&["formats/hlo/", "graph.rs"]))
         .input(schema_key)
         .input(content)
         .finish();

@@ -7,25 +7,22 @@
 //! - [`formats`]: readers and writers of file formats (archives, parquet tables, HLO);
 //! - [`frames`]: the data model built from the raw tables (module, thunk, compile, communication);
 //! - [`analyses`]: one module per analysis;
-//! - [`launch`]: profiling a program under Nsight Systems (the `run` command);
-//! - [`cli`]: the thin command-line front-end, and [`compat`] for the `nsys-jax` names.
+//! - [`capture`]: the capture stage: profiling a program under Nsight Systems (the `run`
+//!   command), finding `nsys`, exporting and projecting its report, and `nsys-jax` command lines;
+//! - [`cli`]: the thin command-line front-end.
 
 pub mod analyses;
 pub mod capture;
 pub mod cli;
 pub mod combine;
 pub mod compare;
-pub mod compat;
 pub mod engine;
 pub mod error;
 pub mod formats;
 pub mod frames;
 pub mod graph;
-pub mod import_check;
 pub mod interrupt;
 pub mod labels;
-pub mod launch;
-pub mod nsys;
 pub mod nvtx;
 pub mod pipeline;
 pub mod stats;

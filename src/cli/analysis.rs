@@ -83,7 +83,7 @@ pub(super) fn run_analyses(
 /// The summary's "no module executions" line says why when the import was incomplete.
 pub(super) fn mark_import_problems(
     texts: &mut [(String, String)],
-    found: &[crate::import_check::ImportDiagnostics],
+    found: &[crate::capture::import_check::ImportDiagnostics],
 ) {
     use crate::analyses::summary::{NO_MODULES, NO_MODULES_IMPORT};
     if found.is_empty() {

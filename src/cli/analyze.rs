@@ -25,8 +25,8 @@ pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<
         mut files,
         mut texts,
     } = run_analyses(&db, run, &requests)?;
-    let import = crate::import_check::of_run(&db, run)?;
-    crate::import_check::warn(&import);
+    let import = crate::capture::import_check::of_run(&db, run)?;
+    crate::capture::import_check::warn(&import);
     mark_import_problems(&mut texts, &import);
     let record = db.ctx.engine.finish();
     files.push((
@@ -35,7 +35,7 @@ pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<
     ));
     if !import.is_empty() {
         files.push((
-            crate::import_check::MEMBER.into(),
+            crate::capture::import_check::MEMBER.into(),
             serde_json::to_vec_pretty(&import)?,
         ));
     }
@@ -53,7 +53,7 @@ pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<
         a.explain.explain,
         &record,
     )?;
-    crate::import_check::warn(&import);
+    crate::capture::import_check::warn(&import);
     writeln!(
         stdout,
         "wrote {} ({} nodes executed, {} reused, {:.0} ms)",

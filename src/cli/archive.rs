@@ -48,7 +48,7 @@ pub(super) fn archive(a: ArchiveArgs, plan: &[(String, Vec<String>)]) -> Result<
         a.explain.explain,
         &record,
     )?;
-    crate::import_check::warn(written.import.as_slice());
+    crate::capture::import_check::warn(written.import.as_slice());
     writeln!(
         stdout,
         "wrote {} ({} members; {} nodes executed, {} reused, {:.0} ms)",
@@ -71,7 +71,7 @@ pub(super) struct Written {
     /// Time to run the analyses.
     pub analyses: std::time::Duration,
     /// An incomplete import, stored in the archive as `import-diagnostics.json`.
-    pub import: Option<crate::import_check::ImportDiagnostics>,
+    pub import: Option<crate::capture::import_check::ImportDiagnostics>,
 }
 
 /// Lay out the archive of the run's only process (a capture), run the analyses, store their
@@ -99,7 +99,7 @@ pub(super) fn write_archive(
         contents
             .entries
             .push(crate::formats::archive_writer::Entry::deflated(
-                crate::import_check::MEMBER,
+                crate::capture::import_check::MEMBER,
                 d.to_json(),
             ));
     }
@@ -121,13 +121,13 @@ pub(super) fn write_archive(
 
 /// What is known of an incomplete import of the capture of `run` (one process): what nsys
 /// printed when it made the report (`nsys_output`, from `run`), else what the report records
-/// (see [`crate::import_check`]). Warned about here.
+/// (see [`crate::capture::import_check`]). Warned about here.
 fn capture_import(
     db: &graph::Db,
     run: graph::Run,
     nsys_output: Option<&str>,
-) -> Result<Option<crate::import_check::ImportDiagnostics>> {
-    use crate::import_check::{self, ImportDiagnostics};
+) -> Result<Option<crate::capture::import_check::ImportDiagnostics>> {
+    use crate::capture::import_check::{self, ImportDiagnostics};
     let from_output = nsys_output
         .map(import_check::from_nsys_output)
         .unwrap_or_default();

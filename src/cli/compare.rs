@@ -135,9 +135,9 @@ pub(super) fn compare(a: CompareArgs) -> Result<i32> {
     let report = compare::compare(&db, base_run, head_run, rerun, &settings, sides)?;
     let mut import = Vec::new();
     for &run in &runs {
-        import.extend(crate::import_check::of_run(&db, run)?);
+        import.extend(crate::capture::import_check::of_run(&db, run)?);
     }
-    crate::import_check::warn(&import);
+    crate::capture::import_check::warn(&import);
     let record = db.ctx.engine.finish();
     crate::tmpfiles::write_atomic(
         &a.output.join("compare.json"),
@@ -160,7 +160,7 @@ pub(super) fn compare(a: CompareArgs) -> Result<i32> {
         write!(stdout, "{}", compare::report::terminal(&report))?;
     }
     print_results(&mut stdout, &[], true, a.explain.explain, &record)?;
-    crate::import_check::warn(&import);
+    crate::capture::import_check::warn(&import);
     writeln!(
         stdout,
         "wrote {} ({} nodes executed, {} reused, {:.0} ms)",

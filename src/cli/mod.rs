@@ -64,7 +64,7 @@ enum Command {
 
 /// Entry point: returns the process exit code. Errors are printed as one line.
 pub fn main() -> i32 {
-    let argv = match crate::compat::rewrite(std::env::args_os().collect(), &run_options()) {
+    let argv = match crate::capture::compat::rewrite(std::env::args_os().collect(), &run_options()) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("nsys-jax-pipe: error: {}", one_line(&e));
@@ -141,16 +141,16 @@ fn dispatch(cli: Cli, plan: &[(String, Vec<String>)]) -> Result<i32> {
     }
 }
 
-/// `run`'s options, for splitting its command line (see [`crate::compat`]).
-fn run_options() -> Vec<crate::compat::OptionSpec> {
+/// `run`'s options, for splitting its command line (see [`crate::capture::compat`]).
+fn run_options() -> Vec<crate::capture::compat::OptionSpec> {
     let cmd = Cli::command();
     let Some(run) = cmd.find_subcommand("run") else {
         return vec![];
     };
-    let mut specs: Vec<crate::compat::OptionSpec> = run
+    let mut specs: Vec<crate::capture::compat::OptionSpec> = run
         .get_arguments()
         .filter(|a| !a.is_positional())
-        .map(|a| crate::compat::OptionSpec {
+        .map(|a| crate::capture::compat::OptionSpec {
             longs: a
                 .get_long()
                 .into_iter()
@@ -162,7 +162,7 @@ fn run_options() -> Vec<crate::compat::OptionSpec> {
         })
         .collect();
     // clap's own --help / -h.
-    specs.push(crate::compat::OptionSpec {
+    specs.push(crate::capture::compat::OptionSpec {
         longs: vec!["help".into()],
         short: Some('h'),
         takes_value: false,

@@ -46,7 +46,7 @@ impl Drop for Reserved {
 
 /// `run`: profile the program, then archive and analyse its capture (see RUN_AFTER_HELP).
 pub(super) fn run(a: RunArgs, plan: &[(String, Vec<String>)]) -> Result<i32> {
-    use crate::launch;
+    use crate::capture::launch;
     let requests = if a.no_analysis {
         vec![]
     } else {
@@ -91,7 +91,7 @@ pub(super) fn run(a: RunArgs, plan: &[(String, Vec<String>)]) -> Result<i32> {
         None => reserved.insert(Reserved::new()?).path.clone(),
     };
     let engine = Engine::new(None)?;
-    let nsys = crate::nsys::find(&engine, a.nsys.path.as_deref())?;
+    let nsys = crate::capture::nsys::find(&engine, a.nsys.path.as_deref())?;
     let work = crate::tmpfiles::ScratchDir::new("run")?;
     let stem = output
         .file_stem()
@@ -179,7 +179,7 @@ pub(super) fn run(a: RunArgs, plan: &[(String, Vec<String>)]) -> Result<i32> {
         a.explain.explain,
         &record,
     )?;
-    crate::import_check::warn(written.import.as_slice());
+    crate::capture::import_check::warn(written.import.as_slice());
     writeln!(
         stdout,
         "wrote {} ({} members) · profiled run {:.1} s · after it {:.2} s (archive {:.2} s, analyses {:.2} s)",

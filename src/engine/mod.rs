@@ -28,17 +28,22 @@ use std::time::Instant;
 pub mod versions {
     include!(concat!(env!("OUT_DIR"), "/source_hashes.rs"));
 
-    /// The version of a node implemented by `files` (paths relative to `src/`).
+    /// The version of a node implemented by `files` (paths relative to `src/`); a path ending
+    /// in `/` stands for every source file under that folder.
     pub fn of(files: &[&str]) -> String {
         let mut h = blake3::Hasher::new();
         for f in files {
-            let hash = SOURCES
-                .iter()
-                .find(|(p, _)| p == f)
-                .map(|(_, h)| *h)
-                .unwrap_or_else(|| panic!("node version names unknown source file {f}"));
-            h.update(f.as_bytes());
-            h.update(hash.as_bytes());
+            let mut found = false;
+            for (p, hash) in SOURCES {
+                if p == f || (f.ends_with('/') && p.starts_with(f)) {
+                    h.update(p.as_bytes());
+                    h.update(hash.as_bytes());
+                    found = true;
+                }
+            }
+            if !found {
+                panic!("node version names unknown source file {f}");
+            }
         }
         h.finalize().to_hex()[..16].to_string()
     }

@@ -671,7 +671,7 @@ mod tests {
 }
 
 /// `report_nvtx_pushpop_trace.parquet` from the output of
-/// [`crate::frames::projection::pushpop`] (pandas index: RangeId).
+/// [`crate::capture::projection::pushpop`] (pandas index: RangeId).
 pub fn write_parquet(pushpop: &RecordBatch) -> Result<Vec<u8>> {
     super::write_parquet(pushpop, &super::PandasIndex::Columns(&["RangeId"]), 1)
 }

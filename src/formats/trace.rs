@@ -447,7 +447,7 @@ mod tests {
 
 /// `trace.parquet` in the classic layout, as Nsight Systems' `nvtx_gpu_proj_trace` recipe
 /// writes it (pandas types: the columns that recipe leaves nullable are float64) plus the
-/// `Rank` column, from the output of [`crate::frames::projection::project`].
+/// `Rank` column, from the output of [`crate::capture::projection::project`].
 pub fn write_classic(projection: &RecordBatch, rank: i64) -> Result<Vec<u8>> {
     const FLOAT: [&str; 5] = ["Orig Start", "Orig Duration", "Lvl", "RangeId", "ParentId"];
     let schema = projection.schema();

@@ -1,5 +1,4 @@
 //! The data model built from raw tables.
 pub mod compile;
 pub mod gpu;
-pub mod projection;
 pub mod warmup;

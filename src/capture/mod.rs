@@ -12,6 +12,17 @@
 //!
 //! Every node's key is computed from keys alone (the report's content key, the nsys version
 //! key, the dump files' content keys), so a run whose results are stored never exports.
+//!
+//! The rest of the capture stage: [`launch`] (the `run` command: the program's environment and
+//! nsys options), [`nsys`] (finding `nsys`), [`projection`] (NVTX ranges projected onto the GPU
+//! from an export), [`import_check`] (nsys import diagnostics), and [`compat`] (`nsys-jax`
+//! command lines).
+
+pub mod compat;
+pub mod import_check;
+pub mod launch;
+pub mod nsys;
+pub mod projection;
 
 use crate::engine::value::{Bytes, Files, Tables};
 use crate::engine::{Engine, Key, KeyBuilder, versions};
@@ -21,10 +32,9 @@ use crate::formats::archive::{
 use crate::formats::archive_writer::Entry;
 use crate::formats::nsys_export::{self, ExportTables};
 use crate::formats::{metadata, pushpop, trace};
-use crate::frames::projection;
 use crate::graph::{self, Db, Process};
-use crate::nsys::Nsys;
 use anyhow::{Context, Result, bail};
+use nsys::Nsys;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -143,12 +153,12 @@ fn producer(member: &str, export: &Key) -> Option<(&'static str, Key)> {
     let (kind, sources): (&'static str, &[&str]) = match member {
         TRACE => (
             "projection",
-            &["frames/projection.rs", "formats/trace.rs", "formats/mod.rs"],
+            &["capture/projection/", "formats/trace.rs", "formats/mod.rs"],
         ),
         PUSHPOP_PARQUET => (
             "pushpop",
             &[
-                "frames/projection.rs",
+                "capture/projection/",
                 "formats/pushpop.rs",
                 "formats/mod.rs",
             ],
@@ -247,7 +257,7 @@ const XZ_PRESET: u32 = 6;
 
 /// The xz-compressed bytes of one dump file (content key `content`).
 pub fn dump_xz(engine: &Engine, file: &Path, content: &Key) -> Result<Arc<Bytes>> {
-    let key = KeyBuilder::new("dump-xz", &versions::of(&["capture.rs"]))
+    let key = KeyBuilder::new("dump-xz", &versions::of(&["capture/mod.rs"]))
         .param("preset", XZ_PRESET.to_le_bytes())
         .input(content)
         .finish();

@@ -17,9 +17,9 @@
 //! - an archive written by `run` or `archive` carries what was found as [`MEMBER`], which
 //!   `analyze`, `compare` and `combine` repeat.
 
+use crate::capture::nsys::Nsys;
 use crate::engine::value::Bytes;
 use crate::engine::{Engine, Key, KeyBuilder, versions};
-use crate::nsys::Nsys;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::io::BufRead;
@@ -145,10 +145,13 @@ pub fn from_report(
     report: &Path,
     report_key: &Key,
 ) -> Result<Vec<String>> {
-    let key = KeyBuilder::new("import-diagnostics", &versions::of(&["import_check.rs"]))
-        .param("nsys-version", nsys.version_key.0)
-        .input(report_key)
-        .finish();
+    let key = KeyBuilder::new(
+        "import-diagnostics",
+        &versions::of(&["capture/import_check.rs"]),
+    )
+    .param("nsys-version", nsys.version_key.0)
+    .input(report_key)
+    .finish();
     let label = report
         .file_name()
         .map(|f| f.to_string_lossy().into_owned())

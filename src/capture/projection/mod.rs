@@ -1,0 +1,754 @@
+//! NVTX ranges projected onto the GPU and the CPU push/pop trace (docs/design.md, "Projection"),
+//! computed from the tables of an `nsys export` ([`ExportTables`]).
+//!
+//! Both start from the CPU ranges of `NVTX_EVENTS` and their tree per thread: the parent of
+//! a range is the tightest other range of the same thread that encloses it. Since
+//! `(child.start - parent.start) + (parent.end - child.end)` is the parent's duration minus
+//! the child's, the tightest enclosing range is the enclosing range of smallest duration.
+//!
+//! Everything is sort-and-sweep, O(n log n):
+//! - ranges are sorted by `(thread, start, end descending, row)`; every range that encloses
+//!   another comes before it in that order. One sweep per thread inserts the ranges into a
+//!   Fenwick tree indexed by end time that keeps the shortest range per prefix; the shortest
+//!   range inserted so far whose end is not before the current range's end is its parent.
+//!   For properly nested ranges (push/pop always are) this is the top of the usual interval
+//!   stack; start/end ranges may overlap without nesting, and the tree still finds the
+//!   tightest enclosing one. Ties between identical intervals go to the later one in the
+//!   order, so the tree has no cycles.
+//! - GPU ops (kernels, CUDA-graph kernels, memcpys, memsets) are grouped by (process,
+//!   correlation id) into a sorted list of keys, in which each API call is looked up. An op belongs to every range of the call's thread that encloses the call, so per
+//!   thread the ranges (by start, descending) and the calls (by start, descending) are swept
+//!   together: the calls starting inside a range are inserted into a Fenwick tree indexed by
+//!   call end, and the prefix up to the range's end gives the number of calls, the first op
+//!   start and the last op end of the range. Calls that share a correlation id are reduced so
+//!   that the count stays a count of distinct ids (see `join_calls`).
+
+use std::cmp::Reverse;
+use std::sync::Arc;
+
+use anyhow::{Result, bail};
+use arrow::array::{
+    Array, ArrayRef, Int64Array, Int64Builder, RecordBatch, StringArray, StringBuilder,
+};
+use arrow::datatypes::{DataType, Field, Schema};
+
+use crate::formats::nsys_export::{
+    ExportTables, KERNEL, MEMCPY, MEMSET, NVTX_EVENTS, RUNTIME, STRING_IDS, int64_column,
+    text_column,
+};
+
+/// `eventType` of an NVTX push/pop range.
+pub const NVTX_PUSH_POP: i64 = 59;
+/// `eventType` of an NVTX start/end range.
+pub const NVTX_START_END: i64 = 60;
+/// `eventType` of a push/pop range made through the NVTX text API.
+pub const NVTX_TEXT_PUSH_POP: i64 = 70;
+/// `eventType` of a start/end range made through the NVTX text API.
+pub const NVTX_TEXT_START_END: i64 = 71;
+/// `eventType` of a domain registration; its `text` is the domain name.
+pub const NVTX_DOMAIN_CREATE: i64 = 75;
+
+/// Bits of a `globalTid` that name the process (and VM); the low 24 bits are the thread.
+const PROCESS_MASK: i64 = !0xFF_FFFF;
+
+/// NVTX ranges projected onto the GPU, classic trace.parquet layout (docs/design.md, "Projection"):
+/// Name, Projected Start, Projected Duration, Orig Start, Orig Duration, Style, PID, TID,
+/// NumGPUOps, Lvl, NumChild, RangeId, ParentId, RangeStack (+ Rank column filled by the caller
+/// later; omitted here). One row per range with GPU ops, in `RangeId` order; the row of GPU
+/// ops outside every range that Nsight Systems adds is not written.
+pub fn project(t: &ExportTables) -> Result<RecordBatch> {
+    let nvtx = Nvtx::new(t)?;
+    let calls = calls_with_ops(t)?;
+    let ranges = nvtx.ranges(capture_end(t, &nvtx)?, |ty| {
+        matches!(
+            ty,
+            NVTX_PUSH_POP | NVTX_START_END | NVTX_TEXT_PUSH_POP | NVTX_TEXT_START_END
+        )
+    });
+    let tree = Tree::new(&ranges);
+    let agg = attribute_ops(&ranges, &calls);
+
+    let mut out: Vec<usize> = (0..ranges.len()).filter(|&i| agg[i].count > 0).collect();
+    out.sort_unstable_by_key(|&i| ranges[i].row);
+    let mut num_child = vec![0i64; ranges.len()];
+    for &i in &out {
+        if let Some(p) = tree.parent[i] {
+            num_child[p as usize] += 1;
+        }
+    }
+
+    let n = out.len();
+    let namer = nvtx.namer()?;
+    let mut name = StringBuilder::with_capacity(n, n * 48);
+    let mut style = StringBuilder::with_capacity(n, n * 8);
+    let mut stack = StringBuilder::with_capacity(n, n * 16);
+    let mut parent_id = Int64Builder::with_capacity(n);
+    let mut chain = Vec::new();
+    for &i in &out {
+        let r = &ranges[i];
+        namer.append_name(&mut name, r.row as usize);
+        style.append_value(if r.push_pop { "PushPop" } else { "StartEnd" });
+        parent_id.append_option(tree.parent[i].map(|p| range_id(&ranges[p as usize])));
+        append_stack(&mut stack, &ranges, &tree, i, &mut chain);
+    }
+    let col = |f: &dyn Fn(usize) -> i64| -> ArrayRef {
+        Arc::new(Int64Array::from_iter_values(out.iter().map(|&i| f(i))))
+    };
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(name.finish()),
+        col(&|i| agg[i].first_start),
+        col(&|i| agg[i].last_end - agg[i].first_start),
+        col(&|i| ranges[i].start),
+        col(&|i| ranges[i].end - ranges[i].start),
+        Arc::new(style.finish()),
+        col(&|i| pid(ranges[i].thread)),
+        col(&|i| tid(ranges[i].thread)),
+        col(&|i| agg[i].count),
+        col(&|i| tree.level[i] as i64),
+        col(&|i| num_child[i]),
+        col(&|i| range_id(&ranges[i])),
+        Arc::new(parent_id.finish()),
+        Arc::new(stack.finish()),
+    ];
+    Ok(RecordBatch::try_new(projection_schema(), columns)?)
+}
+
+/// The schema of [`project`]'s output.
+pub fn projection_schema() -> Arc<Schema> {
+    let int = |name: &str| Field::new(name, DataType::Int64, false);
+    Arc::new(Schema::new(vec![
+        Field::new("Name", DataType::Utf8, false),
+        int("Projected Start"),
+        int("Projected Duration"),
+        int("Orig Start"),
+        int("Orig Duration"),
+        Field::new("Style", DataType::Utf8, false),
+        int("PID"),
+        int("TID"),
+        int("NumGPUOps"),
+        int("Lvl"),
+        int("NumChild"),
+        int("RangeId"),
+        Field::new("ParentId", DataType::Int64, true),
+        Field::new("RangeStack", DataType::Utf8, false),
+    ]))
+}
+
+/// CPU push/pop ranges (docs/design.md, "Push/pop trace") in the column layout of Nsight Systems'
+/// `nvtx_pushpop_trace` report, which nsys-jax archives hold (`report_nvtx_pushpop_trace`):
+/// `Start (ns), End (ns), Duration (ns), DurChild (ns), DurNonChild (ns), Name, PID, TID, Lvl,
+/// NumChild, RangeId, ParentId, RangeStack` (the report's `NameTree` display column is left
+/// out). The tree is that of the push/pop ranges alone. Rows in `RangeId` order.
+pub fn pushpop(t: &ExportTables) -> Result<RecordBatch> {
+    let nvtx = Nvtx::new(t)?;
+    let ranges = nvtx.ranges(capture_end(t, &nvtx)?, |ty| {
+        matches!(ty, NVTX_PUSH_POP | NVTX_TEXT_PUSH_POP)
+    });
+    let tree = Tree::new(&ranges);
+    let mut num_child = vec![0i64; ranges.len()];
+    let mut dur_child = vec![0i64; ranges.len()];
+    for (i, r) in ranges.iter().enumerate() {
+        if let Some(p) = tree.parent[i] {
+            num_child[p as usize] += 1;
+            dur_child[p as usize] += r.end - r.start;
+        }
+    }
+    let mut out: Vec<usize> = (0..ranges.len()).collect();
+    out.sort_unstable_by_key(|&i| ranges[i].row);
+
+    let n = out.len();
+    let namer = nvtx.namer()?;
+    let mut name = StringBuilder::with_capacity(n, n * 48);
+    let mut stack = StringBuilder::with_capacity(n, n * 16);
+    let mut parent_id = Int64Builder::with_capacity(n);
+    let mut chain = Vec::new();
+    for &i in &out {
+        namer.append_name(&mut name, ranges[i].row as usize);
+        parent_id.append_option(tree.parent[i].map(|p| range_id(&ranges[p as usize])));
+        append_stack(&mut stack, &ranges, &tree, i, &mut chain);
+    }
+    let col = |f: &dyn Fn(usize) -> i64| -> ArrayRef {
+        Arc::new(Int64Array::from_iter_values(out.iter().map(|&i| f(i))))
+    };
+    let dur = |i: usize| ranges[i].end - ranges[i].start;
+    let columns: Vec<ArrayRef> = vec![
+        col(&|i| ranges[i].start),
+        col(&|i| ranges[i].end),
+        col(&dur),
+        col(&|i| dur_child[i]),
+        col(&|i| dur(i) - dur_child[i]),
+        Arc::new(name.finish()),
+        col(&|i| pid(ranges[i].thread)),
+        col(&|i| tid(ranges[i].thread)),
+        col(&|i| tree.level[i] as i64),
+        col(&|i| num_child[i]),
+        col(&|i| range_id(&ranges[i])),
+        Arc::new(parent_id.finish()),
+        Arc::new(stack.finish()),
+    ];
+    Ok(RecordBatch::try_new(pushpop_schema(), columns)?)
+}
+
+/// The schema of [`pushpop`]'s output.
+pub fn pushpop_schema() -> Arc<Schema> {
+    let int = |name: &str| Field::new(name, DataType::Int64, false);
+    Arc::new(Schema::new(vec![
+        int("Start (ns)"),
+        int("End (ns)"),
+        int("Duration (ns)"),
+        int("DurChild (ns)"),
+        int("DurNonChild (ns)"),
+        Field::new("Name", DataType::Utf8, false),
+        int("PID"),
+        int("TID"),
+        int("Lvl"),
+        int("NumChild"),
+        int("RangeId"),
+        Field::new("ParentId", DataType::Int64, true),
+        Field::new("RangeStack", DataType::Utf8, false),
+    ]))
+}
+
+fn pid(global_tid: i64) -> i64 {
+    (global_tid >> 24) & 0xFF_FFFF
+}
+
+fn tid(global_tid: i64) -> i64 {
+    global_tid & 0xFF_FFFF
+}
+
+/// The SQLite rowid of the range: its position in `NVTX_EVENTS`, from 1.
+fn range_id(r: &Range) -> i64 {
+    r.row as i64 + 1
+}
+
+/// Appends `:root:...:self` for range `i`.
+fn append_stack(
+    out: &mut StringBuilder,
+    ranges: &[Range],
+    tree: &Tree,
+    i: usize,
+    chain: &mut Vec<i64>,
+) {
+    use std::fmt::Write;
+    chain.clear();
+    let mut cur = Some(i as u32);
+    while let Some(c) = cur {
+        chain.push(range_id(&ranges[c as usize]));
+        cur = tree.parent[c as usize];
+    }
+    for id in chain.iter().rev() {
+        // Writing into a StringBuilder's current value cannot fail.
+        let _ = write!(out, ":{id}");
+    }
+    out.append_value("");
+}
+
+/// One CPU range.
+#[derive(Clone, Copy, Debug)]
+struct Range {
+    /// `globalTid` of the thread it ran on.
+    thread: i64,
+    start: i64,
+    end: i64,
+    /// Position in `NVTX_EVENTS`.
+    row: u32,
+    push_pop: bool,
+}
+
+/// The columns of `NVTX_EVENTS` in use.
+struct Nvtx<'a> {
+    tables: &'a ExportTables,
+    start: Int64Array,
+    end: Int64Array,
+    event_type: Int64Array,
+    global_tid: Int64Array,
+    end_global_tid: Int64Array,
+    /// The latest timestamp of the table.
+    last_time: i64,
+}
+
+impl<'a> Nvtx<'a> {
+    fn new(tables: &'a ExportTables) -> Result<Self> {
+        let b = &tables.nvtx_events;
+        let get = |c: &str| int64_column(b, NVTX_EVENTS, c);
+        let start = get("start")?;
+        let end = optional_int64(b, "end")?;
+        let last_time = max_of(&start).max(max_of(&end));
+        if b.num_rows() > u32::MAX as usize {
+            bail!("{NVTX_EVENTS}: too many rows ({})", b.num_rows());
+        }
+        Ok(Self {
+            tables,
+            start,
+            end,
+            event_type: get("eventType")?,
+            global_tid: get("globalTid")?,
+            end_global_tid: optional_int64(b, "endGlobalTid")?,
+            last_time,
+        })
+    }
+
+    /// The ranges of the kinds `keep` accepts that start and end on the same thread, sorted
+    /// by `(thread, start, end descending, row)`. A range never closed ends at `capture_end`.
+    fn ranges(&self, capture_end: i64, keep: impl Fn(i64) -> bool) -> Vec<Range> {
+        let mut out = Vec::new();
+        for row in 0..self.start.len() {
+            if self.event_type.is_null(row)
+                || self.global_tid.is_null(row)
+                || self.start.is_null(row)
+            {
+                continue;
+            }
+            let ty = self.event_type.value(row);
+            if !keep(ty) {
+                continue;
+            }
+            let thread = self.global_tid.value(row);
+            if self.end_global_tid.is_valid(row) && self.end_global_tid.value(row) != thread {
+                continue;
+            }
+            let start = self.start.value(row);
+            let end = if self.end.is_valid(row) {
+                self.end.value(row)
+            } else {
+                capture_end.max(start)
+            };
+            out.push(Range {
+                thread,
+                start,
+                end,
+                row: row as u32,
+                push_pop: matches!(ty, NVTX_PUSH_POP | NVTX_TEXT_PUSH_POP),
+            });
+        }
+        out.sort_unstable_by_key(|r| (r.thread, r.start, Reverse(r.end), r.row));
+        out
+    }
+
+    fn namer(&self) -> Result<Namer> {
+        Namer::new(self)
+    }
+}
+
+fn max_of(a: &Int64Array) -> i64 {
+    arrow::compute::max(a).unwrap_or(i64::MIN)
+}
+
+/// A column of `NVTX_EVENTS` that may be absent (then all null).
+fn optional_int64(b: &RecordBatch, column: &str) -> Result<Int64Array> {
+    match b.column_by_name(column) {
+        Some(_) => int64_column(b, NVTX_EVENTS, column),
+        None => Ok(Int64Array::new_null(b.num_rows())),
+    }
+}
+
+/// The last timestamp of the capture, where ranges never closed end: the latest time among
+/// NVTX events, API calls and GPU ops.
+fn capture_end(t: &ExportTables, nvtx: &Nvtx) -> Result<i64> {
+    let mut last = nvtx.last_time;
+    for (table, batch) in [
+        (RUNTIME, &t.runtime),
+        (KERNEL, &t.kernel),
+        (MEMCPY, &t.memcpy),
+        (MEMSET, &t.memset),
+    ] {
+        if let Some(b) = batch {
+            last = last.max(max_of(&int64_column(b, table, "end")?));
+        }
+    }
+    Ok(last)
+}
+
+/// Range names: `<domain>:<text>`, or the text alone in the default domain.
+struct Namer {
+    text: StringArray,
+    text_id: Int64Array,
+    domain_id: Int64Array,
+    global_tid: Int64Array,
+    /// `StringIds` sorted by id: (id, row).
+    strings: Vec<(i64, u32)>,
+    string_values: Option<StringArray>,
+    /// Domains sorted by (process, domain id): name.
+    domains: Vec<((i64, i64), String)>,
+}
+
+impl Namer {
+    fn new(nvtx: &Nvtx) -> Result<Self> {
+        let b = &nvtx.tables.nvtx_events;
+        let text = match b.column_by_name("text") {
+            Some(_) => text_column(b, NVTX_EVENTS, "text")?,
+            None => StringArray::new_null(b.num_rows()),
+        };
+        let text_id = optional_int64(b, "textId")?;
+        let domain_id = optional_int64(b, "domainId")?;
+        let (strings, string_values) = match &nvtx.tables.string_ids {
+            Some(s) => {
+                let ids = int64_column(s, STRING_IDS, "id")?;
+                let values = text_column(s, STRING_IDS, "value")?;
+                let mut strings: Vec<(i64, u32)> = (0..ids.len())
+                    .filter(|&i| ids.is_valid(i))
+                    .map(|i| (ids.value(i), i as u32))
+                    .collect();
+                strings.sort_unstable();
+                (strings, Some(values))
+            }
+            None => (Vec::new(), None),
+        };
+        let mut namer = Self {
+            text,
+            text_id,
+            domain_id,
+            global_tid: nvtx.global_tid.clone(),
+            strings,
+            string_values,
+            domains: Vec::new(),
+        };
+        let mut domains = Vec::new();
+        for row in 0..nvtx.event_type.len() {
+            if nvtx.event_type.is_valid(row)
+                && nvtx.event_type.value(row) == NVTX_DOMAIN_CREATE
+                && namer.domain_id.is_valid(row)
+                && nvtx.global_tid.is_valid(row)
+            {
+                let key = (
+                    nvtx.global_tid.value(row) & PROCESS_MASK,
+                    namer.domain_id.value(row),
+                );
+                domains.push((key, namer.text(row).to_string()));
+            }
+        }
+        // Sort by key only, stably: the first registration of a key wins.
+        domains.sort_by_key(|(k, _)| *k);
+        domains.dedup_by_key(|(k, _)| *k);
+        namer.domains = domains;
+        Ok(namer)
+    }
+
+    /// `text`, else `StringIds[textId]`, else empty.
+    fn text(&self, row: usize) -> &str {
+        if self.text.is_valid(row) {
+            return self.text.value(row);
+        }
+        if self.text_id.is_valid(row)
+            && let Some(values) = &self.string_values
+        {
+            let id = self.text_id.value(row);
+            if let Ok(k) = self.strings.binary_search_by_key(&id, |&(id, _)| id) {
+                return values.value(self.strings[k].1 as usize);
+            }
+        }
+        ""
+    }
+
+    /// Appends the name of the range in `row` to `out`.
+    fn append_name(&self, out: &mut StringBuilder, row: usize) {
+        use std::fmt::Write;
+        if self.domain_id.is_valid(row) && self.global_tid.is_valid(row) {
+            let key = (
+                self.global_tid.value(row) & PROCESS_MASK,
+                self.domain_id.value(row),
+            );
+            if let Ok(k) = self.domains.binary_search_by_key(&key, |(k, _)| *k) {
+                // Writing into a StringBuilder's current value cannot fail.
+                let _ = write!(out, "{}:", self.domains[k].1);
+            }
+        }
+        out.append_value(self.text(row));
+    }
+}
+
+/// Parent (index into the sorted ranges) and nesting level of every range.
+struct Tree {
+    parent: Vec<Option<u32>>,
+    level: Vec<u32>,
+}
+
+impl Tree {
+    /// `ranges` sorted as [`Nvtx::ranges`] sorts them.
+    fn new(ranges: &[Range]) -> Self {
+        let mut parent = vec![None; ranges.len()];
+        let mut ends = Vec::new();
+        let mut fenwick = Vec::new();
+        for (offset, group) in thread_groups(ranges) {
+            tightest_parents(group, offset, &mut parent, &mut ends, &mut fenwick);
+        }
+        // Parents come before their children in the sorted order.
+        let mut level = vec![0u32; ranges.len()];
+        for i in 0..ranges.len() {
+            if let Some(p) = parent[i] {
+                level[i] = level[p as usize] + 1;
+            }
+        }
+        Self { parent, level }
+    }
+}
+
+/// `(offset, slice)` of each run of ranges on one thread.
+fn thread_groups(ranges: &[Range]) -> impl Iterator<Item = (usize, &[Range])> {
+    let mut offset = 0;
+    ranges.chunk_by(|a, b| a.thread == b.thread).map(move |g| {
+        let o = offset;
+        offset += g.len();
+        (o, g)
+    })
+}
+
+/// Parents within one thread's ranges (sorted by start, end descending, row).
+///
+/// A Fenwick tree over the distinct end times, largest first, holds for each prefix the
+/// shortest range inserted so far (ties: the latest inserted). Querying the prefix of ends
+/// `>= range.end` before inserting the range gives the shortest enclosing range among those
+/// sorted before it, which are all the ranges that enclose it.
+fn tightest_parents(
+    group: &[Range],
+    offset: usize,
+    parent: &mut [Option<u32>],
+    ends: &mut Vec<i64>,
+    fenwick: &mut Vec<(i64, i64)>,
+) {
+    const EMPTY: (i64, i64) = (i64::MAX, i64::MAX);
+    ends.clear();
+    ends.extend(group.iter().map(|r| r.end));
+    ends.sort_unstable_by_key(|&e| Reverse(e));
+    ends.dedup();
+    fenwick.clear();
+    fenwick.resize(ends.len() + 1, EMPTY);
+    // 1-based Fenwick position of an end time: its rank among the ends, largest first.
+    let position = |ends: &[i64], end: i64| -> usize { ends.partition_point(|&e| e > end) + 1 };
+    for (k, r) in group.iter().enumerate() {
+        let at = position(ends, r.end);
+        // Query the prefix [1, at]: ranges ending at or after r.end.
+        let mut best = EMPTY;
+        let mut i = at;
+        while i > 0 {
+            best = best.min(fenwick[i]);
+            i &= i - 1;
+        }
+        if best != EMPTY {
+            parent[offset + k] = Some((-best.1) as u32);
+        }
+        // Insert r, keyed by (duration, later first).
+        let key = (r.end - r.start, -((offset + k) as i64));
+        let mut i = at;
+        while i < fenwick.len() {
+            if key < fenwick[i] {
+                fenwick[i] = key;
+            }
+            i += i & i.wrapping_neg();
+        }
+    }
+}
+
+/// An API call with GPU work, as attributed to ranges.
+#[derive(Clone, Copy, Debug)]
+struct Call {
+    thread: i64,
+    start: i64,
+    end: i64,
+    /// +1 for a call; -1 for the hull of two calls with the same correlation id, so that
+    /// a range enclosing both counts the id once.
+    weight: i64,
+    /// Earliest start and latest end of the call's GPU ops.
+    op_start: i64,
+    op_end: i64,
+}
+
+/// The API calls that launched GPU ops (kernels, CUDA-graph kernels, memcpys, memsets),
+/// sorted by (thread, start).
+fn calls_with_ops(t: &ExportTables) -> Result<Vec<Call>> {
+    // (process, correlation id, start, end) of every GPU op.
+    let mut ops: Vec<(i64, i64, i64, i64)> = Vec::new();
+    for (table, batch) in [
+        (KERNEL, &t.kernel),
+        (MEMCPY, &t.memcpy),
+        (MEMSET, &t.memset),
+    ] {
+        let Some(b) = batch else { continue };
+        let start = int64_column(b, table, "start")?;
+        let end = int64_column(b, table, "end")?;
+        let corr = int64_column(b, table, "correlationId")?;
+        let gpid = int64_column(b, table, "globalPid")?;
+        for i in 0..b.num_rows() {
+            if corr.is_valid(i) && gpid.is_valid(i) && start.is_valid(i) && end.is_valid(i) {
+                ops.push((
+                    gpid.value(i) & PROCESS_MASK,
+                    corr.value(i),
+                    start.value(i),
+                    end.value(i),
+                ));
+            }
+        }
+    }
+    let Some(b) = &t.runtime else {
+        return Ok(Vec::new());
+    };
+    let start = int64_column(b, RUNTIME, "start")?;
+    let end = int64_column(b, RUNTIME, "end")?;
+    let corr = int64_column(b, RUNTIME, "correlationId")?;
+    let gtid = int64_column(b, RUNTIME, "globalTid")?;
+    Ok(join_calls(&mut ops, |keys, api| {
+        // Most API calls launch no GPU work: look each one up among the op keys rather than
+        // sorting them all.
+        for i in 0..b.num_rows() {
+            if !(corr.is_valid(i) && gtid.is_valid(i) && start.is_valid(i) && end.is_valid(i)) {
+                continue;
+            }
+            let g = gtid.value(i);
+            if let Ok(k) = keys.binary_search(&(g & PROCESS_MASK, corr.value(i))) {
+                api.push((k as u32, g, start.value(i), end.value(i)));
+            }
+        }
+    }))
+}
+
+/// Joins GPU ops `(process, corr, start, end)` to the API calls with the same (process,
+/// corr). `find_calls(keys, calls)` gets the sorted distinct keys of the ops and pushes
+/// `(key index, globalTid, start, end)` for each API call whose key is among them. Returns the
+/// calls with ops, sorted by (thread, start).
+///
+/// When several calls share a key, the ranges that should count the id are those enclosing
+/// at least one of them. Calls on different threads never share a range. On one thread, a
+/// call enclosing another of the same id adds nothing (every range around it is around the
+/// inner one too) and is dropped; the rest, by start, have increasing starts and ends, so a
+/// range encloses a contiguous run of them, and counting each call +1 and the hull of each
+/// adjacent pair -1 counts the run once.
+fn join_calls(
+    ops: &mut [(i64, i64, i64, i64)],
+    find_calls: impl FnOnce(&[(i64, i64)], &mut Vec<(u32, i64, i64, i64)>),
+) -> Vec<Call> {
+    ops.sort_unstable();
+    // Per distinct key: first op start, last op end.
+    let mut keys: Vec<(i64, i64)> = Vec::new();
+    let mut spans: Vec<(i64, i64)> = Vec::new();
+    for group in ops.chunk_by(|x, y| (x.0, x.1) == (y.0, y.1)) {
+        keys.push((group[0].0, group[0].1));
+        spans.push((
+            group.iter().map(|o| o.2).min().unwrap_or(i64::MAX),
+            group.iter().map(|o| o.3).max().unwrap_or(i64::MIN),
+        ));
+    }
+    let mut api = Vec::new();
+    find_calls(&keys, &mut api);
+    api.sort_unstable_by_key(|&(k, g, s, e)| (k, g, s, Reverse(e)));
+
+    let mut calls = Vec::with_capacity(api.len());
+    for same_thread in api.chunk_by(|x, y| (x.0, x.1) == (y.0, y.1)) {
+        let (op_start, op_end) = spans[same_thread[0].0 as usize];
+        let call = |s: i64, e: i64, weight: i64| Call {
+            thread: same_thread[0].1,
+            start: s,
+            end: e,
+            weight,
+            op_start: if weight > 0 { op_start } else { i64::MAX },
+            op_end: if weight > 0 { op_end } else { i64::MIN },
+        };
+        if let [only] = same_thread {
+            calls.push(call(only.2, only.3, 1));
+            continue;
+        }
+        // Sorted by start, end descending: a call encloses another exactly when a later one
+        // ends no later than it does.
+        let mut kept: Vec<(i64, i64)> = Vec::new();
+        let mut min_end_after = i64::MAX;
+        for c in same_thread.iter().rev() {
+            if c.3 < min_end_after {
+                kept.push((c.2, c.3));
+            }
+            min_end_after = min_end_after.min(c.3);
+        }
+        kept.reverse();
+        for (k, &(s, e)) in kept.iter().enumerate() {
+            calls.push(call(s, e, 1));
+            if let Some(&(_, next_end)) = kept.get(k + 1) {
+                calls.push(call(s, next_end, -1));
+            }
+        }
+    }
+    calls.sort_unstable_by_key(|c| (c.thread, c.start));
+    calls
+}
+
+/// What a range collects from the calls it encloses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct OpAgg {
+    /// Distinct correlation ids.
+    count: i64,
+    first_start: i64,
+    last_end: i64,
+}
+
+const NO_OPS: OpAgg = OpAgg {
+    count: 0,
+    first_start: i64::MAX,
+    last_end: i64::MIN,
+};
+
+impl OpAgg {
+    fn merge(&mut self, o: &OpAgg) {
+        self.count += o.count;
+        self.first_start = self.first_start.min(o.first_start);
+        self.last_end = self.last_end.max(o.last_end);
+    }
+}
+
+/// For every range (sorted as [`Nvtx::ranges`] sorts them), the calls of its thread that lie
+/// inside it.
+fn attribute_ops(ranges: &[Range], calls: &[Call]) -> Vec<OpAgg> {
+    let mut out = vec![NO_OPS; ranges.len()];
+    let mut ends: Vec<i64> = Vec::new();
+    let mut fenwick: Vec<OpAgg> = Vec::new();
+    let mut c = 0;
+    for (offset, group) in thread_groups(ranges) {
+        let thread = group[0].thread;
+        while c < calls.len() && calls[c].thread < thread {
+            c += 1;
+        }
+        let first = c;
+        while c < calls.len() && calls[c].thread == thread {
+            c += 1;
+        }
+        let on_thread = &calls[first..c];
+        if on_thread.is_empty() {
+            continue;
+        }
+        ends.clear();
+        ends.extend(on_thread.iter().map(|x| x.end));
+        ends.sort_unstable();
+        ends.dedup();
+        fenwick.clear();
+        fenwick.resize(ends.len() + 1, NO_OPS);
+        // Ranges by start descending; calls by start descending, inserted once they start at
+        // or after the range's start.
+        let mut next = on_thread.len();
+        for k in (0..group.len()).rev() {
+            let r = &group[k];
+            while next > 0 && on_thread[next - 1].start >= r.start {
+                next -= 1;
+                let x = &on_thread[next];
+                let add = OpAgg {
+                    count: x.weight,
+                    first_start: x.op_start,
+                    last_end: x.op_end,
+                };
+                let mut i = ends.partition_point(|&e| e < x.end) + 1;
+                while i < fenwick.len() {
+                    fenwick[i].merge(&add);
+                    i += i & i.wrapping_neg();
+                }
+            }
+            // Calls ending at or before the range's end.
+            let mut i = ends.partition_point(|&e| e <= r.end);
+            let mut acc = NO_OPS;
+            while i > 0 {
+                acc.merge(&fenwick[i]);
+                i &= i - 1;
+            }
+            out[offset + k] = acc;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
