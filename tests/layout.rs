@@ -40,7 +40,6 @@ const LAYERS: &[(&str, &[&str])] = &[
             "engine",
             "error",
             "interrupt",
-            "nsys",
             "nvtx",
             "stats",
             "table",
@@ -57,18 +56,27 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "combine",
             "compare",
-            "compat",
-            "import_check",
             "labels",
-            "launch",
             "pipeline",
         ],
     ),
     ("cli", &["cli"]),
 ];
 
+/// Violations the tree still has, each as (what the violation starts with, what it
+/// contains): the query graph and the capture stage still call each other, and the graph
+/// module is still one file. The list only shrinks: a violation matching none of these fails
+/// the test, and so does an entry that no violation matches any more (remove it).
+const KNOWN: &[(&str, &str)] = &[
+    ("src/graph.rs:", "lines outside its tests"),
+    ("import cycle among capture, compare, graph", ""),
+    ("src/capture/", "uses `crate::graph`"),
+    ("src/compare/mod.rs:", "uses `crate::graph`"),
+    ("src/graph.rs:", "uses `crate::capture`"),
+    ("src/graph.rs:", "uses `crate::compare`"),
+];
+
 #[test]
-#[ignore = "the source tree is being restructured; run with --ignored"]
 fn source_tree_is_layered() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
@@ -78,12 +86,24 @@ fn source_tree_is_layered() {
         "no src/lib.rs under {}",
         src.display()
     );
-    let v = violations(&files, LAYERS);
+    let all = violations(&files, LAYERS);
+    let known = |v: &str, (start, has): &(&str, &str)| v.starts_with(start) && v.contains(has);
+    let new: Vec<&String> = all
+        .iter()
+        .filter(|v| !KNOWN.iter().any(|k| known(v, k)))
+        .collect();
+    let stale: Vec<String> = KNOWN
+        .iter()
+        .filter(|k| !all.iter().any(|v| known(v, k)))
+        .map(|k| format!("KNOWN entry {k:?} matches no violation any more: remove it"))
+        .collect();
     assert!(
-        v.is_empty(),
-        "{} layout violation(s):\n{}",
-        v.len(),
-        v.join("\n")
+        new.is_empty() && stale.is_empty(),
+        "{} new layout violation(s):\n{}\n{}\n(all violations:\n{})",
+        new.len(),
+        new.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n"),
+        stale.join("\n"),
+        all.join("\n")
     );
 }
 
