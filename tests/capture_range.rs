@@ -81,11 +81,12 @@ fn capture_range_end_matrix_through_nsys_jax() {
         .map(|(case, got, want, err)| format!("{case}: exit {got}, want {want}\n{err}"))
         .collect();
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
-    // The stand-in really ended the sleeping program in the cases that expect 0.
+    // The stand-in really ended the sleeping program in the cases that expect 0 (at least
+    // those; under load it may also signal a program that has just exited by itself).
     let log = b.log();
-    assert_eq!(log.matches("sent SIGTERM").count(), 4, "{log}");
-    assert_eq!(log.matches("sent SIGKILL").count(), 2, "{log}");
-    assert_eq!(log.matches("sent SIG2").count(), 2, "{log}");
+    assert!(log.matches("sent SIGTERM").count() >= 4, "{log}");
+    assert!(log.matches("sent SIGKILL").count() >= 2, "{log}");
+    assert!(log.matches("sent SIG2").count() >= 2, "{log}");
     // The default end is named when it ended the program.
     let (_, _, _, err) = &results[0];
     assert!(
