@@ -75,6 +75,44 @@ fn archive_and_analyze_say_the_import_was_incomplete() {
             serde_json::json!([])
         );
     }
+
+    // compare: the warning comes before the error that there is nothing to compare...
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mlp-fsdp-2gpu.zip");
+    let o = run(&os(&args![
+        "compare",
+        "--cache-dir",
+        &cache,
+        "-o",
+        tmp.path().join("cmp0"),
+        &zip,
+        &example
+    ]));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_warns(&o);
+    let err = stderr(&o);
+    assert!(
+        err.find("could not fully import") < err.find("error:"),
+        "{err}"
+    );
+    // ... and where there is something to compare, it heads compare.md too (the example
+    // archive carrying the whole-program capture's diagnostics).
+    let flagged = tmp.path().join("flagged.zip");
+    let mut w = zip::ZipWriter::new(std::fs::File::create(&flagged).unwrap());
+    for m in zip_members(&example) {
+        w.start_file(m.as_str(), zip::write::SimpleFileOptions::default())
+            .unwrap();
+        std::io::Write::write_all(&mut w, &zip_read(&example, &m)).unwrap();
+    }
+    w.start_file("import-diagnostics.json", zip::write::SimpleFileOptions::default())
+        .unwrap();
+    std::io::Write::write_all(&mut w, &zip_read(&zip, "import-diagnostics.json")).unwrap();
+    w.finish().unwrap();
+    let out = tmp.path().join("cmp1");
+    let o = run(&os(&args!["compare", "--cache-dir", &cache, "-o", &out, &example, &flagged]));
+    assert_ok(&o);
+    assert_warns(&o);
+    let md = std::fs::read_to_string(out.join("compare.md")).unwrap();
+    assert!(md.starts_with("> **Warning:**") && md.contains(ERROR), "{md}");
 }
 
 #[test]

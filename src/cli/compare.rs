@@ -132,12 +132,13 @@ pub(super) fn compare(a: CompareArgs) -> Result<i32> {
             processes: r.processes(&db).len(),
         }),
     );
-    let report = compare::compare(&db, base_run, head_run, rerun, &settings, sides)?;
+    // Said first: a capture without its GPU work may well have nothing to compare.
     let mut import = Vec::new();
     for &run in &runs {
         import.extend(crate::capture::import_check::of_run(&db, run)?);
     }
     crate::capture::import_check::warn(&import);
+    let report = compare::compare(&db, base_run, head_run, rerun, &settings, sides)?;
     let record = db.ctx.engine.finish();
     crate::tmpfiles::write_atomic(
         &a.output.join("compare.json"),
