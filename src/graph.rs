@@ -7,6 +7,7 @@
 //! the same command reads the stored analysis outputs and nothing else.
 
 use crate::analyses;
+use crate::capture::nsys::Nsys;
 use crate::capture::{self, CaptureInput};
 use crate::engine::value::{Bytes, JsonValue, Tables};
 use crate::engine::{Engine, Key, KeyBuilder, versions};
@@ -14,7 +15,6 @@ use crate::formats::archive::{self, Archive, MemberKeys};
 use crate::formats::hlo::{self, HloModuleInfo};
 use crate::formats::{pushpop, trace};
 use crate::frames;
-use crate::capture::nsys::Nsys;
 use anyhow::{Context, Result};
 use arrow::array::{Array, AsArray, RecordBatch, StringArray};
 use serde::{Deserialize, Serialize};

@@ -155,13 +155,18 @@ mod tests {
         let e = parse("[[analysis]]\nname='compilation'\ndetial=true\n", "p.toml")
             .unwrap_err()
             .to_string();
-        assert!(e.starts_with("p.toml: analysis compilation: ") && e.contains("detial"), "{e}");
+        assert!(
+            e.starts_with("p.toml: analysis compilation: ") && e.contains("detial"),
+            "{e}"
+        );
         assert!(parse("[[analysis]]\nname='compilation'\ndetail='yes'\n", "p.toml").is_err());
         assert!(parse("[[analysis]]\nname='summary'\nx=1\n", "p.toml").is_err());
-        let r = AnalysisRequest::from_command_line("compilation", vec!["detail=true".into()])
-            .unwrap();
+        let r =
+            AnalysisRequest::from_command_line("compilation", vec!["detail=true".into()]).unwrap();
         assert_eq!((r.params.as_str(), r.args.len()), (r#"{"detail":true}"#, 0));
-        assert!(AnalysisRequest::from_command_line("compilation", vec!["detial=1".into()]).is_err());
+        assert!(
+            AnalysisRequest::from_command_line("compilation", vec!["detial=1".into()]).is_err()
+        );
         assert!(AnalysisRequest::from_command_line("compilation", vec!["--x".into()]).is_err());
         let s = AnalysisRequest::from_command_line("x.py", vec!["--x".into()]).unwrap();
         assert_eq!(s.args, ["--x"]);

@@ -257,8 +257,7 @@ fn is_dead(path: &Path, also_empty: bool) -> Option<(File, u64)> {
     }
     let md = file.metadata().ok()?;
     let writer_gone = || writer_pid(path).is_some_and(|pid| !alive(pid));
-    (md.len() > 0 || also_empty || age(&md) > GRACE || writer_gone())
-        .then_some((file, md.len()))
+    (md.len() > 0 || also_empty || age(&md) > GRACE || writer_gone()).then_some((file, md.len()))
 }
 
 /// The pid a temporary file's name records (`PREFIX<pid>-…`), if any.

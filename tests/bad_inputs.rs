@@ -171,9 +171,16 @@ fn a_file_named_like_a_report_that_is_none() {
 #[test]
 fn analysis_parameters_are_typed_and_applied() {
     let tmp = tempfile::tempdir().unwrap();
-    let example = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/mlp-fsdp-2gpu.zip"));
+    let example = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/mlp-fsdp-2gpu.zip"
+    ));
     let pipeline = tmp.path().join("misspelt.toml");
-    std::fs::write(&pipeline, "[[analysis]]\nname = \"compilation\"\ndetial = true\n").unwrap();
+    std::fs::write(
+        &pipeline,
+        "[[analysis]]\nname = \"compilation\"\ndetial = true\n",
+    )
+    .unwrap();
     let (cache, out) = (tmp.path().join("c"), tmp.path().join("o"));
     for (extra, what) in [
         (
@@ -185,7 +192,12 @@ fn analysis_parameters_are_typed_and_applied() {
             vec!["analysis compilation", "detial"],
         ),
         (
-            vec!["--analysis", "compilation", "--analysis-arg", "detail=maybe"],
+            vec![
+                "--analysis",
+                "compilation",
+                "--analysis-arg",
+                "detail=maybe",
+            ],
             vec!["analysis compilation", "invalid type"],
         ),
     ] {

@@ -76,7 +76,14 @@ fn mutate(b: &mut Vec<u8>, rng: &mut Rng) -> String {
         }
         5 => {
             // Lengths and counts live in little-endian integers: make one extreme.
-            let extremes: [u64; 6] = [0, u64::MAX, i32::MAX as u64, u32::MAX as u64, 1 << 40, i64::MAX as u64];
+            let extremes: [u64; 6] = [
+                0,
+                u64::MAX,
+                i32::MAX as u64,
+                u32::MAX as u64,
+                1 << 40,
+                i64::MAX as u64,
+            ];
             let v = extremes[rng.below(extremes.len())];
             let w = [2usize, 4, 8][rng.below(3)].min(b.len() - at);
             b[at..at + w].copy_from_slice(&v.to_le_bytes()[..w]);
@@ -176,10 +183,15 @@ fn case(base: &[(String, Vec<u8>)], rng: &mut Rng) -> (Vec<u8>, String) {
             return (bytes, format!("zip: {}", what.join(", ")));
         }
         "dump (xz)" | "dump (proto)" => {
-            let (_, b) = m.iter_mut().find(|(n, _)| n.ends_with(DUMP_MODULE)).unwrap();
+            let (_, b) = m
+                .iter_mut()
+                .find(|(n, _)| n.ends_with(DUMP_MODULE))
+                .unwrap();
             if target == "dump (proto)" {
                 let mut raw = Vec::new();
-                xz2::read::XzDecoder::new(&b[..]).read_to_end(&mut raw).unwrap();
+                xz2::read::XzDecoder::new(&b[..])
+                    .read_to_end(&mut raw)
+                    .unwrap();
                 for _ in 0..rounds {
                     what.push(mutate(&mut raw, rng));
                 }
@@ -248,7 +260,11 @@ fn run_case(zip: &Path, out: &Path) -> Outcome {
     match status.code() {
         Some(0) => Outcome::Ok,
         Some(2) => {
-            let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+            let last = stderr
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("");
             if let Some(msg) = last.strip_prefix("nsys-jax-pipe: error: ") {
                 // The kind of error: the message without the archive's path and numbers.
                 let kind: String = msg
@@ -283,7 +299,9 @@ fn damaged_archives_end_in_an_answer_or_an_input_error() {
     let base = members();
     let tmp = tempfile::tempdir().unwrap();
     let failures_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/fuzz-failures");
-    let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).min(4);
+    let workers = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(4);
     let t = Instant::now();
     let results: Vec<(usize, String, Outcome)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers)
@@ -302,8 +320,11 @@ fn damaged_archives_end_in_an_answer_or_an_input_error() {
                         let o = run_case(&zip, &tmp.join(format!("out{i}")));
                         if let Outcome::Bad(_) = o {
                             std::fs::create_dir_all(failures_dir).unwrap();
-                            std::fs::copy(&zip, failures_dir.join(format!("seed{seed}-case{i}.zip")))
-                                .unwrap();
+                            std::fs::copy(
+                                &zip,
+                                failures_dir.join(format!("seed{seed}-case{i}.zip")),
+                            )
+                            .unwrap();
                         }
                         let _ = std::fs::remove_file(&zip);
                         let _ = std::fs::remove_dir_all(tmp.join(format!("out{i}")));
@@ -313,10 +334,19 @@ fn damaged_archives_end_in_an_answer_or_an_input_error() {
                 })
             })
             .collect();
-        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
     });
-    let ok = results.iter().filter(|r| matches!(r.2, Outcome::Ok)).count();
-    let input = results.iter().filter(|r| matches!(r.2, Outcome::InputError(_))).count();
+    let ok = results
+        .iter()
+        .filter(|r| matches!(r.2, Outcome::Ok))
+        .count();
+    let input = results
+        .iter()
+        .filter(|r| matches!(r.2, Outcome::InputError(_)))
+        .count();
     let mut kinds: std::collections::BTreeMap<&str, usize> = Default::default();
     for r in &results {
         if let Outcome::InputError(k) = &r.2 {
@@ -325,7 +355,10 @@ fn damaged_archives_end_in_an_answer_or_an_input_error() {
     }
     let mut kinds: Vec<_> = kinds.into_iter().collect();
     kinds.sort_by_key(|k| std::cmp::Reverse(k.1));
-    let bad: Vec<_> = results.iter().filter(|r| matches!(r.2, Outcome::Bad(_))).collect();
+    let bad: Vec<_> = results
+        .iter()
+        .filter(|r| matches!(r.2, Outcome::Bad(_)))
+        .collect();
     eprintln!(
         "fuzz: {cases} damaged archives (seed {seed}) in {:.0} s: {ok} analysed, {input} input errors, {} failures",
         t.elapsed().as_secs_f64(),
@@ -335,11 +368,19 @@ fn damaged_archives_end_in_an_answer_or_an_input_error() {
         eprintln!("  {n:5} × {k}");
     }
     assert_eq!(results.len(), cases);
-    assert!(input > cases / 10, "the mutations should break most archives");
+    assert!(
+        input > cases / 10,
+        "the mutations should break most archives"
+    );
     for (i, what, o) in &bad {
         if let Outcome::Bad(why) = o {
             eprintln!("case {i} ({what}): {why}");
         }
     }
-    assert!(bad.is_empty(), "{} of {cases} inputs failed (kept in {})", bad.len(), failures_dir.display());
+    assert!(
+        bad.is_empty(),
+        "{} of {cases} inputs failed (kept in {})",
+        bad.len(),
+        failures_dir.display()
+    );
 }

@@ -54,11 +54,18 @@ fn stderr(o: &std::process::Output) -> String {
 fn assert_input_error(o: &std::process::Output, file: &Path, what: &[&str]) {
     let err = stderr(o);
     assert_eq!(o.status.code(), Some(2), "stderr: {err}");
-    assert!(!err.contains("panicked") && !err.contains("internal error"), "{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("internal error"),
+        "{err}"
+    );
     let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "one line: {err}");
     let name = file.file_name().unwrap().to_string_lossy();
-    assert!(lines[0].contains(name.as_ref()), "{:?} should name {name}", lines[0]);
+    assert!(
+        lines[0].contains(name.as_ref()),
+        "{:?} should name {name}",
+        lines[0]
+    );
     for w in what {
         assert!(lines[0].contains(w), "{:?} should say {w:?}", lines[0]);
     }
@@ -87,8 +94,7 @@ fn members_that_escape_are_refused_and_nothing_is_written_outside() {
     std::fs::create_dir_all(&tmpdir).unwrap();
     let script = root.join("count.sh");
     std::fs::write(&script, "#!/bin/sh\nls \"$1\" > listing.txt\n").unwrap();
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let abs = root.join("outside-abs.txt");
     let names = [
         "../../evil-up.txt".to_string(),
@@ -119,7 +125,11 @@ fn members_that_escape_are_refused_and_nothing_is_written_outside() {
                 assert!(stderr(&o).contains("skipped member"), "{}", stderr(&o));
                 std::fs::remove_dir_all(&out).unwrap();
             } else {
-                let why = if name.starts_with('/') { "an absolute path" } else { "a path with `..`" };
+                let why = if name.starts_with('/') {
+                    "an absolute path"
+                } else {
+                    "a path with `..`"
+                };
                 assert_input_error(&o, &zip, &["refused member", why]);
             }
             assert_eq!(tree(root), before, "{name}: files appeared");
@@ -138,10 +148,19 @@ fn symbolic_link_members_are_refused() {
             .unwrap();
         z.write_all(&bytes).unwrap();
     }
-    z.add_symlink("dump/link.pb", "/etc/passwd", zip::write::SimpleFileOptions::default())
-        .unwrap();
+    z.add_symlink(
+        "dump/link.pb",
+        "/etc/passwd",
+        zip::write::SimpleFileOptions::default(),
+    )
+    .unwrap();
     z.finish().unwrap();
-    let o = analyze(&tmp.path().join("c"), &tmp.path().join("o"), &[], &[zip.clone()]);
+    let o = analyze(
+        &tmp.path().join("c"),
+        &tmp.path().join("o"),
+        &[],
+        &[zip.clone()],
+    );
     assert_input_error(&o, &zip, &["dump/link.pb", "symbolic link"]);
 }
 
@@ -152,7 +171,12 @@ fn special_files_are_refused_at_once() {
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: mkfifo(3) on a path in our own temporary folder.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
-    let o = analyze(&tmp.path().join("c"), &tmp.path().join("o"), &[], &[fifo.clone()]);
+    let o = analyze(
+        &tmp.path().join("c"),
+        &tmp.path().join("o"),
+        &[],
+        &[fifo.clone()],
+    );
     assert_input_error(&o, &fifo, &["not a regular file"]);
     let o = analyze(
         &tmp.path().join("c"),
@@ -228,7 +252,11 @@ fn a_4_gib_xz_bomb_stops_at_its_limit_with_bounded_memory() {
         tmp.path().join("o"),
         &zip
     ]));
-    assert_input_error(&o, &zip, &["report_nvtx_pushpop_trace.csv.xz", "decompression bomb"]);
+    assert_input_error(
+        &o,
+        &zip,
+        &["report_nvtx_pushpop_trace.csv.xz", "decompression bomb"],
+    );
     eprintln!(
         "4 GiB xz bomb ({} KiB): refused in {wall:.2} s, peak RSS {} MiB",
         bomb.len() >> 10,
@@ -317,10 +345,22 @@ fn declared_sizes_that_lie_allocate_nothing() {
         }
         z.finish().unwrap();
         lie_about_size(&zip, TRACE, size);
-        let o = analyze(&tmp.path().join("c"), &tmp.path().join("o"), &[], &[zip.clone()]);
+        let o = analyze(
+            &tmp.path().join("c"),
+            &tmp.path().join("o"),
+            &[],
+            &[zip.clone()],
+        );
         let err = stderr(&o);
-        assert!(o.status.code() == Some(2) || o.status.success(), "{:?} {err}", o.status);
-        assert!(!err.contains("panicked") && !err.contains("internal error"), "{err}");
+        assert!(
+            o.status.code() == Some(2) || o.status.success(),
+            "{:?} {err}",
+            o.status
+        );
+        assert!(
+            !err.contains("panicked") && !err.contains("internal error"),
+            "{err}"
+        );
         if !o.status.success() {
             assert_input_error(&o, &zip, &[]);
         }
@@ -348,7 +388,9 @@ fn a_dump_of_another_program_is_an_input_error_and_a_partial_one_a_warning() {
         for (n, _) in m.iter_mut() {
             if let Some(rest) = n.strip_prefix("dump/module_") {
                 let id = &rest[..4];
-                *n = format!("dump/module_{id}.jit_other_program.sm_9.0a_gpu_after_optimizations.hlo.pb.xz");
+                *n = format!(
+                    "dump/module_{id}.jit_other_program.sm_9.0a_gpu_after_optimizations.hlo.pb.xz"
+                );
             }
         }
         for (n, b) in m.iter_mut().filter(|(n, _)| n.starts_with("dump/")) {
@@ -356,7 +398,12 @@ fn a_dump_of_another_program_is_an_input_error_and_a_partial_one_a_warning() {
             *b = rename_module_in_dump(b);
         }
     });
-    let o = analyze(&tmp.path().join("c"), &tmp.path().join("o"), &[], &[zip.clone()]);
+    let o = analyze(
+        &tmp.path().join("c"),
+        &tmp.path().join("o"),
+        &[],
+        &[zip.clone()],
+    );
     assert_input_error(&o, &zip, &["dump/", "holds none of the", "jit_train_step"]);
 
     // One program missing (every other execution of the step renamed to a program the dump
@@ -369,7 +416,10 @@ fn a_dump_of_another_program_is_an_input_error_and_a_partial_one_a_warning() {
             if s.contains("XlaModule:#") && s.contains("hlo_module=jit_train_step,") {
                 seen.set(seen.get() + 1);
                 if seen.get() % 2 == 0 {
-                    return s.replace("hlo_module=jit_train_step,program_id=", "hlo_module=jit_extra,program_id=9");
+                    return s.replace(
+                        "hlo_module=jit_train_step,program_id=",
+                        "hlo_module=jit_extra,program_id=9",
+                    );
                 }
             }
             s.to_string()
@@ -394,7 +444,13 @@ fn rename_module_in_dump(xz: &[u8]) -> Vec<u8> {
     use std::io::Read;
     let mut raw = Vec::new();
     xz2::read::XzDecoder::new(xz).read_to_end(&mut raw).unwrap();
-    for from in ["jit_train_step", "jit_init_params", "jit__threefry_seed", "jit_stage", "jit_evaluate"] {
+    for from in [
+        "jit_train_step",
+        "jit_init_params",
+        "jit__threefry_seed",
+        "jit_stage",
+        "jit_evaluate",
+    ] {
         let to: String = "x".repeat(from.len());
         let mut i = 0;
         while i + from.len() <= raw.len() {
@@ -440,7 +496,11 @@ fn with_column(name: &str, f: impl Fn(&ArrayRef) -> ArrayRef) -> Vec<u8> {
     for (field, col) in schema.fields().iter().zip(b.columns()) {
         if field.name() == name {
             let c = f(col);
-            fields.push(arrow::datatypes::Field::new(name, c.data_type().clone(), true));
+            fields.push(arrow::datatypes::Field::new(
+                name,
+                c.data_type().clone(),
+                true,
+            ));
             cols.push(c);
         } else {
             fields.push(field.as_ref().clone());
@@ -471,12 +531,21 @@ fn analyze_trace(tmp: &Path, name: &str, trace: Vec<u8>) -> (PathBuf, std::proce
     let zip = example_with(&tmp.join(format!("{name}.zip")), |m| {
         m.iter_mut().find(|(n, _)| n == TRACE).unwrap().1 = trace;
     });
-    let o = analyze(&tmp.join("c"), &tmp.join(format!("o-{name}")), &[], &[zip.clone()]);
+    let o = analyze(
+        &tmp.join("c"),
+        &tmp.join(format!("o-{name}")),
+        &[],
+        &[zip.clone()],
+    );
     (zip, o)
 }
 
 fn text_column(b: &RecordBatch) -> &'static str {
-    if b.column_by_name("Name").is_some() { "Name" } else { "Text" }
+    if b.column_by_name("Name").is_some() {
+        "Name"
+    } else {
+        "Text"
+    }
 }
 
 #[test]
@@ -494,7 +563,9 @@ fn traces_that_cannot_be_true_are_input_errors() {
     let (zip, o) = analyze_trace(
         tmp.path(),
         "intnames",
-        with_column(text, |c| Arc::new(Int64Array::from_iter_values(0..c.len() as i64))),
+        with_column(text, |c| {
+            Arc::new(Int64Array::from_iter_values(0..c.len() as i64))
+        }),
     );
     assert_input_error(&o, &zip, &[TRACE, "not text"]);
 
@@ -502,7 +573,9 @@ fn traces_that_cannot_be_true_are_input_errors() {
     let (zip, o) = analyze_trace(
         tmp.path(),
         "negative",
-        with_column(dur_or_end, |c| i64_map(c, |i, v| if i % 7 == 3 { -v.abs() - 5 } else { v })),
+        with_column(dur_or_end, |c| {
+            i64_map(c, |i, v| if i % 7 == 3 { -v.abs() - 5 } else { v })
+        }),
     );
     assert_input_error(&o, &zip, &[TRACE, "negative duration"]);
 
@@ -510,7 +583,9 @@ fn traces_that_cannot_be_true_are_input_errors() {
     let (zip, o) = analyze_trace(
         tmp.path(),
         "overflow",
-        with_column(start, |c| i64_map(c, |i, v| if i == 5 { i64::MAX - 10 } else { v })),
+        with_column(start, |c| {
+            i64_map(c, |i, v| if i == 5 { i64::MAX - 10 } else { v })
+        }),
     );
     assert_input_error(&o, &zip, &[TRACE]);
 
@@ -518,7 +593,9 @@ fn traces_that_cannot_be_true_are_input_errors() {
     let (zip, o) = analyze_trace(
         tmp.path(),
         "nohash",
-        with_column(text, |c| str_map(c, |s| s.replace(":#", ":").replace('#', ""))),
+        with_column(text, |c| {
+            str_map(c, |s| s.replace(":#", ":").replace('#', ""))
+        }),
     );
     assert_input_error(&o, &zip, &[TRACE, "not in XLA's NVTX form"]);
 
@@ -527,7 +604,9 @@ fn traces_that_cannot_be_true_are_input_errors() {
         tmp.path(),
         "bigid",
         with_column(text, |c| {
-            str_map(c, |s| s.replace("program_id=", "program_id=99999999999999999999"))
+            str_map(c, |s| {
+                s.replace("program_id=", "program_id=99999999999999999999")
+            })
         }),
     );
     assert_input_error(&o, &zip, &[TRACE, "not in XLA's NVTX form"]);
@@ -538,7 +617,9 @@ fn module_names_beyond_ascii_are_kept() {
     let tmp = tempfile::tempdir().unwrap();
     let b = read_trace();
     let text = text_column(&b);
-    let trace = with_column(text, |c| str_map(c, |s| s.replace("jit_train_step", "jit_résumé")));
+    let trace = with_column(text, |c| {
+        str_map(c, |s| s.replace("jit_train_step", "jit_résumé"))
+    });
     // Without a dump (its module names would not match the renamed trace).
     let zip = example_with(&tmp.path().join("resume.zip"), |m| {
         m.retain(|(n, _)| !n.starts_with("dump/"));
@@ -592,12 +673,16 @@ fn an_empty_or_foreign_dump_given_with_a_report_is_an_input_error() {
     let other = tmp.path().join("other-dump");
     std::fs::create_dir(&other).unwrap();
     for (name, bytes) in example_members() {
-        if let Some(file) = name.strip_prefix("dump/").and_then(|n| n.strip_suffix(".xz"))
+        if let Some(file) = name
+            .strip_prefix("dump/")
+            .and_then(|n| n.strip_suffix(".xz"))
             && !file.contains('/')
         {
             let mut raw = Vec::new();
             use std::io::Read;
-            xz2::read::XzDecoder::new(&bytes[..]).read_to_end(&mut raw).unwrap();
+            xz2::read::XzDecoder::new(&bytes[..])
+                .read_to_end(&mut raw)
+                .unwrap();
             std::fs::write(other.join(file), raw).unwrap();
         }
     }

@@ -103,16 +103,30 @@ fn archive_and_analyze_say_the_import_was_incomplete() {
             .unwrap();
         std::io::Write::write_all(&mut w, &zip_read(&example, &m)).unwrap();
     }
-    w.start_file("import-diagnostics.json", zip::write::SimpleFileOptions::default())
-        .unwrap();
+    w.start_file(
+        "import-diagnostics.json",
+        zip::write::SimpleFileOptions::default(),
+    )
+    .unwrap();
     std::io::Write::write_all(&mut w, &zip_read(&zip, "import-diagnostics.json")).unwrap();
     w.finish().unwrap();
     let out = tmp.path().join("cmp1");
-    let o = run(&os(&args!["compare", "--cache-dir", &cache, "-o", &out, &example, &flagged]));
+    let o = run(&os(&args![
+        "compare",
+        "--cache-dir",
+        &cache,
+        "-o",
+        &out,
+        &example,
+        &flagged
+    ]));
     assert_ok(&o);
     assert_warns(&o);
     let md = std::fs::read_to_string(out.join("compare.md")).unwrap();
-    assert!(md.starts_with("> **Warning:**") && md.contains(ERROR), "{md}");
+    assert!(
+        md.starts_with("> **Warning:**") && md.contains(ERROR),
+        "{md}"
+    );
 }
 
 #[test]

@@ -51,15 +51,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("frames", &["frames"]),
     ("analyses", &["analyses", "capture"]),
     ("graph", &["graph"]),
-    (
-        "commands",
-        &[
-            "combine",
-            "compare",
-            "labels",
-            "pipeline",
-        ],
-    ),
+    ("commands", &["combine", "compare", "labels", "pipeline"]),
     ("cli", &["cli"]),
 ];
 
@@ -101,7 +93,10 @@ fn source_tree_is_layered() {
         new.is_empty() && stale.is_empty(),
         "{} new layout violation(s):\n{}\n{}\n(all violations:\n{})",
         new.len(),
-        new.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n"),
+        new.iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
         stale.join("\n"),
         all.join("\n")
     );

@@ -52,7 +52,11 @@ pub fn builtin(name: &str) -> Option<&'static Builtin> {
 
 /// The names of the built-in analyses, for messages.
 pub fn builtin_names() -> String {
-    BUILTIN.iter().map(|b| b.name).collect::<Vec<_>>().join(", ")
+    BUILTIN
+        .iter()
+        .map(|b| b.name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Builtin {
@@ -93,14 +97,21 @@ mod tests {
         let c = builtin("compilation").unwrap();
         assert!(c.check_params(&serde_json::json!({"detail": true})).is_ok());
         assert!(c.check_params(&serde_json::json!({})).is_ok());
-        let e = c.check_params(&serde_json::json!({"detial": true})).unwrap_err();
+        let e = c
+            .check_params(&serde_json::json!({"detial": true}))
+            .unwrap_err();
         assert!(e.contains("detial"), "{e}");
-        let e = c.check_params(&serde_json::json!({"detail": "yes"})).unwrap_err();
+        let e = c
+            .check_params(&serde_json::json!({"detail": "yes"}))
+            .unwrap_err();
         assert!(e.contains("invalid type"), "{e}");
         let s = builtin("summary").unwrap();
         assert!(s.check_params(&serde_json::json!({"x": 1})).is_err());
         assert!(builtin("nope").is_none());
-        assert_eq!(parse_param("detail=true"), Some(("detail".into(), true.into())));
+        assert_eq!(
+            parse_param("detail=true"),
+            Some(("detail".into(), true.into()))
+        );
         assert_eq!(parse_param("n=3"), Some(("n".into(), 3.into())));
         assert_eq!(parse_param("s=abc"), Some(("s".into(), "abc".into())));
         assert_eq!(parse_param("--flag"), None);

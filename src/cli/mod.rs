@@ -64,7 +64,8 @@ enum Command {
 
 /// Entry point: returns the process exit code. Errors are printed as one line.
 pub fn main() -> i32 {
-    let argv = match crate::capture::compat::rewrite(std::env::args_os().collect(), &run_options()) {
+    let argv = match crate::capture::compat::rewrite(std::env::args_os().collect(), &run_options())
+    {
         Ok(a) => a,
         Err(e) => {
             eprintln!("nsys-jax-pipe: error: {}", one_line(&e));

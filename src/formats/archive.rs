@@ -68,7 +68,11 @@ impl Archive {
                 let ft = entry.file_type();
                 if ft.is_symlink() || !(ft.is_file() || ft.is_dir()) {
                     // Links may point anywhere, FIFOs block readers: neither is a member.
-                    let what = if ft.is_symlink() { "a symbolic link" } else { "not a regular file" };
+                    let what = if ft.is_symlink() {
+                        "a symbolic link"
+                    } else {
+                        "not a regular file"
+                    };
                     admit(path, &rel, Err(what))?;
                     continue;
                 }
@@ -434,13 +438,10 @@ impl MemberKeys {
 /// Refuse, before opening it, a path that is not a regular file (a FIFO would block the
 /// reader forever; a device or socket is never an input).
 pub fn ensure_regular(path: &Path, what: &str) -> Result<()> {
-    let md = fs::metadata(path)
-        .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), io_reason(&e)))?;
+    let md =
+        fs::metadata(path).map_err(|e| anyhow::anyhow!("{}: {}", path.display(), io_reason(&e)))?;
     if !md.is_file() {
-        bail!(
-            "{}: not a regular file, cannot be {what}",
-            path.display()
-        );
+        bail!("{}: not a regular file, cannot be {what}", path.display());
     }
     Ok(())
 }

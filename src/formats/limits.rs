@@ -192,7 +192,10 @@ mod tests {
         }
         let bomb = enc.finish().unwrap();
         let e = xz_decompress(&bomb).unwrap_err().to_string();
-        assert!(e.contains("decompression bomb") && e.contains("64.0 MiB"), "{e}");
+        assert!(
+            e.contains("decompression bomb") && e.contains("64.0 MiB"),
+            "{e}"
+        );
         // Honest data passes.
         let mut enc = xz2::write::XzEncoder::new(Vec::new(), 1);
         enc.write_all(b"hello").unwrap();

@@ -145,7 +145,10 @@ const TIME_BOUND: i64 = 1 << 62;
 /// that breaks this is refused, naming how many ranges and the first of them, rather than
 /// averaged into wrong numbers.
 fn check_times(b: &RecordBatch) -> Result<()> {
-    let name = b.column_by_name(NAME).expect("normalised").as_string::<i32>();
+    let name = b
+        .column_by_name(NAME)
+        .expect("normalised")
+        .as_string::<i32>();
     let i64s = |c: &str| -> Int64Array {
         b.column_by_name(c)
             .expect("normalised")
@@ -181,7 +184,8 @@ fn check_times(b: &RecordBatch) -> Result<()> {
         bail!(
             "{n} ranges end before they start (negative duration; first: {:?}, {} ns)",
             name.value(r),
-            dur.value(r).min(if odur.is_null(r) { 0 } else { odur.value(r) })
+            dur.value(r)
+                .min(if odur.is_null(r) { 0 } else { odur.value(r) })
         );
     }
     if let (n, Some(r)) = overflow {
