@@ -399,7 +399,7 @@ fn decode_dump(
     engine.transient("hlo-module", file, key, || {
         let raw = archive.read(member)?;
         let bytes = if member.contains(".xz") {
-            xz_decompress(&raw)
+            crate::formats::limits::xz_decompress(&raw)
         } else {
             Ok(raw)
         };
@@ -458,13 +458,6 @@ pub fn source_file_names(db: &dyn Graph, p: Process) -> NodeResult<Vec<String>> 
         Ok(names.into_iter().collect())
     }))?;
     Ok(Out { key, value })
-}
-
-pub fn xz_decompress(bytes: &[u8]) -> Result<Vec<u8>> {
-    crate::formats::limits::xz_decompress(bytes).map_err(|e| match e {
-        crate::formats::limits::ExpandError::Io(e) => anyhow::anyhow!("bad xz stream ({e})"),
-        e => anyhow::anyhow!("{e}"),
-    })
 }
 
 fn programs_map(infos: &[Arc<HloModuleInfo>]) -> frames::gpu::Programs {

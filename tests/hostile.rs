@@ -200,12 +200,14 @@ fn xz_bomb(n: usize) -> Vec<u8> {
     one.repeat(n)
 }
 
-/// Run the binary, returning its output, wall time and peak RSS (KiB).
-fn run_measured(args: &[&std::ffi::OsStr]) -> (std::process::Output, f64, i64) {
+/// `analyze --no-cache -o out zip`, returning its output, wall time and peak RSS (KiB).
+fn analyze_measured(zip: &Path, out: &Path) -> (std::process::Output, f64, i64) {
     use std::os::unix::process::ExitStatusExt;
     let t = std::time::Instant::now();
     let child = std::process::Command::new(bin())
-        .args(args)
+        .args(["analyze", "--no-cache", "-o"])
+        .arg(out)
+        .arg(zip)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -245,13 +247,7 @@ fn a_4_gib_xz_bomb_stops_at_its_limit_with_bounded_memory() {
         m.retain(|(n, _)| n != "report_nvtx_pushpop_trace.parquet");
         m.push(("report_nvtx_pushpop_trace.csv.xz".into(), bomb.clone()));
     });
-    let (o, wall, rss_kib) = run_measured(&os(&args![
-        "analyze",
-        "--no-cache",
-        "-o",
-        tmp.path().join("o"),
-        &zip
-    ]));
+    let (o, wall, rss_kib) = analyze_measured(&zip, &tmp.path().join("o"));
     assert_input_error(
         &o,
         &zip,
@@ -272,13 +268,7 @@ fn a_4_gib_xz_bomb_stops_at_its_limit_with_bounded_memory() {
             .expect("the example dumps jit_train_step");
         *b = bomb.clone();
     });
-    let (o, _, rss_kib) = run_measured(&os(&args![
-        "analyze",
-        "--no-cache",
-        "-o",
-        tmp.path().join("o"),
-        &zip
-    ]));
+    let (o, _, rss_kib) = analyze_measured(&zip, &tmp.path().join("o"));
     assert_input_error(&o, &zip, &["jit_train_step", "decompression bomb"]);
     assert!(rss_kib < 500 << 10, "peak RSS {} MiB", rss_kib >> 10);
 }
@@ -290,13 +280,7 @@ fn a_deflate_bomb_member_stops_at_its_limit() {
         let (_, b) = m.iter_mut().find(|(n, _)| n == TRACE).unwrap();
         *b = vec![0u8; 200 << 20];
     });
-    let (o, _, rss_kib) = run_measured(&os(&args![
-        "analyze",
-        "--no-cache",
-        "-o",
-        tmp.path().join("o"),
-        &zip
-    ]));
+    let (o, _, rss_kib) = analyze_measured(&zip, &tmp.path().join("o"));
     assert_input_error(&o, &zip, &[TRACE, "decompression bomb"]);
     assert!(rss_kib < 500 << 10, "peak RSS {} MiB", rss_kib >> 10);
 }

@@ -148,12 +148,17 @@ pub fn read_capped<R: Read>(r: R, compressed: u64, declared: u64) -> Result<Vec<
 }
 
 /// Decompress an xz stream (one or several concatenated), within the limit of its size.
-pub fn xz_decompress(bytes: &[u8]) -> Result<Vec<u8>, ExpandError> {
+/// Errors say what is wrong in one line; the caller adds the member's name.
+pub fn xz_decompress(bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
     read_capped(
         xz2::read::XzDecoder::new_multi_decoder(bytes),
         bytes.len() as u64,
         0,
     )
+    .map_err(|e| match e {
+        ExpandError::Io(e) => anyhow::anyhow!("bad xz stream ({e})"),
+        e => anyhow::anyhow!("{e}"),
+    })
 }
 
 #[cfg(test)]

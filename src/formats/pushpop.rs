@@ -128,10 +128,7 @@ fn elementwise(a: &Int64Array, b: &Int64Array, f: impl Fn(i64, i64) -> i64) -> I
 
 /// Reads the xz-compressed CSV variant.
 pub fn read_csv_xz(bytes: &[u8]) -> Result<RecordBatch> {
-    let text = super::limits::xz_decompress(bytes).map_err(|e| match e {
-        super::limits::ExpandError::Io(e) => anyhow!("bad xz stream: {e}"),
-        e => anyhow!("{e}"),
-    })?;
+    let text = super::limits::xz_decompress(bytes)?;
     read_csv(&text)
 }
 
