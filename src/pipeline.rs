@@ -37,11 +37,15 @@ pub struct AnalysisRequest {
 }
 
 impl AnalysisRequest {
+    /// A script, or a built-in analysis with its default parameters.
     pub fn new(name: &str, args: Vec<String>) -> AnalysisRequest {
+        let params = crate::analyses::find(name)
+            .and_then(|b| b.canonical_params(&serde_json::json!({})).ok())
+            .unwrap_or_else(|| "{}".into());
         AnalysisRequest {
             name: name.to_string(),
             args,
-            params: "{}".into(),
+            params,
         }
     }
 
@@ -49,7 +53,7 @@ impl AnalysisRequest {
     /// takes them as `KEY=VALUE` parameters, checked against its parameter type; a script
     /// gets them as its arguments.
     pub fn from_command_line(name: &str, args: Vec<String>) -> Result<AnalysisRequest> {
-        let Some(b) = crate::analyses::builtin(name) else {
+        let Some(b) = crate::analyses::find(name) else {
             return Ok(AnalysisRequest::new(name, args));
         };
         let mut params = serde_json::Map::new();
@@ -61,13 +65,13 @@ impl AnalysisRequest {
             };
             params.insert(k, v);
         }
-        let params = serde_json::Value::Object(params);
-        b.check_params(&params)
+        let params = b
+            .canonical_params(&serde_json::Value::Object(params))
             .map_err(|e| anyhow::anyhow!("--analysis-arg for analysis {name}: {e}"))?;
         Ok(AnalysisRequest {
             name: name.to_string(),
             args: vec![],
-            params: serde_json::to_string(&params)?,
+            params,
         })
     }
 
@@ -90,20 +94,23 @@ fn parse(text: &str, origin: &str) -> Result<Vec<AnalysisRequest>> {
                 .into_iter()
                 .map(|(k, v)| Ok((k, serde_json::to_value(v)?)))
                 .collect::<Result<_>>()?;
-            if let Some(b) = crate::analyses::builtin(&e.name) {
-                b.check_params(&serde_json::to_value(&params)?)
-                    .map_err(|m| anyhow::anyhow!("{origin}: analysis {}: {m}", e.name))?;
-                if !e.args.is_empty() {
-                    bail!(
-                        "{origin}: analysis {}: `args` are for scripts; a built-in analysis takes its parameters as keys",
-                        e.name
-                    );
+            let params = match crate::analyses::find(&e.name) {
+                Some(b) => {
+                    if !e.args.is_empty() {
+                        bail!(
+                            "{origin}: analysis {}: `args` are for scripts; a built-in analysis takes its parameters as keys",
+                            e.name
+                        );
+                    }
+                    b.canonical_params(&serde_json::to_value(&params)?)
+                        .map_err(|m| anyhow::anyhow!("{origin}: analysis {}: {m}", e.name))?
                 }
-            }
+                None => serde_json::to_string(&params)?,
+            };
             Ok(AnalysisRequest {
                 name: e.name,
                 args: e.args,
-                params: serde_json::to_string(&params)?,
+                params,
             })
         })
         .collect()

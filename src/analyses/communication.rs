@@ -6,6 +6,9 @@
 //! instances}], "hidden_fraction":{"<collective>": float}, "overall_hidden_fraction":
 //! float|null}`
 
+use crate::analyses::{
+    Analysis, NoParams, ProcessView, Reads, Reduced, RunShares, Share, ShareUse,
+};
 use crate::frames::gpu::{
     BUS_BW, COLLECTIVE, MESSAGE_SIZE, PROGRAM_EXECUTION, PROGRAM_ID, PROJ_DUR, PROJ_DUR_HIDDEN,
     THUNK_INDEX,
@@ -13,6 +16,7 @@ use crate::frames::gpu::{
 use crate::frames::warmup::Steady;
 use crate::stats::{group_by, mean, std};
 use crate::table::{Table, round_sig};
+use anyhow::Result;
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::{Float64Type, Int32Type, Int64Type};
 use serde::{Deserialize, Serialize};
@@ -254,4 +258,63 @@ pub fn render(c: &Communication) -> String {
     out.push('\n');
     out.push_str(&t.render());
     out
+}
+
+// ---------------------------------------------------------------- the analysis
+
+/// `communication`'s share: [`partial`] of one process.
+pub struct CommunicationShare;
+
+impl Share for CommunicationShare {
+    const KIND: &'static str = "communication-partial";
+    const SOURCES: &'static [&'static str] =
+        &["analyses/communication.rs", "frames/warmup.rs", "stats.rs"];
+    const READS: Reads = Reads::Gpu;
+    type Param = ();
+    type Value = CommunicationPartial;
+
+    fn map(&self, p: &ProcessView, _: &()) -> Result<CommunicationPartial> {
+        Ok(p.steady.map(partial).unwrap_or_default())
+    }
+}
+
+/// The `communication` analysis.
+pub struct CommunicationAnalysis;
+
+impl Analysis for CommunicationAnalysis {
+    const NAME: &'static str = "communication";
+    const SOURCES: &'static [&'static str] = &["analyses/communication.rs", "table.rs"];
+    type Params = NoParams;
+    type Result = Communication;
+
+    fn shares(&self, _: &NoParams) -> Vec<ShareUse> {
+        vec![ShareUse::of(&CommunicationShare, &())]
+    }
+
+    fn reduce(&self, run: &dyn RunShares, _: &NoParams) -> Result<Reduced<Communication>> {
+        let partials: Vec<CommunicationPartial> = run
+            .all(&CommunicationShare, &())?
+            .iter()
+            .map(|p| p.as_ref().clone())
+            .collect();
+        let mut c = reduce(&partials);
+        c.notes
+            .extend(partials.iter().flat_map(|p| p.notes.iter().cloned()));
+        let processes = partials.len();
+        c.notes.push(if processes > 1 {
+            format!(
+                "{processes} processes: bandwidths use durations only, so no cross-process clock alignment is needed"
+            )
+        } else {
+            "one process: no cross-process clock alignment (not needed for bandwidth)".into()
+        });
+        Ok(Reduced {
+            result: c,
+            notes: vec![],
+        })
+    }
+
+    fn render(&self, c: &Communication) -> String {
+        render(c)
+    }
 }

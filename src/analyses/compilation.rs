@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 /// The parameters of the `compilation` analysis.
-#[derive(serde::Deserialize, Debug, Default, Clone, Copy)]
+#[derive(serde::Deserialize, serde::Serialize, Debug, Default, Clone, Copy)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
     /// Break each compilation down by full range name (pass names with their module), not
@@ -28,6 +28,7 @@ use anyhow::Result;
 use arrow::array::{Array, RecordBatch, StringArray};
 use serde::{Deserialize, Serialize};
 
+use crate::analyses::{Analysis, ProcessView, Reads, Reduced, RunShares, Share, ShareUse};
 use crate::formats::pushpop::{self, Columns};
 use crate::frames::compile::{is_xla_compile, preorder, program_columns};
 
@@ -509,6 +510,92 @@ pub fn render(entries: &[CompilationEntry]) -> String {
         round_sig(total),
         t.render()
     )
+}
+
+// ---------------------------------------------------------------- shares and the analysis
+
+/// The compile-time summary share of one process: [`range_sums`] of its compile frame. The
+/// sums add up over processes.
+pub struct RangeSumsShare;
+
+impl Share for RangeSumsShare {
+    const KIND: &'static str = "compile-sums";
+    const SOURCES: &'static [&'static str] = &["analyses/compilation.rs"];
+    const READS: Reads = Reads::Compile;
+    type Param = ();
+    type Value = RangeSums;
+
+    fn map(&self, p: &ProcessView, _: &()) -> Result<RangeSums> {
+        p.compile
+            .map(range_sums)
+            .unwrap_or_else(|| Ok(Default::default()))
+    }
+
+    fn add_up(&self, parts: &[RangeSums]) -> Option<RangeSums> {
+        Some(add_up(parts))
+    }
+}
+
+/// The `compilation` share of one process: its compilations, each with its breakdown.
+pub struct CompilationsShare;
+
+impl Share for CompilationsShare {
+    const KIND: &'static str = "compilations";
+    const SOURCES: &'static [&'static str] = &["analyses/compilation.rs"];
+    const READS: Reads = Reads::Compile;
+    type Param = Params;
+    type Value = Compilations;
+
+    fn map(&self, p: &ProcessView, params: &Params) -> Result<Compilations> {
+        Ok(Compilations(match p.compile {
+            Some(frame) => per_compilation(&[(p.label.to_string(), frame.clone())], params.detail)?,
+            None => vec![],
+        }))
+    }
+}
+
+/// What `compilation.json` holds.
+#[derive(Serialize)]
+pub struct CompilationResult {
+    pub compilations: Vec<CompilationEntry>,
+}
+
+/// The `compilation` analysis.
+pub struct CompilationAnalysis;
+
+impl Analysis for CompilationAnalysis {
+    const NAME: &'static str = "compilation";
+    const SOURCES: &'static [&'static str] = &["analyses/compilation.rs", "table.rs"];
+    type Params = Params;
+    type Result = CompilationResult;
+
+    fn shares(&self, params: &Params) -> Vec<ShareUse> {
+        vec![ShareUse::of(&CompilationsShare, params)]
+    }
+
+    fn reduce(&self, run: &dyn RunShares, params: &Params) -> Result<Reduced<CompilationResult>> {
+        let compilations = run
+            .all(&CompilationsShare, params)?
+            .iter()
+            .flat_map(|c| c.0.iter().cloned())
+            .collect();
+        Ok(Reduced {
+            result: CompilationResult { compilations },
+            notes: vec![],
+        })
+    }
+
+    fn render(&self, r: &CompilationResult) -> String {
+        render(&r.compilations)
+    }
+
+    /// `compilation.json`, with the keys of every object in alphabetical order.
+    fn files(&self, r: &CompilationResult) -> Result<Vec<(String, String)>> {
+        Ok(vec![(
+            "compilation.json".into(),
+            serde_json::to_string_pretty(&serde_json::to_value(r)?)?,
+        )])
+    }
 }
 
 #[cfg(test)]

@@ -1,69 +1,169 @@
-//! Analyses: one module per analysis, and the table of the built-in ones with their typed
-//! parameters.
+//! Analyses: one file per analysis, each implementing [`Analysis`] (its name, typed
+//! parameters, the per-process [`Share`]s it reads, its reduce, terminal text and files), and
+//! the [`REGISTRY`] of the built-in ones. The graph runs any registered analysis the same way;
+//! no other module names one.
 pub mod communication;
 pub mod compilation;
 pub mod external;
+pub mod share;
 pub mod stragglers;
 pub mod summary;
+pub mod thunks;
+#[cfg(test)]
+mod toy;
 
+use anyhow::{Result, anyhow};
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
-/// A built-in analysis as pipelines and command lines name it.
-pub struct Builtin {
-    pub name: &'static str,
-    /// Checks a parameter table against the analysis's parameter type (unknown keys and
-    /// ill-typed values are refused).
-    check: fn(&serde_json::Value) -> Result<(), String>,
+use crate::engine::value::JsonValue;
+pub use share::{AnyShare, ProcessView, Reads, RunShares, Share};
+
+/// The built-in analyses. Adding one is a new file in this folder implementing [`Analysis`]
+/// and a line here.
+pub static REGISTRY: &[&dyn Registered] = &[
+    &summary::SummaryAnalysis,
+    &communication::CommunicationAnalysis,
+    &compilation::CompilationAnalysis,
+    &stragglers::StragglersAnalysis,
+    #[cfg(test)]
+    &toy::ToyAnalysis,
+];
+
+/// An analysis: a reduce over the per-process [`Share`]s it reads, its terminal text and
+/// its output files.
+pub trait Analysis: Sync + 'static {
+    /// The name pipelines and command lines use.
+    const NAME: &'static str;
+    /// The source files of its reduce and rendering (its version, with its shares' sources).
+    const SOURCES: &'static [&'static str];
+    /// Its parameters: unknown keys are refused (`#[serde(deny_unknown_fields)]`), missing
+    /// ones take their defaults.
+    type Params: Serialize + DeserializeOwned + Default;
+    /// What it finds, as its JSON file holds it.
+    type Result: Serialize;
+
+    /// The shares the reduce reads with these parameters (computed for every process, in
+    /// parallel, before the reduce).
+    fn shares(&self, params: &Self::Params) -> Vec<ShareUse>;
+    fn reduce(&self, run: &dyn RunShares, params: &Self::Params) -> Result<Reduced<Self::Result>>;
+    fn render(&self, result: &Self::Result) -> String;
+    /// Its files, written under the output folder: `<name>.json` unless it says otherwise.
+    fn files(&self, result: &Self::Result) -> Result<Vec<(String, String)>> {
+        Ok(vec![(
+            format!("{}.json", Self::NAME),
+            serde_json::to_string_pretty(result)?,
+        )])
+    }
 }
 
-fn check<P: DeserializeOwned>(v: &serde_json::Value) -> Result<(), String> {
-    serde_json::from_value::<P>(v.clone())
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+/// What a reduce finds, and the notes to print before its table.
+pub struct Reduced<R> {
+    pub result: R,
+    pub notes: Vec<String>,
+}
+
+/// One share an analysis reads, with its parameters (canonical JSON).
+pub struct ShareUse {
+    pub share: &'static dyn AnyShare,
+    pub param: String,
+}
+
+impl ShareUse {
+    pub fn of<S: Share>(share: &'static S, param: &S::Param) -> ShareUse {
+        ShareUse {
+            share,
+            param: serde_json::to_string(param).expect("plain parameters"),
+        }
+    }
+}
+
+/// The result of an analysis: its terminal text and files.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct AnalysisOutput {
+    pub name: String,
+    /// File name -> content, written under the output folder (e.g. `summary.json`).
+    pub files: Vec<(String, String)>,
+    pub text: String,
+}
+impl JsonValue for AnalysisOutput {}
+
+/// An analysis with its types erased, as the registry holds it and the graph runs it.
+pub trait Registered: Sync {
+    fn name(&self) -> &'static str;
+    /// The source files of its reduce and of every share it may read.
+    fn sources(&self) -> Vec<&'static str>;
+    /// Check parameters (a JSON object) against the parameter type and write them
+    /// canonically (every key, defaults filled in); the error names the key and the problem.
+    fn canonical_params(&self, params: &serde_json::Value) -> Result<String, String>;
+    /// The shares it reads with these (canonical) parameters.
+    fn shares(&self, params: &str) -> Result<Vec<ShareUse>>;
+    /// Reduce and render.
+    fn run(&self, run: &dyn RunShares, params: &str) -> Result<AnalysisOutput>;
+}
+
+fn typed<P: DeserializeOwned>(name: &str, params: &str) -> Result<P> {
+    serde_json::from_str(params).map_err(|e| anyhow!("analysis {name}: {e}"))
+}
+
+impl<A: Analysis> Registered for A {
+    fn name(&self) -> &'static str {
+        A::NAME
+    }
+    fn sources(&self) -> Vec<&'static str> {
+        let mut s: Vec<&'static str> = A::SOURCES.to_vec();
+        let defaults = self
+            .canonical_params(&serde_json::json!({}))
+            .unwrap_or_default();
+        for u in Registered::shares(self, &defaults).unwrap_or_default() {
+            s.extend(u.share.sources());
+        }
+        s.sort_unstable();
+        s.dedup();
+        s
+    }
+    fn canonical_params(&self, params: &serde_json::Value) -> Result<String, String> {
+        let p: A::Params = serde_json::from_value(params.clone()).map_err(|e| e.to_string())?;
+        serde_json::to_string(&p).map_err(|e| e.to_string())
+    }
+    fn shares(&self, params: &str) -> Result<Vec<ShareUse>> {
+        Ok(Analysis::shares(
+            self,
+            &typed::<A::Params>(A::NAME, params)?,
+        ))
+    }
+    fn run(&self, run: &dyn RunShares, params: &str) -> Result<AnalysisOutput> {
+        let r = self.reduce(run, &typed::<A::Params>(A::NAME, params)?)?;
+        let mut text = String::new();
+        for n in &r.notes {
+            text.push_str(&format!("note: {n}\n"));
+        }
+        text.push_str(&self.render(&r.result));
+        Ok(AnalysisOutput {
+            name: A::NAME.to_string(),
+            files: self.files(&r.result)?,
+            text,
+        })
+    }
 }
 
 /// The parameters of an analysis that takes none.
-#[derive(serde::Deserialize, Debug, Default)]
+#[derive(Serialize, Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
 
-pub const BUILTIN: [Builtin; 4] = [
-    Builtin {
-        name: "summary",
-        check: check::<NoParams>,
-    },
-    Builtin {
-        name: "communication",
-        check: check::<NoParams>,
-    },
-    Builtin {
-        name: "compilation",
-        check: check::<compilation::Params>,
-    },
-    Builtin {
-        name: "stragglers",
-        check: check::<NoParams>,
-    },
-];
-
-pub fn builtin(name: &str) -> Option<&'static Builtin> {
-    BUILTIN.iter().find(|b| b.name == name)
+/// The built-in analysis named `name`.
+pub fn find(name: &str) -> Option<&'static dyn Registered> {
+    REGISTRY.iter().copied().find(|a| a.name() == name)
 }
 
 /// The names of the built-in analyses, for messages.
 pub fn builtin_names() -> String {
-    BUILTIN
+    REGISTRY
         .iter()
-        .map(|b| b.name)
+        .map(|a| a.name())
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-impl Builtin {
-    /// Check `params` (a JSON object); the error says which key is wrong and why.
-    pub fn check_params(&self, params: &serde_json::Value) -> Result<(), String> {
-        (self.check)(params)
-    }
 }
 
 /// A parameter given on the command line as `KEY=VALUE`: `true`/`false`, a number, or text.
@@ -94,20 +194,32 @@ mod tests {
 
     #[test]
     fn parameters_are_typed() {
-        let c = builtin("compilation").unwrap();
-        assert!(c.check_params(&serde_json::json!({"detail": true})).is_ok());
-        assert!(c.check_params(&serde_json::json!({})).is_ok());
+        let c = find("compilation").unwrap();
+        assert_eq!(
+            c.canonical_params(&serde_json::json!({"detail": true})),
+            Ok(r#"{"detail":true}"#.to_string())
+        );
+        // Defaults are written out: equal parameters, equal keys.
+        assert_eq!(
+            c.canonical_params(&serde_json::json!({})),
+            Ok(r#"{"detail":false}"#.to_string())
+        );
         let e = c
-            .check_params(&serde_json::json!({"detial": true}))
+            .canonical_params(&serde_json::json!({"detial": true}))
             .unwrap_err();
         assert!(e.contains("detial"), "{e}");
         let e = c
-            .check_params(&serde_json::json!({"detail": "yes"}))
+            .canonical_params(&serde_json::json!({"detail": "yes"}))
             .unwrap_err();
         assert!(e.contains("invalid type"), "{e}");
-        let s = builtin("summary").unwrap();
-        assert!(s.check_params(&serde_json::json!({"x": 1})).is_err());
-        assert!(builtin("nope").is_none());
+        let s = find("summary").unwrap();
+        assert!(s.canonical_params(&serde_json::json!({"x": 1})).is_err());
+        assert!(find("nope").is_none());
+        // Names are unique.
+        let mut names: Vec<&str> = REGISTRY.iter().map(|a| a.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), REGISTRY.len());
         assert_eq!(
             parse_param("detail=true"),
             Some(("detail".into(), true.into()))

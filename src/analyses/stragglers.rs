@@ -20,6 +20,9 @@
 //!   "worst": [{program_id, execution, thunk, thunk_execution, last_device, late_by_us,
 //!   margin_us}], "notes": [..]}`
 
+use crate::analyses::{
+    Analysis, NoParams, ProcessView, Reads, Reduced, RunShares, Share, ShareUse,
+};
 use crate::frames::gpu::{
     DEVICE, NAME, PROGRAM_EXECUTION, PROGRAM_ID, PROGRAM_NAME, PROJ_DUR, PROJ_DUR_HIDDEN,
     PROJ_START, THUNK_EXECUTION,
@@ -408,6 +411,53 @@ pub fn render(s: &Stragglers) -> String {
     out.push_str("\n== Latest arrivals ==\n");
     out.push_str(&t.render());
     out
+}
+
+// ---------------------------------------------------------------- the analysis
+
+/// `stragglers`' share: [`partial`] of one process.
+pub struct StragglersShare;
+
+impl Share for StragglersShare {
+    const KIND: &'static str = "stragglers-partial";
+    const SOURCES: &'static [&'static str] = &["analyses/stragglers.rs", "frames/warmup.rs"];
+    const READS: Reads = Reads::Gpu;
+    type Param = ();
+    type Value = StragglersPartial;
+
+    fn map(&self, p: &ProcessView, _: &()) -> anyhow::Result<StragglersPartial> {
+        Ok(p.steady.map(partial).unwrap_or_default())
+    }
+}
+
+/// The `stragglers` analysis.
+pub struct StragglersAnalysis;
+
+impl Analysis for StragglersAnalysis {
+    const NAME: &'static str = "stragglers";
+    const SOURCES: &'static [&'static str] = &["analyses/stragglers.rs", "table.rs"];
+    type Params = NoParams;
+    type Result = Stragglers;
+
+    fn shares(&self, _: &NoParams) -> Vec<ShareUse> {
+        vec![ShareUse::of(&StragglersShare, &())]
+    }
+
+    fn reduce(&self, run: &dyn RunShares, _: &NoParams) -> anyhow::Result<Reduced<Stragglers>> {
+        let partials: Vec<StragglersPartial> = run
+            .all(&StragglersShare, &())?
+            .iter()
+            .map(|p| p.as_ref().clone())
+            .collect();
+        Ok(Reduced {
+            result: reduce(&partials),
+            notes: vec![],
+        })
+    }
+
+    fn render(&self, s: &Stragglers) -> String {
+        render(s)
+    }
 }
 
 #[cfg(test)]

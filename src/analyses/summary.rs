@@ -7,13 +7,17 @@
 //! wait_percent}], "compilation":{total_ms, ranges:[{name, non_child_ms, child_ms, percent}],
 //! high_level:[{name, non_child_ms, percent}], passes:[{name, non_child_ms, percent}]}}`
 
-use crate::analyses::compilation::CompilationTables;
+use crate::analyses::compilation::{CompilationTables, RangeSums, RangeSumsShare, reduce_summary};
+use crate::analyses::{
+    Analysis, NoParams, ProcessView, Reads, Reduced, RunShares, Share, ShareUse,
+};
 use crate::frames::gpu::{
     NAME, NUM_THUNKS, PROGRAM_EXECUTION, PROGRAM_ID, PROGRAM_NAME, PROJ_DUR, THUNK_EXECUTION,
 };
 use crate::frames::warmup::Steady;
 use crate::stats::{group_by, mean, std};
 use crate::table::{Table, mean_std, round_sig};
+use anyhow::Result;
 use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::{Int32Type, Int64Type};
 use serde::{Deserialize, Serialize};
@@ -346,5 +350,77 @@ pub fn short_id(id: &str) -> String {
         id[..12].to_string()
     } else {
         id.to_string()
+    }
+}
+
+// ---------------------------------------------------------------- the analysis
+
+/// `summary`'s share: [`partial`] of one process, with the remarks made building its frames.
+pub struct SummaryShare;
+
+impl Share for SummaryShare {
+    const KIND: &'static str = "summary-partial";
+    const SOURCES: &'static [&'static str] =
+        &["analyses/summary.rs", "frames/warmup.rs", "stats.rs"];
+    const READS: Reads = Reads::Gpu;
+    type Param = ();
+    type Value = SummaryPartial;
+
+    fn map(&self, p: &ProcessView, _: &()) -> Result<SummaryPartial> {
+        let Some(steady) = p.steady else {
+            return Ok(SummaryPartial {
+                notes: vec![format!(
+                    "{}: no GPU projection (an NVTX-only capture?): no GPU tables, compile-time results only",
+                    p.label
+                )],
+                ..Default::default()
+            });
+        };
+        let mut part = partial(steady);
+        let mut notes = p.frame_notes.to_vec();
+        notes.append(&mut part.notes);
+        part.notes = notes;
+        Ok(part)
+    }
+}
+
+/// The `summary` analysis.
+pub struct SummaryAnalysis;
+
+impl Analysis for SummaryAnalysis {
+    const NAME: &'static str = "summary";
+    const SOURCES: &'static [&'static str] = &["analyses/summary.rs", "table.rs"];
+    type Params = NoParams;
+    type Result = Summary;
+
+    fn shares(&self, _: &NoParams) -> Vec<ShareUse> {
+        vec![
+            ShareUse::of(&SummaryShare, &()),
+            ShareUse::of(&RangeSumsShare, &()),
+        ]
+    }
+
+    fn reduce(&self, run: &dyn RunShares, _: &NoParams) -> Result<Reduced<Summary>> {
+        let partials: Vec<SummaryPartial> = run
+            .all(&SummaryShare, &())?
+            .iter()
+            .map(|p| p.as_ref().clone())
+            .collect();
+        let compile: Vec<RangeSums> = run
+            .sums(&RangeSumsShare)?
+            .iter()
+            .map(|s| s.as_ref().clone())
+            .collect();
+        Ok(Reduced {
+            notes: partials.iter().flat_map(|p| p.notes.clone()).collect(),
+            result: Summary {
+                modules: module_rows(&partials),
+                compilation: reduce_summary(&compile),
+            },
+        })
+    }
+
+    fn render(&self, s: &Summary) -> String {
+        render(s)
     }
 }

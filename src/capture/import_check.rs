@@ -19,7 +19,8 @@
 
 use crate::capture::nsys::Nsys;
 use crate::engine::value::Bytes;
-use crate::engine::{Engine, Key, KeyBuilder, versions};
+use crate::engine::{Engine, Key};
+use crate::formats::archive::Archive;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::io::BufRead;
@@ -145,18 +146,15 @@ pub fn from_report(
     report: &Path,
     report_key: &Key,
 ) -> Result<Vec<String>> {
-    let key = KeyBuilder::new(
-        "import-diagnostics",
-        &versions::of(&["capture/import_check.rs"]),
-    )
-    .param("nsys-version", nsys.version_key.0)
-    .input(report_key)
-    .finish();
+    let node = super::kinds::ImportDiagnosticsNode {
+        report: *report_key,
+        nsys_version: nsys.version_key,
+    };
     let label = report
         .file_name()
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let stored = engine.node("import-diagnostics", &label, key, || {
+    let (_, stored) = engine.compute(&node, &label, || {
         let tmp = tempfile::Builder::new()
             .prefix("nsys-jax-pipe-diagnostics-")
             .tempdir()
@@ -247,23 +245,24 @@ fn has_module_gpu_work(
     }))
 }
 
-/// What is known of an incomplete import of each process of `run`: the [`MEMBER`] of an
-/// archive, or, for a report in which no XLA module execution has GPU work, what the report
-/// records. Captures found complete are left out.
-pub fn of_run(db: &crate::graph::Db, run: crate::graph::Run) -> Result<Vec<ImportDiagnostics>> {
+/// What is known of an incomplete import of each of `processes` (archive, stem): the
+/// [`MEMBER`] of an archive, or, for a report in which no XLA module execution has GPU work,
+/// what the report records. Processes found complete are left out, and so are repeats.
+pub fn of_processes(
+    engine: &Engine,
+    nsys: &dyn Fn() -> Result<Nsys>,
+    processes: &[(std::sync::Arc<Archive>, Option<String>)],
+) -> Result<Vec<ImportDiagnostics>> {
     let mut out: Vec<ImportDiagnostics> = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
-    for &p in run.processes(db) {
-        let archive = p.archive_ref(db);
-        let stem = p.stem(db).clone();
+    for (archive, stem) in processes {
         if !seen.insert((archive.path.clone(), stem.clone())) {
             continue;
         }
         let found = if archive.is_capture() {
-            let engine = &db.ctx.engine;
-            let nsys = db.ctx.nsys()?;
+            let nsys = nsys()?;
             let key = engine.file_key(&archive.path)?;
-            if has_module_gpu_work(engine, nsys, &archive.path, &key)? {
+            if has_module_gpu_work(engine, &nsys, &archive.path, &key)? {
                 None
             } else {
                 Some(ImportDiagnostics {
@@ -273,7 +272,7 @@ pub fn of_run(db: &crate::graph::Db, run: crate::graph::Run) -> Result<Vec<Impor
                         .map(|f| f.to_string_lossy().into_owned())
                         .unwrap_or_default(),
                     source: "report".into(),
-                    errors: from_report(engine, nsys, &archive.path, &key)?,
+                    errors: from_report(engine, &nsys, &archive.path, &key)?,
                 })
             }
         } else if let Some(m) = archive.resolve(MEMBER, stem.as_deref()) {

@@ -20,20 +20,19 @@
 
 pub mod compat;
 pub mod import_check;
+pub mod kinds;
 pub mod launch;
 pub mod nsys;
 pub mod projection;
 
 use crate::engine::value::{Bytes, Files, Tables};
-use crate::engine::{Engine, Key, KeyBuilder, versions};
-use crate::formats::archive::{
-    self, Archive, DEVICE_METADATA, PUSHPOP_PARQUET, SYSTEM_METADATA, THREAD_METADATA, TRACE,
-};
+use crate::engine::{Engine, Key, KeyBuilder, Node};
+use crate::formats::archive::{self, Archive, PUSHPOP_PARQUET, TRACE};
 use crate::formats::archive_writer::Entry;
 use crate::formats::nsys_export::{self, ExportTables};
 use crate::formats::{metadata, pushpop, trace};
-use crate::graph::{self, Db, Process};
 use anyhow::{Context, Result, bail};
+use kinds::{DerivedNode, DumpXzNode, ExportNode, Producer};
 use nsys::Nsys;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -140,49 +139,34 @@ pub fn find_dump(report: &Path, flag: Option<&Path>) -> Result<CaptureInput> {
 
 // ------------------------------------------------------------------ keys
 
-/// The key of the export of a report (content key `report`) by this nsys.
-pub fn export_key(report: &Key, nsys: &Nsys) -> Key {
-    KeyBuilder::new("nsys-export", &versions::of(&["formats/nsys_export.rs"]))
-        .param("nsys-version", nsys.version_key.0)
-        .input(report)
-        .finish()
+/// The export node of a report (content key `report`) by this nsys.
+fn export_node(report: &Key, nsys: &Nsys) -> ExportNode {
+    ExportNode {
+        report: *report,
+        nsys_version: nsys.version_key,
+    }
 }
 
-/// The node that produces a derived member, and that node's key.
-fn producer(member: &str, export: &Key) -> Option<(&'static str, Key)> {
-    let (kind, sources): (&'static str, &[&str]) = match member {
-        TRACE => (
-            "projection",
-            &["capture/projection/", "formats/trace.rs", "formats/mod.rs"],
-        ),
-        PUSHPOP_PARQUET => (
-            "pushpop",
-            &[
-                "capture/projection/",
-                "formats/pushpop.rs",
-                "formats/mod.rs",
-            ],
-        ),
-        THREAD_METADATA | SYSTEM_METADATA | DEVICE_METADATA => {
-            ("metadata", &["formats/metadata.rs", "formats/mod.rs"])
-        }
-        _ => return None,
-    };
-    Some((
-        kind,
-        KeyBuilder::new(kind, &versions::of(sources))
-            .input(export)
-            .finish(),
-    ))
+/// The key of the export of a report (content key `report`) by this nsys.
+pub fn export_key(report: &Key, nsys: &Nsys) -> Key {
+    export_node(report, nsys).key()
+}
+
+/// The node that produces a derived member.
+fn producer(member: &str, export: &Key) -> Option<DerivedNode> {
+    Some(DerivedNode {
+        producer: Producer::of(member)?,
+        export: *export,
+    })
 }
 
 /// The content key of a derived member (computed from keys only).
 pub fn derived_member_key(member: &str, export: &Key) -> Option<Key> {
-    let (_, node) = producer(member, export)?;
+    let node = producer(member, export)?;
     Some(
         KeyBuilder::new("derived-member", "1")
             .param("member", member)
-            .input(&node)
+            .input(&node.key())
             .finish(),
     )
 }
@@ -196,16 +180,16 @@ pub fn export_tables(
     report: &Path,
     report_key: &Key,
 ) -> Result<Arc<Tables>> {
-    let key = export_key(report_key, nsys);
     let label = file_label(report);
-    engine.node("nsys-export", &label, key, || {
+    let (_, tables) = engine.compute(&export_node(report_key, nsys), &label, || {
         let tmp = crate::tmpfiles::ScratchDir::new("export")?;
         let out = tmp.path().join("tables");
         nsys_export::export(&nsys.path, report, &out)?;
         let tables = nsys_export::read_export_dir(&out)
             .with_context(|| format!("reading the export of {}", report.display()))?;
         Ok(Tables(tables.to_named()))
-    })
+    })?;
+    Ok(tables)
 }
 
 /// The bytes of a derived member of a capture (`None` when the capture has no such member:
@@ -218,16 +202,16 @@ pub fn derived_member(
     member: &str,
 ) -> Result<Option<Vec<u8>>> {
     let export = export_key(report_key, nsys);
-    let Some((kind, key)) = producer(member, &export) else {
+    let Some(node) = producer(member, &export) else {
         bail!("{member}: not a member derived from the report");
     };
     let label = file_label(report);
-    let files = engine.node(kind, &label, key, || {
+    let (_, files) = engine.compute(&node, &label, || {
         let stored = export_tables(engine, nsys, report, report_key)?;
         let t = ExportTables::from_named(&stored.0)?;
         let what = |step: &str| format!("{}: {step}", report.display());
-        Ok(Files(match kind {
-            "projection" => {
+        Ok(Files(match node.producer {
+            Producer::Projection => {
                 if t.has_gpu_activity() {
                     let p = projection::project(&t).with_context(|| what("NVTX projection"))?;
                     vec![(TRACE.to_string(), trace::write_classic(&p, 0)?)]
@@ -235,11 +219,11 @@ pub fn derived_member(
                     vec![]
                 }
             }
-            "pushpop" => {
+            Producer::Pushpop => {
                 let p = projection::pushpop(&t).with_context(|| what("push/pop trace"))?;
                 vec![(PUSHPOP_PARQUET.to_string(), pushpop::write_parquet(&p)?)]
             }
-            _ => metadata::metadata_files(&t).with_context(|| what("metadata"))?,
+            Producer::Metadata => metadata::metadata_files(&t).with_context(|| what("metadata"))?,
         }))
     })?;
     Ok(files.get(member).map(<[u8]>::to_vec))
@@ -257,15 +241,16 @@ const XZ_PRESET: u32 = 6;
 
 /// The xz-compressed bytes of one dump file (content key `content`).
 pub fn dump_xz(engine: &Engine, file: &Path, content: &Key) -> Result<Arc<Bytes>> {
-    let key = KeyBuilder::new("dump-xz", &versions::of(&["capture/mod.rs"]))
-        .param("preset", XZ_PRESET.to_le_bytes())
-        .input(content)
-        .finish();
-    engine.node("dump-xz", &file_label(file), key, || {
+    let node = DumpXzNode {
+        content: *content,
+        preset: XZ_PRESET,
+    };
+    let (_, xz) = engine.compute(&node, &file_label(file), || {
         let raw = std::fs::read(file)
             .map_err(|e| anyhow::anyhow!("{}: {}", file.display(), archive::io_reason(&e)))?;
         Ok(Bytes(xz_compress(&raw)?))
-    })
+    })?;
+    Ok(xz)
 }
 
 /// xz at [`XZ_PRESET`], with the dictionary no larger than the input: the same output size
@@ -356,38 +341,37 @@ fn file_label(p: &Path) -> String {
         .unwrap_or_else(|| p.display().to_string())
 }
 
+/// Gives the file names of a capture's HLO stack frames (the graph decodes the dump for them).
+pub type SourceNames<'a> = Box<dyn FnOnce() -> Result<Vec<String>> + Send + 'a>;
+
 /// What goes into the archive of a capture, and what the run output should say about it.
 pub struct ArchiveContents {
     pub entries: Vec<Entry>,
     pub notes: Vec<String>,
 }
 
-/// The members of the nsys-jax archive of `p` (docs/design.md, "Archive layout"): the report, the
-/// derived parquet files, `dump/<file>.xz`, the project's `protos/` and `sources/<absolute
-/// path>`. The export (with what is built from it), the dump compression and the HLO
-/// decoding that names the source files run in parallel, unless `serial` (required inside a
-/// graph query, which must not fan out to other threads).
-pub fn archive_contents(db: &Db, p: Process, serial: bool) -> Result<ArchiveContents> {
+/// The members of the nsys-jax archive of a capture (docs/design.md, "Archive layout"): the
+/// report, the derived parquet files, `dump/<file>.xz` for each of `dumps` (member, file,
+/// content key), the project's `protos/` and `sources/<absolute path>` for the Python files
+/// `source_names` gives (the file names of the HLO stack frames). The export (with what is
+/// built from it), the dump compression and `source_names` run in parallel, unless `serial`
+/// (required inside a graph query, which must not fan out to other threads).
+pub fn archive_contents(
+    engine: &Engine,
+    nsys: &Nsys,
+    archive: &Archive,
+    dumps: Vec<(String, PathBuf, Key)>,
+    source_names: SourceNames<'_>,
+    serial: bool,
+) -> Result<ArchiveContents> {
     use rayon::prelude::*;
-    let archive = p.archive_ref(db);
     if !archive.is_capture() {
         bail!("{}: not a capture", archive.path.display());
     }
-    let engine = &db.ctx.engine;
-    let nsys = db.ctx.nsys()?.clone();
     let report_key = engine.file_key(&archive.path)?;
-    let keys = graph::member_keys(db, p.archive(db)).map_err(anyhow::Error::from)?;
-    let dumps: Vec<(String, PathBuf, Key)> = archive
-        .members_under("dump")
-        .map(|m| {
-            let file = archive.member_file(m).expect("dump members are files");
-            Ok((m.to_string(), file, keys.value.get(m)?))
-        })
-        .collect::<Result<_>>()?;
-
     let derived = || -> Result<Vec<Entry>> {
-        export_tables(engine, &nsys, &archive.path, &report_key)?;
-        let one = |m: &&str| derived_member(engine, &nsys, &archive.path, &report_key, m);
+        export_tables(engine, nsys, &archive.path, &report_key)?;
+        let one = |m: &&str| derived_member(engine, nsys, &archive.path, &report_key, m);
         let files: Vec<Option<Vec<u8>>> = if serial {
             archive::DERIVED.iter().map(one).collect::<Result<_>>()?
         } else {
@@ -420,10 +404,9 @@ pub fn archive_contents(db: &Db, p: Process, serial: bool) -> Result<ArchiveCont
             dumps.par_iter().map(one).collect()
         }
     };
-    // Takes the database to query: the caller's inside a query, a clone on another thread.
-    let sources = |db: &Db| -> Result<(Sources, Vec<Entry>)> {
-        let names = graph::source_file_names(db, p).map_err(anyhow::Error::from)?;
-        let s = classify_sources(names.value.iter().map(String::as_str));
+    let sources = move || -> Result<(Sources, Vec<Entry>)> {
+        let names = source_names()?;
+        let s = classify_sources(names.iter().map(String::as_str));
         let mut entries = Vec::new();
         let mut unreadable = Vec::new();
         for f in &s.files {
@@ -442,11 +425,10 @@ pub fn archive_contents(db: &Db, p: Process, serial: bool) -> Result<ArchiveCont
         Ok((s, entries))
     };
     let (derived, ((report, dump), sources)) = if serial {
-        (derived(), ((report(), compress()), sources(db)))
+        (derived(), ((report(), compress()), sources()))
     } else {
-        let db2 = db.clone();
         rayon::join(derived, || {
-            rayon::join(|| rayon::join(report, compress), move || sources(&db2))
+            rayon::join(|| rayon::join(report, compress), sources)
         })
     };
     let (derived, report, dump) = (derived?, report?, dump?);

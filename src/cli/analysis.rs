@@ -47,8 +47,12 @@ pub(super) fn run_analyses(
     if !all_stored {
         let n = run.processes(db).len() as u64;
         let bar = loading_bar(n);
-        let needs = graph::Needs::of(requests.iter().map(|r| r.name.as_str()));
-        let result = graph::prepare_processes(db, run, needs, &|| bar.inc(1));
+        let needs = graph::Needs::of(
+            requests
+                .iter()
+                .map(|r| (r.name.as_str(), r.params.as_str())),
+        )?;
+        let result = graph::prepare_processes(db, run, &needs, &|| bar.inc(1));
         bar.finish_and_clear();
         result?;
     }

@@ -25,7 +25,7 @@ pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<
         mut files,
         mut texts,
     } = run_analyses(&db, run, &requests)?;
-    let import = crate::capture::import_check::of_run(&db, run)?;
+    let import = crate::graph::capture::import_diagnostics(&db, run)?;
     crate::capture::import_check::warn(&import);
     mark_import_problems(&mut texts, &import);
     let record = db.ctx.engine.finish();

@@ -87,7 +87,7 @@ pub(super) fn write_archive(
     let p = run.processes(db)[0];
     let start = std::time::Instant::now();
     let bar = spinner("writing the archive: nsys export, projection, compression");
-    let contents = crate::capture::archive_contents(db, p, false);
+    let contents = crate::graph::capture::archive_contents(db, p, false);
     bar.finish_and_clear();
     let mut contents = contents?;
     for n in &contents.notes {
@@ -132,7 +132,7 @@ fn capture_import(
         .map(import_check::from_nsys_output)
         .unwrap_or_default();
     let found = if from_output.is_empty() {
-        import_check::of_run(db, run)?.pop()
+        crate::graph::capture::import_diagnostics(db, run)?.pop()
     } else {
         let report = run.processes(db)[0].archive_ref(db).path.clone();
         Some(ImportDiagnostics {

@@ -92,7 +92,7 @@ fn combine_inputs(
     for (p, path) in processes.iter().zip(paths) {
         let archive = p.archive_ref(db);
         let entries = if archive.is_capture() {
-            let contents = crate::capture::archive_contents(db, *p, false)?;
+            let contents = crate::graph::capture::archive_contents(db, *p, false)?;
             for n in &contents.notes {
                 eprintln!("note: {n}");
             }

@@ -97,24 +97,17 @@ pub(super) fn compare(a: CompareArgs) -> Result<i32> {
         graph::prepare_archives(&db, run)?;
     }
     // The per-process shares, in parallel, unless they are all stored.
-    let needs = graph::Needs {
-        summary: true,
-        communication: true,
-        thunks: true,
-        compile_sums: true,
-        compilations: true,
-        ..Default::default()
-    };
+    let needs = compare::needs();
     let mut all_stored = true;
     for &run in &runs {
-        all_stored &= graph::shares_stored(&db, run, needs)?;
+        all_stored &= graph::shares_stored(&db, run, &needs)?;
     }
     if !all_stored {
         let n = runs.iter().map(|r| r.processes(&db).len()).sum::<usize>() as u64;
         let bar = loading_bar(n);
         let result = runs
             .iter()
-            .try_for_each(|&run| graph::prepare_processes(&db, run, needs, &|| bar.inc(1)));
+            .try_for_each(|&run| graph::prepare_processes(&db, run, &needs, &|| bar.inc(1)));
         bar.finish_and_clear();
         result?;
     }
@@ -135,7 +128,7 @@ pub(super) fn compare(a: CompareArgs) -> Result<i32> {
     // Said first: a capture without its GPU work may well have nothing to compare.
     let mut import = Vec::new();
     for &run in &runs {
-        import.extend(crate::capture::import_check::of_run(&db, run)?);
+        import.extend(crate::graph::capture::import_diagnostics(&db, run)?);
     }
     crate::capture::import_check::warn(&import);
     let report = compare::compare(&db, base_run, head_run, rerun, &settings, sides)?;

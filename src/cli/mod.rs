@@ -64,8 +64,12 @@ enum Command {
 
 /// Entry point: returns the process exit code. Errors are printed as one line.
 pub fn main() -> i32 {
-    let argv = match crate::capture::compat::rewrite(std::env::args_os().collect(), &run_options())
-    {
+    main_with(std::env::args_os().collect())
+}
+
+/// [`main`] on the command line `argv` (the program name first).
+pub fn main_with(argv: Vec<std::ffi::OsString>) -> i32 {
+    let argv = match crate::capture::compat::rewrite(argv, &run_options()) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("nsys-jax-pipe: error: {}", one_line(&e));
@@ -98,7 +102,8 @@ pub fn main() -> i32 {
         }
     }
     crate::interrupt::install();
-    tracing_subscriber::fmt()
+    // Set once per process (a second command in the same process keeps the first).
+    let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("NSYS_JAX_PIPE_LOG")
                 .unwrap_or_else(|_| "warn".into()),
@@ -106,7 +111,7 @@ pub fn main() -> i32 {
         .with_writer(std::io::stderr)
         .without_time()
         .with_target(false)
-        .init();
+        .try_init();
     std::panic::set_hook(Box::new(|info| {
         eprintln!("nsys-jax-pipe: internal error: {info}");
     }));
@@ -122,10 +127,7 @@ pub fn main() -> i32 {
                 return 0;
             }
             eprintln!("nsys-jax-pipe: error: {}", one_line(&e));
-            match e.downcast_ref::<crate::error::Interrupted>() {
-                Some(i) => 128 + i.0,
-                None => EXIT_INPUT,
-            }
+            crate::error::exit_code(&e)
         }
         Err(_) => EXIT_INTERNAL,
     }

@@ -21,8 +21,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
+use crate::analyses::communication::CommunicationShare;
+use crate::analyses::compilation::{CompilationsShare, RangeSumsShare};
+use crate::analyses::summary::SummaryShare;
+use crate::analyses::thunks::ThunkShare;
+use crate::analyses::{Share, ShareUse};
 use crate::engine::value::JsonValue;
-use crate::engine::{Key, KeyBuilder, versions};
+use crate::engine::{Keep, Key, KeyBuilder, Node};
 use crate::graph::{self, Db, Run};
 use crate::stats::{bootstrap_median_change, mann_whitney_p, median};
 pub use samples::{Family, Series};
@@ -397,7 +402,37 @@ fn judge(
 
 // ---------------------------------------------------------------- the comparison nodes
 
-const SOURCES: [&str; 3] = ["compare/mod.rs", "compare/samples.rs", "stats.rs"];
+/// The comparison of one family of metrics: keyed by the statistics' settings, what else
+/// selects its rows, and the keys of the shares it reads on each side.
+struct FamilyNode<'a> {
+    /// `compare:<family>`.
+    kind: String,
+    stats: String,
+    extra: &'a str,
+    base: &'a [Key],
+    head: &'a [Key],
+}
+
+impl Node for FamilyNode<'_> {
+    type Value = FamilyComparison;
+    const KEEP: Keep = Keep::Stored;
+    fn kind(&self) -> &str {
+        &self.kind
+    }
+    fn sources(&self) -> &[&'static str] {
+        &["compare/mod.rs", "compare/samples.rs", "stats.rs"]
+    }
+    fn recipe(&self, kb: KeyBuilder) -> KeyBuilder {
+        let mut kb = kb
+            .param("stats", &self.stats)
+            .param("extra", self.extra)
+            .param("base", (self.base.len() as u64).to_le_bytes());
+        for k in self.base.iter().chain(self.head) {
+            kb = kb.input(k);
+        }
+        kb
+    }
+}
 
 /// A family's comparison as a stored node keyed by the shares it reads on each side.
 fn family_node(
@@ -409,16 +444,14 @@ fn family_node(
     s: &StatSettings,
     compute: impl FnOnce() -> Result<(Vec<Series>, Vec<Series>)>,
 ) -> Result<FamilyComparison> {
-    let kind = format!("compare:{}", family.name());
-    let mut kb = KeyBuilder::new(&kind, &versions::of(&SOURCES))
-        .param("stats", serde_json::to_string(s)?)
-        .param("extra", extra)
-        .param("base", (base_keys.len() as u64).to_le_bytes());
-    for k in base_keys.iter().chain(head_keys) {
-        kb = kb.input(k);
-    }
-    let key = kb.finish();
-    let v = db.ctx.engine.node(&kind, "", key, || {
+    let node = FamilyNode {
+        kind: format!("compare:{}", family.name()),
+        stats: serde_json::to_string(s)?,
+        extra,
+        base: base_keys,
+        head: head_keys,
+    };
+    let (_, v) = db.engine().compute(&node, "", || {
         let (b, h) = compute()?;
         Ok(compare_series(family, &b, &h, s))
     })?;
@@ -427,15 +460,23 @@ fn family_node(
 
 type Outs<T> = Vec<graph::Out<T>>;
 
-fn shares<T>(
-    db: &Db,
-    run: Run,
-    f: impl Fn(&Db, Run, graph::Process) -> graph::NodeResult<T>,
-) -> Result<Outs<T>> {
+/// Every process's share of `S`, in process order.
+fn shares<S: Share>(db: &Db, run: Run, s: &S, param: &S::Param) -> Result<Outs<S::Value>> {
     run.processes(db)
         .iter()
-        .map(|&p| f(db, run, p).map_err(anyhow::Error::from))
+        .map(|&p| graph::share(db, run, p, s, param).map_err(anyhow::Error::from))
         .collect()
+}
+
+/// The shares `compare` reads, each with the parameters it reads them with.
+pub fn needs() -> graph::Needs {
+    graph::Needs::new([
+        ShareUse::of(&SummaryShare, &()),
+        ShareUse::of(&ThunkShare, &()),
+        ShareUse::of(&CommunicationShare, &()),
+        ShareUse::of(&CompilationsShare, &Default::default()),
+        ShareUse::of(&RangeSumsShare, &()),
+    ])
 }
 
 fn keys<T>(outs: &Outs<T>) -> Vec<Key> {
@@ -459,8 +500,8 @@ fn families(
     let mut out: BTreeMap<Family, FamilyComparison> = BTreeMap::new();
 
     let (bs, hs) = (
-        shares(db, base, |db, r, p| graph::summary_partial(db, r, p))?,
-        shares(db, head, |db, r, p| graph::summary_partial(db, r, p))?,
+        shares(db, base, &SummaryShare, &())?,
+        shares(db, head, &SummaryShare, &())?,
     );
     out.insert(
         Family::Module,
@@ -498,8 +539,8 @@ fn families(
             FamilyComparison::default()
         } else {
             let (bt, ht) = (
-                shares(db, base, |db, r, p| graph::thunk_partial(db, r, p))?,
-                shares(db, head, |db, r, p| graph::thunk_partial(db, r, p))?,
+                shares(db, base, &ThunkShare, &())?,
+                shares(db, head, &ThunkShare, &())?,
             );
             let within = |xs: Vec<Series>| -> Vec<Series> {
                 xs.into_iter()
@@ -526,8 +567,8 @@ fn families(
     }
 
     let (bc, hc) = (
-        shares(db, base, |db, r, p| graph::communication_partial(db, r, p))?,
-        shares(db, head, |db, r, p| graph::communication_partial(db, r, p))?,
+        shares(db, base, &CommunicationShare, &())?,
+        shares(db, head, &CommunicationShare, &())?,
     );
     out.insert(
         Family::Bandwidth,
@@ -548,8 +589,8 @@ fn families(
     );
 
     let (bx, hx) = (
-        shares(db, base, |db, _, p| graph::compilations(db, p, false))?,
-        shares(db, head, |db, _, p| graph::compilations(db, p, false))?,
+        shares(db, base, &CompilationsShare, &Default::default())?,
+        shares(db, head, &CompilationsShare, &Default::default())?,
     );
     out.insert(
         Family::Compile,
@@ -561,8 +602,8 @@ fn families(
         })?,
     );
     let (bp, hp) = (
-        shares(db, base, |db, _, p| graph::compile_sums(db, p))?,
-        shares(db, head, |db, _, p| graph::compile_sums(db, p))?,
+        shares(db, base, &RangeSumsShare, &())?,
+        shares(db, head, &RangeSumsShare, &())?,
     );
     out.insert(
         Family::Pass,

@@ -6,17 +6,12 @@
 
 use std::collections::BTreeMap;
 
-use arrow::array::AsArray;
-use arrow::datatypes::{Int32Type, Int64Type};
 use serde::{Deserialize, Serialize};
 
 use crate::analyses::communication::CommunicationPartial;
 use crate::analyses::compilation::{Compilations, RangeSums};
 use crate::analyses::summary::SummaryPartial;
-use crate::formats::hlo::HloModuleInfo;
-use crate::frames::gpu::{DEVICE, NAME, PROGRAM_EXECUTION, PROGRAM_ID, PROGRAM_NAME, PROJ_DUR};
-use crate::frames::warmup::Steady;
-use crate::stats::group_by;
+pub use crate::analyses::thunks::ThunkPartial;
 
 /// The kinds of metric `compare` compares.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -90,106 +85,6 @@ pub struct Series {
     /// (a collective and size, a pass); the module name for module-level metrics.
     pub key: String,
     pub values: Vec<f64>,
-}
-
-// ---------------------------------------------------------------- the thunk share
-
-/// One process's thunk and op-type durations per module execution (the map step of the
-/// `thunk` and `op` comparisons).
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-pub struct ThunkPartial {
-    /// (program id, module name, thunk name, durations [ns] per (execution, device)).
-    pub thunks: Vec<(String, String, String, Vec<i64>)>,
-    /// (program id, module name, opcode, durations [ns] per (execution, device)).
-    pub ops: Vec<(String, String, String, Vec<i64>)>,
-}
-
-impl crate::engine::value::JsonValue for ThunkPartial {}
-
-/// The opcode of a thunk: that of its HLO instruction when the dump has it, else the
-/// instruction name's stem (XLA names instructions `<opcode>.<n>`).
-fn opcode(module: Option<&HloModuleInfo>, thunk: &str) -> String {
-    if let Some(m) = module
-        && let Ok(i) = m
-            .instructions
-            .binary_search_by(|ins| ins.name.as_str().cmp(thunk))
-    {
-        return m.instructions[i].opcode.clone();
-    }
-    thunk
-        .split_once('.')
-        .map_or(thunk, |(stem, _)| stem)
-        .to_string()
-}
-
-/// The map step: one process's steady-state thunks summed per (module execution, device),
-/// per thunk and per opcode. `module_of` finds a program's HLO by its stable id.
-pub fn thunk_partial<'a>(
-    steady: &Steady,
-    module_of: impl Fn(&str) -> Option<&'a HloModuleInfo>,
-) -> ThunkPartial {
-    let m = &steady.module;
-    let m_prog = m.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
-    let m_name = m.column_by_name(PROGRAM_NAME).unwrap().as_string::<i32>();
-    let name_of: BTreeMap<&str, &str> = (0..m.num_rows())
-        .map(|i| (m_prog.value(i), m_name.value(i)))
-        .collect();
-    let t = &steady.thunk;
-    let prog = t.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
-    let exec = t
-        .column_by_name(PROGRAM_EXECUTION)
-        .unwrap()
-        .as_primitive::<Int32Type>();
-    let dev = t
-        .column_by_name(DEVICE)
-        .unwrap()
-        .as_primitive::<Int32Type>();
-    let name = t.column_by_name(NAME).unwrap().as_string::<i32>();
-    let dur = t
-        .column_by_name(PROJ_DUR)
-        .unwrap()
-        .as_primitive::<Int64Type>();
-    let mut out = ThunkPartial::default();
-    for (program, rows) in group_by(t.num_rows(), |i| prog.value(i)) {
-        let hlo = module_of(program);
-        let module = name_of
-            .get(program)
-            .copied()
-            .unwrap_or_default()
-            .to_string();
-        let codes: Vec<String> = rows.iter().map(|&i| opcode(hlo, name.value(i))).collect();
-        // Per thunk name, then per opcode: sort by (key, execution, device) and sum runs.
-        let at = |r: usize| (exec.value(rows[r]), dev.value(rows[r]));
-        let d = |r: usize| dur.value(rows[r]);
-        let by_thunk = sum_per_execution(rows.len(), |r| name.value(rows[r]), at, d);
-        let by_code = sum_per_execution(rows.len(), |r| codes[r].as_str(), at, d);
-        for (thunk, v) in by_thunk {
-            out.thunks
-                .push((program.to_string(), module.clone(), thunk, v));
-        }
-        for (code, v) in by_code {
-            out.ops.push((program.to_string(), module.clone(), code, v));
-        }
-    }
-    out
-}
-
-/// Per key, the sums of `dur` per (execution, device), in (execution, device) order.
-fn sum_per_execution<'k>(
-    n: usize,
-    key: impl Fn(usize) -> &'k str,
-    at: impl Fn(usize) -> (i32, i32),
-    dur: impl Fn(usize) -> i64,
-) -> Vec<(String, Vec<i64>)> {
-    let mut out: Vec<(String, Vec<i64>)> = Vec::new();
-    for ((k, _), idx) in group_by(n, |r| (key(r), at(r))) {
-        let total: i64 = idx.iter().map(|&r| dur(r)).sum();
-        match out.last_mut() {
-            Some((last, v)) if last == k => v.push(total),
-            _ => out.push((k.to_string(), vec![total])),
-        }
-    }
-    out
 }
 
 // ---------------------------------------------------------------- one side's series
@@ -339,11 +234,5 @@ mod tests {
         assert_eq!(human_bytes(1536), "1536 B (1.50 KiB)");
         assert_ne!(human_bytes(7_012_352), human_bytes(7_012_353));
         assert_eq!(human_bytes(100), "100 B");
-    }
-
-    #[test]
-    fn opcode_falls_back_to_the_name_stem() {
-        assert_eq!(opcode(None, "all-gather-start.3"), "all-gather-start");
-        assert_eq!(opcode(None, "custom"), "custom");
     }
 }

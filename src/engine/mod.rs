@@ -8,15 +8,19 @@
 
 pub mod filememo;
 pub mod key;
+pub mod node;
 pub mod runlog;
 pub mod store;
 pub mod value;
 
 pub use key::{Key, KeyBuilder};
+pub(crate) use node::node_kind;
+pub use node::{Keep, Node};
 pub use runlog::{NodeRecord, RunLog, RunRecord, Status};
 pub use store::Store;
 pub use value::Value;
 
+use crate::error::Failure;
 use anyhow::Result;
 use std::any::Any;
 use std::collections::HashMap;
@@ -52,7 +56,7 @@ pub mod versions {
 type Shared = Arc<dyn Any + Send + Sync>;
 
 /// In-process results by node: concurrent requests for the same key compute once.
-type Cells = Mutex<HashMap<(String, Key), Arc<OnceLock<Result<Shared, String>>>>>;
+type Cells = Mutex<HashMap<(String, Key), Arc<OnceLock<Result<Shared, Failure>>>>>;
 
 /// Values of volatile nodes, alive only as long as someone holds them.
 type Held = Mutex<HashMap<(String, Key), Weak<dyn Any + Send + Sync>>>;
@@ -115,11 +119,53 @@ impl Engine {
         self.memo.record(path, "written-output", key)
     }
 
+    /// The key and value of `node`, kept as its kind says ([`Keep::Stored`] or
+    /// [`Keep::Volatile`]; see [`Engine::node`] and [`Engine::volatile_node`]).
+    pub fn compute<N: Node>(
+        &self,
+        node: &N,
+        label: &str,
+        compute: impl FnOnce() -> Result<N::Value>,
+    ) -> Result<(Key, Arc<N::Value>)>
+    where
+        N::Value: Value,
+    {
+        let key = node.key();
+        let value = match N::KEEP {
+            Keep::Stored => self.node(node.kind(), label, key, compute),
+            Keep::Volatile => self.volatile_node(node.kind(), label, key, compute),
+            Keep::Transient => self.transient(node.kind(), label, key, compute),
+        }?;
+        Ok((key, value))
+    }
+
+    /// The key and value of a node whose values are never stored ([`Keep::Transient`]).
+    pub fn compute_transient<N: Node>(
+        &self,
+        node: &N,
+        label: &str,
+        compute: impl FnOnce() -> Result<N::Value>,
+    ) -> Result<(Key, Arc<N::Value>)> {
+        debug_assert_eq!(N::KEEP, Keep::Transient, "{} is stored", node.kind());
+        let key = node.key();
+        Ok((key, self.transient(node.kind(), label, key, compute)?))
+    }
+
+    /// Whether the store holds a value for `node` (without reading it).
+    pub fn is_stored<N: Node>(&self, node: &N) -> bool {
+        self.stored(node.kind(), &node.key())
+    }
+
+    /// Whether the store holds a value of kind `kind` for `key`.
+    pub fn stored(&self, kind: &str, key: &Key) -> bool {
+        self.store.as_ref().is_some_and(|s| s.contains(kind, key))
+    }
+
     /// The value of node `(kind, key)`: from the store when present and intact, else computed
     /// by `compute`, stored and recorded as executed. Within one process, concurrent and later
     /// requests for the same node share one computation (nodes of identical content, such as
     /// the same HLO dump in several ranks, are computed once).
-    pub fn node<T: Value>(
+    fn node<T: Value>(
         &self,
         kind: &str,
         label: &str,
@@ -135,7 +181,7 @@ impl Engine {
     /// only while some caller still holds it, so that a run over many processes keeps only
     /// the frames in use in memory. A later request after the last holder let go loads it
     /// from the store again.
-    pub fn volatile_node<T: Value>(
+    fn volatile_node<T: Value>(
         &self,
         kind: &str,
         label: &str,
@@ -163,7 +209,7 @@ impl Engine {
 
     /// Like [`Engine::node`] for a value that is cheaper to recompute than to store and load
     /// (e.g. a decoded HLO module): shared within the process, never persisted.
-    pub fn transient<T: Send + Sync + 'static>(
+    fn transient<T: Send + Sync + 'static>(
         &self,
         kind: &str,
         label: &str,
@@ -195,9 +241,7 @@ impl Engine {
         let mut ran = false;
         let result = cell.get_or_init(|| {
             ran = true;
-            compute()
-                .map(|v| v as Shared)
-                .map_err(|e| crate::error::one_line(&e))
+            compute().map(|v| v as Shared).map_err(Failure::from)
         });
         if !ran {
             self.record(kind, label, key, Status::Reused, Instant::now());
@@ -207,7 +251,7 @@ impl Engine {
                 .clone()
                 .downcast::<T>()
                 .expect("one value type per node kind")),
-            Err(e) => Err(anyhow::anyhow!("{e}")),
+            Err(e) => Err(e.clone().into()),
         }
     }
 

@@ -1,0 +1,268 @@
+//! Shares: the per-process map step of the analyses (and of `compare`). A share reads one
+//! process — its steady-state GPU frames or its compile frame — and is a stored node of its
+//! own, keyed by what it reads, so a run with one more process computes one more share per
+//! analysis and reads the others from the store. The reduce of an analysis reads the shares
+//! of every process through [`RunShares`].
+
+use std::any::Any;
+use std::sync::Arc;
+
+use anyhow::{Result, anyhow};
+use arrow::array::RecordBatch;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::engine::node::{Keep, Node};
+use crate::engine::value::Value;
+use crate::engine::{Engine, Key, KeyBuilder};
+use crate::frames::gpu::Programs;
+use crate::frames::warmup::Steady;
+
+/// What of a process a share reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reads {
+    /// The steady-state module and thunk frames (split with the run's warm-up context), the
+    /// remarks made building them and, on demand, the decoded HLO of its programs.
+    Gpu,
+    /// The compile frame (push/pop ranges of the compiler).
+    Compile,
+}
+
+/// One process as a share's map step sees it.
+pub struct ProcessView<'a> {
+    /// The process, as notes name it (archive file and stem).
+    pub label: &'a str,
+    /// [`Reads::Gpu`]: the steady-state frames; None when the process has no GPU projection
+    /// (an NVTX-only capture).
+    pub steady: Option<&'a Steady>,
+    /// [`Reads::Gpu`]: the remarks made building the frames, each naming the process.
+    pub frame_notes: &'a [String],
+    /// [`Reads::Compile`]: the compile frame; None without push/pop ranges.
+    pub compile: Option<&'a RecordBatch>,
+    /// [`Reads::Gpu`]: the decoded HLO of the process's programs (decoded on first use).
+    pub programs: &'a (dyn Fn() -> Result<Arc<Programs>> + 'a),
+}
+
+/// The map step of an analysis, for one process.
+pub trait Share: Sync + 'static {
+    /// The node kind of its values.
+    const KIND: &'static str;
+    /// The source files its map step is made of (its version).
+    const SOURCES: &'static [&'static str];
+    const READS: Reads;
+    /// Its parameters (`()` for none); part of the key.
+    type Param: Serialize + DeserializeOwned + Default + Send + Sync;
+    type Value: Value + Clone;
+
+    fn map(&self, p: &ProcessView, param: &Self::Param) -> Result<Self::Value>;
+
+    /// For a share whose values add up (the compile-time sums): the sum of `parts`. The graph
+    /// then stores sums of groups of processes, so a reduce over many processes reads one
+    /// stored sum per group.
+    fn add_up(&self, _parts: &[Self::Value]) -> Option<Self::Value> {
+        None
+    }
+}
+
+/// A share's value with its type erased.
+pub type AnyValue = Arc<dyn Any + Send + Sync>;
+
+/// What, besides its kind and version, a share node's key is made of (the graph computes it).
+#[derive(Clone, Debug)]
+pub struct ShareInputs {
+    /// The key of what the share reads: the process's GPU frames or compile frame.
+    pub frames: Key,
+    /// The part of the run's warm-up context this process's split depends on (GPU shares).
+    pub context: Key,
+    /// The share's parameters, canonical JSON.
+    pub param: String,
+    /// The process label (shares carry notes naming their process).
+    pub label: String,
+}
+
+/// The node of one process's share of `S`.
+pub struct ShareNode<'a, S> {
+    pub share: &'a S,
+    pub inputs: &'a ShareInputs,
+}
+
+impl<S: Share> Node for ShareNode<'_, S> {
+    type Value = S::Value;
+    const KEEP: Keep = Keep::Stored;
+    fn kind(&self) -> &str {
+        S::KIND
+    }
+    fn sources(&self) -> &[&'static str] {
+        S::SOURCES
+    }
+    fn recipe(&self, kb: KeyBuilder) -> KeyBuilder {
+        let kb = kb.input(&self.inputs.frames);
+        let kb = match S::READS {
+            Reads::Gpu => kb.input(&self.inputs.context),
+            Reads::Compile => kb,
+        };
+        kb.param("param", &self.inputs.param)
+            .param("label", &self.inputs.label)
+    }
+}
+
+/// The node of the sum of a group of processes' shares of `S` (see [`Share::add_up`]).
+pub struct GroupNode<'a, S> {
+    pub share: &'a S,
+    pub kind: String,
+    /// The keys of the group's shares, in process order.
+    pub members: &'a [Key],
+}
+
+impl<S: Share> Node for GroupNode<'_, S> {
+    type Value = S::Value;
+    const KEEP: Keep = Keep::Stored;
+    fn kind(&self) -> &str {
+        &self.kind
+    }
+    fn sources(&self) -> &[&'static str] {
+        S::SOURCES
+    }
+    fn recipe(&self, kb: KeyBuilder) -> KeyBuilder {
+        kb.inputs(self.members.iter())
+    }
+}
+
+/// A share with its types erased, as the graph schedules and computes it.
+pub trait AnyShare: Sync {
+    fn kind(&self) -> &'static str;
+    fn sources(&self) -> &'static [&'static str];
+    fn reads(&self) -> Reads;
+    /// Its default parameters, canonical JSON.
+    fn default_param(&self) -> String;
+    /// Check parameters given as JSON and write them canonically.
+    fn canonical_param(&self, param: &serde_json::Value) -> Result<String>;
+    fn key(&self, inputs: &ShareInputs) -> Key;
+    /// The map step on one process (parameters as canonical JSON).
+    fn map_view(&self, view: &ProcessView, param: &str) -> Result<Box<dyn Any + Send>>;
+    /// The stored value of the share node, or the one `map` computes (by way of
+    /// [`AnyShare::map_view`]), then stored.
+    fn compute(
+        &self,
+        engine: &Engine,
+        inputs: &ShareInputs,
+        map: &dyn Fn() -> Result<Box<dyn Any + Send>>,
+    ) -> Result<(Key, AnyValue)>;
+    /// The stored or computed sum of a group of shares (None: the share does not add up).
+    fn group(
+        &self,
+        engine: &Engine,
+        label: &str,
+        members: &[Key],
+        parts: &dyn Fn() -> Result<Vec<AnyValue>>,
+    ) -> Result<Option<AnyValue>>;
+}
+
+impl<S: Share> AnyShare for S {
+    fn kind(&self) -> &'static str {
+        S::KIND
+    }
+    fn sources(&self) -> &'static [&'static str] {
+        S::SOURCES
+    }
+    fn reads(&self) -> Reads {
+        S::READS
+    }
+    fn default_param(&self) -> String {
+        serde_json::to_string(&S::Param::default()).expect("plain parameters")
+    }
+    fn canonical_param(&self, param: &serde_json::Value) -> Result<String> {
+        let p: S::Param =
+            serde_json::from_value(param.clone()).map_err(|e| anyhow!("share {}: {e}", S::KIND))?;
+        Ok(serde_json::to_string(&p)?)
+    }
+    fn key(&self, inputs: &ShareInputs) -> Key {
+        ShareNode {
+            share: self,
+            inputs,
+        }
+        .key()
+    }
+    fn map_view(&self, view: &ProcessView, param: &str) -> Result<Box<dyn Any + Send>> {
+        let p: S::Param = serde_json::from_str(param)
+            .map_err(|e| anyhow!("share {}: parameters {param}: {e}", S::KIND))?;
+        Ok(Box::new(self.map(view, &p)?))
+    }
+    fn compute(
+        &self,
+        engine: &Engine,
+        inputs: &ShareInputs,
+        map: &dyn Fn() -> Result<Box<dyn Any + Send>>,
+    ) -> Result<(Key, AnyValue)> {
+        let node = ShareNode {
+            share: self,
+            inputs,
+        };
+        let (key, v) = engine.compute(&node, &inputs.label, || {
+            map()?
+                .downcast::<S::Value>()
+                .map(|b| *b)
+                .map_err(|_| anyhow!("a share value of another type (a bug)"))
+        })?;
+        Ok((key, v))
+    }
+    fn group(
+        &self,
+        engine: &Engine,
+        label: &str,
+        members: &[Key],
+        parts: &dyn Fn() -> Result<Vec<AnyValue>>,
+    ) -> Result<Option<AnyValue>> {
+        if self.add_up(&[]).is_none() {
+            return Ok(None);
+        }
+        let node = GroupNode {
+            share: self,
+            kind: format!("{}-group", S::KIND),
+            members,
+        };
+        let (_, v) = engine.compute(&node, label, || {
+            let parts = parts()?
+                .into_iter()
+                .map(|p| Ok(downcast::<S::Value>(p)?.as_ref().clone()))
+                .collect::<Result<Vec<_>>>()?;
+            Ok(self.add_up(&parts).expect("a share that adds up"))
+        })?;
+        Ok(Some(v))
+    }
+}
+
+/// The typed value behind an erased one.
+pub fn downcast<T: Send + Sync + 'static>(v: AnyValue) -> Result<Arc<T>> {
+    v.downcast::<T>()
+        .map_err(|_| anyhow!("a share value of another type (a bug)"))
+}
+
+/// The shares of every process of a run, as a reduce reads them.
+pub trait RunShares {
+    /// How many processes the run has.
+    fn processes(&self) -> usize;
+    /// Process `i`'s share (parameters as canonical JSON).
+    fn share(&self, share: &dyn AnyShare, param: &str, i: usize) -> Result<AnyValue>;
+    /// The sums of a share over consecutive groups of processes, in process order (for a
+    /// share that adds up).
+    fn group_sums(&self, share: &dyn AnyShare) -> Result<Vec<AnyValue>>;
+}
+
+impl dyn RunShares + '_ {
+    /// Every process's share of `S`, in process order.
+    pub fn all<S: Share>(&self, s: &S, param: &S::Param) -> Result<Vec<Arc<S::Value>>> {
+        let param = serde_json::to_string(param)?;
+        (0..self.processes())
+            .map(|i| downcast::<S::Value>(self.share(s, &param, i)?))
+            .collect()
+    }
+
+    /// The sums of `S` over the run's groups of processes.
+    pub fn sums<S: Share>(&self, s: &S) -> Result<Vec<Arc<S::Value>>> {
+        self.group_sums(s)?
+            .into_iter()
+            .map(downcast::<S::Value>)
+            .collect()
+    }
+}

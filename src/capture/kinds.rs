@@ -1,0 +1,114 @@
+//! The capture's node kinds, declared once: the export of a report, the members derived from
+//! it, the compressed dump files and the import diagnostics a report records.
+
+use crate::engine::value::{Bytes, Files, Tables};
+use crate::engine::{Keep, Key, KeyBuilder, Node, node_kind};
+use crate::formats::archive::{
+    DEVICE_METADATA, PUSHPOP_PARQUET, SYSTEM_METADATA, THREAD_METADATA, TRACE,
+};
+
+/// The tables `nsys export` writes of a report, by this nsys (its version key).
+pub struct ExportNode {
+    pub report: Key,
+    pub nsys_version: Key,
+}
+node_kind!(
+    ExportNode,
+    "nsys-export",
+    ["formats/nsys_export.rs"],
+    Stored,
+    Tables
+);
+impl ExportNode {
+    fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
+        kb.param("nsys-version", self.nsys_version.0)
+            .input(&self.report)
+    }
+}
+
+/// What builds a derived member from the export.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Producer {
+    /// NVTX ranges projected onto the GPU → the trace.
+    Projection,
+    /// CPU push/pop ranges.
+    Pushpop,
+    /// Thread, system and device metadata.
+    Metadata,
+}
+
+impl Producer {
+    /// The producer of a derived member (None for a member that is not derived).
+    pub fn of(member: &str) -> Option<Producer> {
+        match member {
+            TRACE => Some(Producer::Projection),
+            PUSHPOP_PARQUET => Some(Producer::Pushpop),
+            THREAD_METADATA | SYSTEM_METADATA | DEVICE_METADATA => Some(Producer::Metadata),
+            _ => None,
+        }
+    }
+}
+
+/// The members one producer derives from an export (by file name).
+pub struct DerivedNode {
+    pub producer: Producer,
+    pub export: Key,
+}
+
+impl Node for DerivedNode {
+    type Value = Files;
+    const KEEP: Keep = Keep::Stored;
+    fn kind(&self) -> &str {
+        match self.producer {
+            Producer::Projection => "projection",
+            Producer::Pushpop => "pushpop",
+            Producer::Metadata => "metadata",
+        }
+    }
+    fn sources(&self) -> &[&'static str] {
+        match self.producer {
+            Producer::Projection => &["capture/projection/", "formats/trace.rs", "formats/mod.rs"],
+            Producer::Pushpop => &[
+                "capture/projection/",
+                "formats/pushpop.rs",
+                "formats/mod.rs",
+            ],
+            Producer::Metadata => &["formats/metadata.rs", "formats/mod.rs"],
+        }
+    }
+    fn recipe(&self, kb: KeyBuilder) -> KeyBuilder {
+        kb.input(&self.export)
+    }
+}
+
+/// One dump file, xz-compressed at a preset.
+pub struct DumpXzNode {
+    pub content: Key,
+    pub preset: u32,
+}
+node_kind!(DumpXzNode, "dump-xz", ["capture/mod.rs"], Stored, Bytes);
+impl DumpXzNode {
+    fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
+        kb.param("preset", self.preset.to_le_bytes())
+            .input(&self.content)
+    }
+}
+
+/// The import errors a report records (JSON list of strings), read by this nsys.
+pub struct ImportDiagnosticsNode {
+    pub report: Key,
+    pub nsys_version: Key,
+}
+node_kind!(
+    ImportDiagnosticsNode,
+    "import-diagnostics",
+    ["capture/import_check.rs"],
+    Stored,
+    Bytes
+);
+impl ImportDiagnosticsNode {
+    fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
+        kb.param("nsys-version", self.nsys_version.0)
+            .input(&self.report)
+    }
+}

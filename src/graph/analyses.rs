@@ -1,0 +1,139 @@
+//! The analyses of a run: any registered analysis (its reduce over the shares of every
+//! process; [`crate::analyses::Registered`]) and analysis scripts.
+
+use crate::analyses::{self, AnalysisOutput, Reads, Registered};
+use crate::formats::archive::Archive;
+use anyhow::Result;
+use std::sync::Arc;
+
+use super::capture::archive_contents;
+use super::frames::{compile_frame_key, compiled_key, gpu_frames_key};
+use super::kinds::{AnalysisNode, NONE, ScriptNode};
+use super::members::member_keys;
+use super::shares::RunView;
+use super::{
+    AnalysisSpec, Db, Graph, InputArchive, NodeError, NodeResult, Out, Run, ScriptSpec, fail,
+};
+
+/// The node of analysis `a` on `run`: keyed by its parameters and, per process, the keys of
+/// the frames its shares read and of the programs compiled in the process's profile.
+fn analysis_node(
+    db: &Db,
+    run: Run,
+    spec: AnalysisSpec,
+    a: &dyn Registered,
+) -> Result<AnalysisNode, NodeError> {
+    let params = spec.params(db);
+    let uses = fail(a.shares(params))?;
+    let gpu = uses.iter().any(|u| u.share.reads() == Reads::Gpu);
+    let compile = uses.iter().any(|u| u.share.reads() == Reads::Compile);
+    let mut inputs = Vec::new();
+    for &p in run.processes(db) {
+        if gpu {
+            inputs.push(gpu_frames_key(db, p)?.unwrap_or(NONE));
+        }
+        if compile {
+            inputs.push(compile_frame_key(db, p)?.unwrap_or(NONE));
+        }
+        inputs.push(compiled_key(db, p)?);
+    }
+    Ok(AnalysisNode {
+        kind: format!("analysis:{}", a.name()),
+        sources: a.sources(),
+        params: params.clone(),
+        inputs,
+    })
+}
+
+fn registered(db: &Db, spec: AnalysisSpec) -> Result<&'static dyn Registered, NodeError> {
+    analyses::find(spec.name(db)).ok_or_else(|| {
+        NodeError::from(anyhow::anyhow!(
+            "unknown analysis {:?} (built in: {}; or the path of a script)",
+            spec.name(db),
+            analyses::builtin_names()
+        ))
+    })
+}
+
+/// Whether the output of a registered analysis is stored (computes nothing).
+pub fn analysis_is_stored(db: &Db, run: Run, spec: AnalysisSpec) -> Result<bool> {
+    let Some(a) = analyses::find(spec.name(db)) else {
+        return Ok(false);
+    };
+    Ok(db.engine().is_stored(&analysis_node(db, run, spec, a)?))
+}
+
+/// Run one registered analysis.
+#[salsa::tracked(returns(clone))]
+pub fn analysis(db: &dyn Graph, run: Run, spec: AnalysisSpec) -> NodeResult<AnalysisOutput> {
+    let db = db.db();
+    let a = registered(db, spec)?;
+    let node = analysis_node(db, run, spec, a)?;
+    let (key, value) = fail(
+        db.engine()
+            .compute(&node, "", || a.run(&RunView { db, run }, spec.params(db))),
+    )?;
+    Ok(Out { key, value })
+}
+
+/// Run an external analysis script on the run's inputs (memoised on the script's content,
+/// its arguments and the input archives' keys).
+#[salsa::tracked(returns(clone))]
+pub fn script_analysis(
+    db: &dyn Graph,
+    run: Run,
+    spec: ScriptSpec,
+) -> NodeResult<analyses::external::ScriptOutput> {
+    let db = db.db();
+    let mut archives: Vec<InputArchive> = Vec::new();
+    for &p in run.processes(db) {
+        if !archives.contains(&p.archive(db)) {
+            archives.push(p.archive(db));
+        }
+    }
+    let mut inputs = Vec::new();
+    for a in &archives {
+        inputs.push(a.file_key(db));
+        if db.ctx.archives[a.index(db)].is_capture() {
+            // What the script sees of a capture also depends on the nsys that exports it.
+            inputs.push(member_keys(db, *a)?.key);
+        }
+    }
+    let name = analyses::external::script_name(spec.path(db));
+    let node = ScriptNode {
+        kind: format!("analysis-script:{name}"),
+        script: spec.script_key(db),
+        args: serde_json::to_string(spec.args(db)).unwrap_or_default(),
+        inputs,
+    };
+    let (key, value) = fail(db.engine().compute(&node, "", || {
+        let tmp = crate::tmpfiles::ScratchDir::new("script")?;
+        // A capture is shown to the script as the archive it makes.
+        let mut opened: Vec<Arc<Archive>> = Vec::new();
+        for (i, a) in archives.iter().enumerate() {
+            let archive = db.ctx.archives[a.index(db)].clone();
+            if !archive.is_capture() {
+                opened.push(archive);
+                continue;
+            }
+            let p = *run
+                .processes(db)
+                .iter()
+                .find(|p| p.archive(db) == *a)
+                .expect("every archive has a process");
+            let contents = archive_contents(db, p, true)?;
+            let stem = archive
+                .path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| format!("capture{i}"));
+            let dir = tmp.path().join("captures").join(&stem);
+            crate::formats::archive_writer::write_dir(&contents.entries, &dir)?;
+            opened.push(Arc::new(Archive::open(&dir)?));
+        }
+        let refs: Vec<&Archive> = opened.iter().map(|a| a.as_ref()).collect();
+        let folder = analyses::external::materialize(&refs, &tmp.path().join("archive"))?;
+        analyses::external::run_script(spec.path(db), spec.args(db), &folder)
+    }))?;
+    Ok(Out { key, value })
+}

@@ -1,0 +1,323 @@
+//! The frames of each process — module and thunk frames from its GPU projection, the compile
+//! frame from its push/pop ranges — and the run's warm-up context, which splits every
+//! process's frames into warm-up and steady state (docs/design.md, "Formulas").
+
+use crate::engine::value::{JsonValue, Tables};
+use crate::engine::{Key, Node};
+use crate::formats::archive;
+use crate::formats::{pushpop, trace};
+use crate::frames;
+use anyhow::Context;
+use arrow::array::{Array, AsArray, RecordBatch, StringArray};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::hlo::{programs, programs_key, programs_map};
+use super::kinds::{
+    CompileFrameNode, CompiledProgramsNode, GpuFramesNode, ProcessFactsNode, WarmupContextNode,
+};
+use super::members::{in_member, member_key, read_member};
+use super::{Db, Graph, NodeError, NodeResult, Out, Process, Run, fail};
+
+type Result<T, E = anyhow::Error> = std::result::Result<T, E>;
+
+fn gpu_frames_node(db: &Db, p: Process) -> Result<Option<GpuFramesNode>, NodeError> {
+    let Some((_, trace)) = member_key(db, p, archive::TRACE)? else {
+        return Ok(None);
+    };
+    Ok(Some(GpuFramesNode {
+        trace,
+        threads: member_key(db, p, archive::THREAD_METADATA)?.map(|t| t.1),
+        programs: programs_key(db, p)?,
+        position: p.position(db),
+    }))
+}
+
+/// Whether the GPU frames of `p` are stored (false without any).
+pub(super) fn gpu_frames_stored(db: &Db, p: Process) -> Result<bool, NodeError> {
+    Ok(gpu_frames_node(db, p)?.is_some_and(|n| db.engine().is_stored(&n)))
+}
+
+/// Whether the compile frame of `p` is stored (false without any).
+pub(super) fn compile_frame_stored(db: &Db, p: Process) -> Result<bool, NodeError> {
+    Ok(pushpop_member(db, p)?
+        .is_some_and(|(_, pushpop)| db.engine().is_stored(&CompileFrameNode { pushpop })))
+}
+
+/// The key of a process's GPU frames (None for an NVTX-only capture).
+pub fn gpu_frames_key(db: &Db, p: Process) -> Result<Option<Key>, NodeError> {
+    Ok(gpu_frames_node(db, p)?.map(|n| n.key()))
+}
+
+/// Module and thunk frames of one process (None for an NVTX-only capture). A volatile node:
+/// not memoised beyond its holders, so that only the frames of the processes being worked on
+/// are in memory (the small per-process results computed from them are memoised).
+pub fn gpu_frames(db: &Db, p: Process) -> Result<Option<Out<Tables>>, NodeError> {
+    let Some(node) = gpu_frames_node(db, p)? else {
+        return Ok(None);
+    };
+    let label = p.label(db);
+    let (key, value) = fail(db.engine().compute(&node, &label, || {
+        let member = p.resolve(db, archive::TRACE).expect("key found it");
+        let ranges = in_member(db, p, &member, trace::read(read_member(db, p, &member)?))?;
+        let threads = match p.resolve(db, archive::THREAD_METADATA) {
+            Some(m) => in_member(
+                db,
+                p,
+                &m,
+                trace::read_thread_metadata(read_member(db, p, &m)?),
+            )?,
+            None => trace::ThreadNames {
+                pid: vec![],
+                tid: vec![],
+                name: vec![],
+            },
+        };
+        let progs = programs(db, p)?;
+        let mut map = programs_map(&progs.value);
+        let archive = p.archive_ref(db);
+        map.dump = match archive.capture_dump() {
+            Some(d) => Some(d.display().to_string()),
+            None if !archive.dump_files(p.stem(db).as_deref()).is_empty() => {
+                Some(format!("{}: dump/", archive.path.display()))
+            }
+            None => None,
+        };
+        let f = match frames::gpu::build(&ranges, &threads, &map, p.position(db) as i32) {
+            // Names the dump already.
+            Err(e) if e.is::<frames::gpu::DumpMismatch>() => Err(e),
+            r => in_member(db, p, &member, r),
+        }?;
+        Ok(Tables(vec![
+            ("module".into(), f.module),
+            ("thunk".into(), f.thunk),
+            ("notes".into(), notes_batch(&f.notes.0)),
+        ]))
+    }))?;
+    Ok(Some(Out { key, value }))
+}
+
+pub fn notes_batch(notes: &[String]) -> RecordBatch {
+    RecordBatch::try_from_iter(vec![(
+        "note",
+        Arc::new(StringArray::from_iter_values(notes.iter())) as _,
+    )])
+    .expect("one string column")
+}
+
+pub fn notes_of(t: &Tables) -> Vec<String> {
+    t.get("notes")
+        .map(|b| {
+            b.column(0)
+                .as_string::<i32>()
+                .iter()
+                .flatten()
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+// ---------------------------------------------------------------- compile frame
+
+fn pushpop_member(db: &Db, p: Process) -> Result<Option<(String, Key)>, NodeError> {
+    if let Some(m) = member_key(db, p, archive::PUSHPOP_PARQUET)? {
+        return Ok(Some(m));
+    }
+    member_key(db, p, archive::PUSHPOP_CSV_XZ)
+}
+
+/// The key of a process's compile frame (None without push/pop ranges).
+pub fn compile_frame_key(db: &Db, p: Process) -> Result<Option<Key>, NodeError> {
+    Ok(pushpop_member(db, p)?.map(|(_, pushpop)| CompileFrameNode { pushpop }.key()))
+}
+
+/// The compile frame of one process (None without push/pop ranges). Volatile, as
+/// [`gpu_frames`].
+pub fn compile_frame(db: &Db, p: Process) -> Result<Option<Out<Tables>>, NodeError> {
+    let Some((_, pushpop)) = pushpop_member(db, p)? else {
+        return Ok(None);
+    };
+    let label = p.label(db);
+    let (key, value) = fail(
+        db.engine()
+            .compute(&CompileFrameNode { pushpop }, &label, || {
+                let (member, _) = pushpop_member(db, p)?.expect("key found it");
+                let bytes = read_member(db, p, &member)?;
+                let raw = in_member(
+                    db,
+                    p,
+                    &member,
+                    // In a combined archive the member is `report_nvtx_pushpop_trace.csv.xz/<stem>`.
+                    if member.starts_with(archive::PUSHPOP_CSV_XZ) {
+                        pushpop::read_csv_xz(&bytes)
+                    } else {
+                        pushpop::read_parquet(&bytes)
+                    },
+                )?;
+                let frame = in_member(db, p, &member, frames::compile::build_compile_frame(&raw))?;
+                Ok(Tables(vec![("compile".into(), frame)]))
+            }),
+    )?;
+    Ok(Some(Out { key, value }))
+}
+
+fn compiled_node(db: &Db, p: Process) -> Result<CompiledProgramsNode, NodeError> {
+    Ok(CompiledProgramsNode {
+        compile_frame: compile_frame_key(db, p)?,
+        programs: programs_key(db, p)?,
+    })
+}
+
+/// The key of [`compiled_programs`].
+pub fn compiled_key(db: &Db, p: Process) -> Result<Key, NodeError> {
+    Ok(compiled_node(db, p)?.key())
+}
+
+/// Stable ids of the programs whose compilation one process's profile contains.
+#[salsa::tracked(returns(clone))]
+pub fn compiled_programs(db: &dyn Graph, p: Process) -> NodeResult<Vec<String>> {
+    let db = db.db();
+    let label = p.label(db);
+    let (key, value) = fail(db.engine().compute(&compiled_node(db, p)?, &label, || {
+        let Some(cf) = compile_frame(db, p)? else {
+            return Ok(vec![]);
+        };
+        let progs = programs(db, p)?;
+        let map = programs_map(&progs.value);
+        let b = cf.value.get("compile").expect("compile table");
+        let ids = b
+            .column_by_name("ProgramId")
+            .context("compile frame has no ProgramId")?;
+        let ids = arrow::compute::cast(ids, &arrow::datatypes::DataType::Int64)?;
+        let ids = ids.as_primitive::<arrow::datatypes::Int64Type>().clone();
+        let names = b
+            .column_by_name("ProgramName")
+            .context("compile frame has no ProgramName")?;
+        let names = names.as_string::<i32>();
+        let mut set = BTreeSet::new();
+        for i in 0..b.num_rows() {
+            if ids.is_valid(i) && ids.value(i) >= 0 {
+                set.insert(map.stable_id(Some(ids.value(i)), names.value(i)));
+            }
+        }
+        Ok(set.into_iter().collect())
+    }))?;
+    Ok(Out { key, value })
+}
+
+// ---------------------------------------------------------------- the warm-up context
+
+/// What the warm-up split of every process needs to know about the others: the programs
+/// compiled in any process's profile, and whether any process communicates (design.md "Formulas").
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct WarmupContext {
+    pub compiled: BTreeSet<String>,
+    pub has_communication: bool,
+}
+impl JsonValue for WarmupContext {}
+
+/// Whether one process's profile has communication (small, stored: the context of a run
+/// with one more process is known without loading the others' frames).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ProcessFacts {
+    pub has_communication: bool,
+    /// The programs this process executes.
+    pub programs: BTreeSet<String>,
+}
+impl JsonValue for ProcessFacts {}
+
+pub(super) fn facts_key(db: &Db, p: Process) -> Result<Key, NodeError> {
+    Ok(ProcessFactsNode {
+        gpu_frames: gpu_frames_key(db, p)?,
+    }
+    .key())
+}
+
+#[salsa::tracked(returns(clone))]
+pub fn process_facts(db: &dyn Graph, p: Process) -> NodeResult<ProcessFacts> {
+    let db = db.db();
+    let node = ProcessFactsNode {
+        gpu_frames: gpu_frames_key(db, p)?,
+    };
+    let (key, value) = fail(db.engine().compute(&node, &p.label(db), || {
+        let Some(g) = gpu_frames(db, p)? else {
+            return Ok(ProcessFacts {
+                has_communication: false,
+                programs: BTreeSet::new(),
+            });
+        };
+        let thunk = g.value.get("thunk").expect("thunk frame");
+        let module = g.value.get("module").expect("module frame");
+        let has_communication = thunk
+            .column_by_name(frames::gpu::COMMUNICATION)
+            .expect("communication column")
+            .as_boolean()
+            .true_count()
+            > 0;
+        let ids = module
+            .column_by_name(frames::gpu::PROGRAM_ID)
+            .expect("program id column")
+            .as_string::<i32>();
+        let programs = ids.iter().flatten().map(str::to_string).collect();
+        Ok(ProcessFacts {
+            has_communication,
+            programs,
+        })
+    }))?;
+    Ok(Out { key, value })
+}
+
+#[salsa::tracked(returns(clone))]
+pub fn warmup_context(db: &dyn Graph, run: Run) -> NodeResult<WarmupContext> {
+    let db = db.db();
+    let mut inputs = Vec::new();
+    for &p in run.processes(db) {
+        inputs.push(facts_key(db, p)?);
+        inputs.push(compiled_key(db, p)?);
+    }
+    let node = WarmupContextNode { inputs };
+    let (key, value) = fail(db.engine().compute(&node, "", || {
+        let mut ctx = WarmupContext::default();
+        for &p in run.processes(db) {
+            ctx.has_communication |= process_facts(db, p)?.value.has_communication;
+            ctx.compiled
+                .extend(compiled_programs(db, p)?.value.iter().cloned());
+        }
+        Ok(ctx)
+    }))?;
+    Ok(Out { key, value })
+}
+
+/// The steady-state frames of one process (its GPU frames `g`), split with the run's
+/// warm-up context.
+pub(super) fn steady_frames(
+    db: &Db,
+    run: Run,
+    p: Process,
+    g: &Out<Tables>,
+) -> Result<frames::warmup::Steady, NodeError> {
+    let ctx = warmup_context(db, run)?;
+    let mut steady = fail(frames::warmup::steady_state_in(
+        g.value.get("module").expect("module frame"),
+        g.value.get("thunk").expect("thunk frame"),
+        &ctx.value.compiled,
+        ctx.value.has_communication,
+    ))?;
+    let label = p.label(db);
+    steady.notes = steady
+        .notes
+        .iter()
+        .map(|n| format!("{label}: {n}"))
+        .collect();
+    Ok(steady)
+}
+
+/// The remarks made while building a process's GPU frames `g`, prefixed with its `label`.
+pub(super) fn frame_notes(g: &Out<Tables>, label: &str) -> Vec<String> {
+    notes_of(&g.value)
+        .into_iter()
+        .map(|n| format!("{label}: {n}"))
+        .collect()
+}

@@ -1,0 +1,204 @@
+//! The programs of each process: its HLO dumps decoded with the archive's protobuf schema
+//! (each distinct dump once), and the Python source files their stack frames name.
+
+use crate::engine::{Engine, Key, Node};
+use crate::error::Place;
+use crate::formats::archive::Archive;
+use crate::formats::hlo::{self, HloModuleInfo};
+use crate::frames;
+use anyhow::{Context, Result};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::kinds::{HloModuleNode, HloSchemaNode, ProgramsNode, ProtosNode, SourceNamesNode};
+use super::members::member_keys;
+use super::{Db, Graph, InputArchive, NodeError, NodeResult, Out, Process, fail};
+use crate::engine::value::Bytes;
+
+/// The `.proto` sources that decode an archive's HLO dumps: the archive's own `protos/` when
+/// it has one (member paths), else the project's (None).
+fn proto_members(archive: &Archive) -> Option<Vec<String>> {
+    let m: Vec<String> = archive
+        .members_under("protos")
+        .filter(|m| m.ends_with(".proto"))
+        .map(str::to_string)
+        .collect();
+    (!m.is_empty()).then_some(m)
+}
+
+/// The node of an archive's compiled schema: the project's `.proto` files by content, or the
+/// archive's by member key.
+fn protos_node(db: &Db, a: InputArchive, archive: &Archive) -> Result<ProtosNode, NodeError> {
+    let files = match proto_members(archive) {
+        None => hlo::builtin_proto_sources(),
+        Some(members) => {
+            let keys = member_keys(db, a)?;
+            members
+                .iter()
+                .map(|m| Ok((m.clone(), fail(keys.value.get(m))?.0.to_vec())))
+                .collect::<Result<_, NodeError>>()?
+        }
+    };
+    Ok(ProtosNode { files })
+}
+
+/// The key of an archive's compiled schema (computed from member keys; compiles nothing).
+#[salsa::tracked(returns(clone))]
+pub fn schema_key(db: &dyn Graph, a: InputArchive) -> std::result::Result<Key, NodeError> {
+    let db = db.db();
+    let archive = db.ctx.archives[a.index(db)].clone();
+    Ok(protos_node(db, a, &archive)?.key())
+}
+
+/// The compiled protobuf schema used to decode a process's HLO dumps: the archive's own
+/// `protos/` when it has one, else the project's.
+#[salsa::tracked(returns(clone))]
+pub fn schema(db: &dyn Graph, a: InputArchive) -> NodeResult<Bytes> {
+    let db = db.db();
+    let archive = db.ctx.archives[a.index(db)].clone();
+    let node = protos_node(db, a, &archive)?;
+    let (key, value) = fail(db.engine().compute(&node, "", || {
+        let files = match proto_members(&archive) {
+            None => hlo::builtin_proto_sources(),
+            Some(members) => members
+                .iter()
+                .map(|m| Ok((m["protos/".len()..].to_string(), archive.read(m)?)))
+                .collect::<Result<Vec<_>>>()?,
+        };
+        hlo::compile_protos(&files)
+            .map(Bytes)
+            .with_context(|| format!("{}: protos/", archive.path.display()))
+    }))?;
+    Ok(Out { key, value })
+}
+
+/// The after-optimizations HLO dumps of a process: (member path, content key).
+pub(super) fn hlo_members(
+    db: &Db,
+    p: Process,
+) -> std::result::Result<Vec<(String, Key)>, NodeError> {
+    let keys = member_keys(db, p.archive(db))?;
+    let mut out = Vec::new();
+    for (file, member) in p.archive_ref(db).dump_files(p.stem(db).as_deref()) {
+        let file = file.strip_suffix(".xz").unwrap_or(&file);
+        if hlo::is_after_optimizations(file) && hlo::parse_dump_file_name(file).is_some() {
+            out.push((member.clone(), fail(keys.value.get(&member))?));
+        }
+    }
+    Ok(out)
+}
+
+pub(super) fn programs_key(db: &Db, p: Process) -> std::result::Result<Key, NodeError> {
+    Ok(ProgramsNode {
+        schema: schema_key(db, p.archive(db))?,
+        members: hlo_members(db, p)?.into_iter().map(|(_, k)| k).collect(),
+    }
+    .key())
+}
+
+/// The decoding plan of an archive's schema (built once per schema content).
+pub(super) fn hlo_schema(
+    db: &Db,
+    a: InputArchive,
+) -> std::result::Result<Arc<hlo::HloSchema>, NodeError> {
+    let compiled = schema(db, a)?;
+    let archive = db.ctx.archives[a.index(db)].clone();
+    let node = HloSchemaNode {
+        protos: compiled.key,
+    };
+    let (_, schema) = fail(db.engine().compute_transient(&node, "", || {
+        hlo::HloSchema::from_descriptor_set(&compiled.value.0)
+            .with_context(|| format!("{}: protos/", archive.path.display()))
+    }))?;
+    Ok(schema)
+}
+
+/// Decode one dump file (an [`HloModuleNode`]).
+pub(super) fn decode_dump(
+    engine: &Engine,
+    archive: &Archive,
+    schema: &hlo::HloSchema,
+    schema_key: &Key,
+    member: &str,
+    content: &Key,
+) -> Result<Arc<HloModuleInfo>> {
+    let node = HloModuleNode {
+        schema: *schema_key,
+        content: *content,
+    };
+    let file = member
+        .rsplit('/')
+        .find(|s| s.contains(".hlo.pb"))
+        .unwrap_or(member);
+    let (_, module) = engine.compute_transient(&node, file, || {
+        let raw = archive.read(member)?;
+        let bytes = if member.contains(".xz") {
+            crate::formats::limits::xz_decompress(&raw)
+        } else {
+            Ok(raw)
+        };
+        bytes
+            .and_then(|b| hlo::decode_hlo(schema, &b))
+            .context(Place::member(&archive.path, member))
+    })?;
+    Ok(module)
+}
+
+/// The decoded after-optimizations HLO of every module a process dumped.
+#[salsa::tracked(returns(clone))]
+pub fn programs(db: &dyn Graph, p: Process) -> NodeResult<Vec<Arc<HloModuleInfo>>> {
+    use rayon::prelude::*;
+    let db = db.db();
+    let key = programs_key(db, p)?;
+    let schema_key = schema_key(db, p.archive(db))?;
+    let members = hlo_members(db, p)?;
+    let archive = p.archive_ref(db);
+    let schema = if members.is_empty() {
+        None
+    } else {
+        Some(hlo_schema(db, p.archive(db))?)
+    };
+    let engine = db.engine();
+    let value: Vec<Arc<HloModuleInfo>> = fail(
+        members
+            .par_iter()
+            .map(|(member, content)| {
+                let schema = schema.as_ref().expect("members imply a schema");
+                decode_dump(engine, &archive, schema, &schema_key, member, content)
+            })
+            .collect::<Result<Vec<_>>>(),
+    )?;
+    Ok(Out {
+        key,
+        value: Arc::new(value),
+    })
+}
+
+/// The file names of a process's HLO stack frames (the Python sources of its programs),
+/// sorted and distinct.
+#[salsa::tracked(returns(clone))]
+pub fn source_file_names(db: &dyn Graph, p: Process) -> NodeResult<Vec<String>> {
+    let db = db.db();
+    let node = SourceNamesNode {
+        programs: programs_key(db, p)?,
+    };
+    let label = p.label(db);
+    let (key, value) = fail(db.engine().compute(&node, &label, || {
+        let progs = programs(db, p)?;
+        let names: BTreeSet<String> = progs
+            .value
+            .iter()
+            .flat_map(|m| m.stack_frames.file_names.iter().cloned())
+            .collect();
+        Ok(names.into_iter().collect())
+    }))?;
+    Ok(Out { key, value })
+}
+
+pub(super) fn programs_map(infos: &[Arc<HloModuleInfo>]) -> frames::gpu::Programs {
+    let mut p = frames::gpu::Programs::default();
+    for m in infos {
+        p.by_id.insert(m.id, m.clone());
+    }
+    p
+}

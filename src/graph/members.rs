@@ -1,0 +1,109 @@
+//! Archive members: their content keys (one node per zip archive; a capture's derived
+//! members are keyed from its report and the nsys version, without exporting anything) and
+//! their bytes.
+
+use crate::capture;
+use crate::engine::value::JsonValue;
+use crate::engine::{Key, KeyBuilder};
+use crate::error::Place;
+use crate::formats::archive::{self, Archive, MemberKeys};
+use anyhow::{Context, Result};
+use std::sync::Arc;
+
+use super::kinds::MemberKeysNode;
+use super::{Db, Graph, InputArchive, NodeError, NodeResult, Out, Process, fail};
+
+impl JsonValue for Vec<String> {}
+
+/// Content keys of every member of an archive.
+#[salsa::tracked(returns(clone))]
+pub fn member_keys(db: &dyn Graph, a: InputArchive) -> NodeResult<MemberKeys> {
+    let db = db.db();
+    let archive = db.ctx.archives[a.index(db)].clone();
+    if archive.is_capture() {
+        return capture_member_keys(db, &archive);
+    }
+    let node = MemberKeysNode {
+        file: a.file_key(db),
+    };
+    let label = archive.path.display().to_string();
+    let (key, value) = fail(db.engine().compute(&node, &label, || {
+        if archive.is_zip() {
+            MemberKeys::compute_zip(&archive)
+        } else {
+            let mut out = std::collections::BTreeMap::new();
+            for m in archive.members() {
+                out.insert(m.to_string(), db.engine().file_key(&archive.path.join(m))?);
+            }
+            Ok(MemberKeys(out))
+        }
+    }))?;
+    Ok(Out { key, value })
+}
+
+/// Member keys of a capture: content keys of the report and dump files, and the keys of the
+/// members derived from the report (from the report's key and the nsys version; nothing is
+/// exported here).
+fn capture_member_keys(db: &Db, archive: &Archive) -> NodeResult<MemberKeys> {
+    let engine = db.engine();
+    let mut out = std::collections::BTreeMap::new();
+    let mut kb = KeyBuilder::new("capture-members", "1");
+    let report_key = fail(engine.file_key(&archive.path))?;
+    let nsys = fail(db.ctx.nsys())?;
+    let export = capture::export_key(&report_key, nsys);
+    for m in archive.members() {
+        let key = match archive.member_file(m) {
+            Some(file) => fail(engine.file_key(&file))?,
+            None => capture::derived_member_key(m, &export).expect("derived member"),
+        };
+        kb = kb.param(m, key.0);
+        out.insert(m.to_string(), key);
+    }
+    Ok(Out {
+        key: kb.finish(),
+        value: Arc::new(MemberKeys(out)),
+    })
+}
+
+pub(super) fn member_key(
+    db: &Db,
+    p: Process,
+    path: &str,
+) -> std::result::Result<Option<(String, Key)>, NodeError> {
+    let Some(m) = p.resolve(db, path) else {
+        return Ok(None);
+    };
+    let keys = member_keys(db, p.archive(db))?;
+    Ok(Some((m.clone(), fail(keys.value.get(&m))?)))
+}
+
+pub(super) fn read_member(db: &Db, p: Process, member: &str) -> Result<Vec<u8>> {
+    read_archive_member(db, &p.archive_ref(db), member)
+}
+
+/// The bytes of a member of an input: read from the archive, or for a member a capture
+/// derives from its report, computed by the capture's nodes.
+pub fn read_archive_member(db: &Db, archive: &Archive, member: &str) -> Result<Vec<u8>> {
+    if archive.is_capture() && archive.member_file(member).is_none() {
+        return Ok(derived_member(db, archive, member)?.unwrap_or_default());
+    }
+    archive.read(member)
+}
+
+/// A member derived from a capture's report (None when the capture has none, e.g. no GPU
+/// projection for an NVTX-only capture; reading the trace then gives an empty one).
+pub fn derived_member(db: &Db, archive: &Archive, member: &str) -> Result<Option<Vec<u8>>> {
+    let engine = db.engine();
+    let report_key = engine.file_key(&archive.path)?;
+    let bytes =
+        capture::derived_member(engine, db.ctx.nsys()?, &archive.path, &report_key, member)?;
+    match (bytes, member) {
+        (None, archive::TRACE) => Ok(Some(capture::empty_trace()?)),
+        (b, _) => Ok(b),
+    }
+}
+
+/// Attach the archive path and member to an error.
+pub(super) fn in_member<T>(db: &Db, p: Process, member: &str, r: Result<T>) -> Result<T> {
+    r.context(Place::member(&p.archive_ref(db).path, member))
+}

@@ -1,0 +1,216 @@
+//! Per-process work in parallel, before the reduces: keying every input archive, decoding the
+//! HLO dumps and building the compile frames (one flat pass over all processes, largest dumps
+//! first), the run's warm-up context, and each process's shares of the requested analyses.
+//! The reduces then find these values memoised.
+
+use crate::analyses::{self, AnyShare, Reads, ShareUse};
+use crate::engine::Key;
+use crate::formats::archive::Archive;
+use crate::formats::hlo;
+use anyhow::Result;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::frames::{
+    compile_frame, compile_frame_stored, compiled_programs, gpu_frames, gpu_frames_stored,
+    process_facts, warmup_context,
+};
+use super::hlo::{decode_dump, hlo_members, hlo_schema, schema_key};
+use super::members::member_keys;
+use super::shares::{share_any, share_inputs};
+use super::{Db, InputArchive, NodeError, Process, Run, fail};
+
+/// The shares that per-process work computes: those the requested analyses read (or that
+/// `compare` reads), each once.
+#[derive(Default)]
+pub struct Needs(Vec<ShareUse>);
+
+impl Needs {
+    pub fn new(uses: impl IntoIterator<Item = ShareUse>) -> Needs {
+        let mut out: Vec<ShareUse> = Vec::new();
+        for u in uses {
+            if !out
+                .iter()
+                .any(|o| o.share.kind() == u.share.kind() && o.param == u.param)
+            {
+                out.push(u);
+            }
+        }
+        Needs(out)
+    }
+
+    /// The shares of the registered analyses among `requests` (name, canonical parameters);
+    /// scripts read the archives themselves.
+    pub fn of<'a>(requests: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Needs> {
+        let mut uses = Vec::new();
+        for (name, params) in requests {
+            if let Some(a) = analyses::find(name) {
+                uses.extend(a.shares(params)?);
+            }
+        }
+        Ok(Needs::new(uses))
+    }
+
+    fn reading(&self, reads: Reads) -> impl Iterator<Item = &ShareUse> {
+        self.0.iter().filter(move |u| u.share.reads() == reads)
+    }
+}
+
+/// Key the members of every input archive, in parallel (top level, outside any query).
+pub fn prepare_archives(db: &Db, run: Run) -> Result<()> {
+    use rayon::prelude::*;
+    let mut archives: Vec<InputArchive> = Vec::new();
+    for &p in run.processes(db) {
+        if !archives.contains(&p.archive(db)) {
+            archives.push(p.archive(db));
+        }
+    }
+    archives
+        .par_iter()
+        .map_with(db.clone(), |db, &a| member_keys(db, a).map(|_| ()))
+        .collect::<std::result::Result<Vec<()>, _>>()?;
+    Ok(())
+}
+
+fn is_stored(db: &Db, run: Run, p: Process, u: &ShareUse) -> Result<bool, NodeError> {
+    let key = u.share.key(&share_inputs(db, run, p, u.share, &u.param)?);
+    Ok(db.engine().stored(u.share.kind(), &key))
+}
+
+/// Compute the per-process nodes of a run in parallel (one thread per process). Called at the
+/// top level, outside any query, before analyses whose results are not stored; the analyses
+/// then find these values memoised.
+pub fn prepare_processes(
+    db: &Db,
+    run: Run,
+    needs: &Needs,
+    on_done: &(dyn Fn() + Sync),
+) -> Result<()> {
+    use rayon::prelude::*;
+    let procs = run.processes(db).clone();
+    // First, in one flat parallel pass, the work that would otherwise make ranks wait for each
+    // other: decoding the HLO dumps (each distinct dump once, largest first) of the ranks whose
+    // frames are not stored yet, and building the compile frames.
+    let engine = db.engine();
+    enum Task {
+        Decode(Arc<Archive>, Arc<hlo::HloSchema>, Key, String, Key, u64),
+        Compile(Process),
+    }
+    let mut tasks = Vec::new();
+    let mut seen = BTreeSet::new();
+    for &p in &procs {
+        if !gpu_frames_stored(db, p)? {
+            let members = hlo_members(db, p)?;
+            if !members.is_empty() {
+                let schema = hlo_schema(db, p.archive(db))?;
+                let schema_key = schema_key(db, p.archive(db))?;
+                let archive = p.archive_ref(db);
+                for (m, content) in members {
+                    if seen.insert((schema_key, content)) {
+                        let size = archive.member_size(&m);
+                        tasks.push(Task::Decode(
+                            archive.clone(),
+                            schema.clone(),
+                            schema_key,
+                            m,
+                            content,
+                            size,
+                        ));
+                    }
+                }
+            }
+        }
+        if !compile_frame_stored(db, p)? {
+            tasks.push(Task::Compile(p));
+        }
+    }
+    tasks.sort_by_key(|t| {
+        std::cmp::Reverse(match t {
+            Task::Decode(.., size) => *size,
+            Task::Compile(_) => u64::MAX,
+        })
+    });
+    tasks
+        .par_iter()
+        .map_with(db.clone(), |db, t| -> Result<(), NodeError> {
+            match t {
+                Task::Decode(archive, schema, schema_key, member, content, _) => {
+                    fail(decode_dump(
+                        engine, archive, schema, schema_key, member, content,
+                    ))?;
+                }
+                Task::Compile(p) => {
+                    // Everything read from the compile frame while it is in memory.
+                    let _frame = compile_frame(db, *p)?;
+                    compiled_programs(db, *p)?;
+                    for u in needs.reading(Reads::Compile) {
+                        share_any(db, run, *p, u.share, &u.param)?;
+                    }
+                }
+            }
+            Ok(())
+        })
+        .collect::<Result<Vec<()>, _>>()?;
+    // Then what the warm-up context of the run needs from each process (small and stored:
+    // a process whose facts are stored is not loaded), the context, and each process's
+    // shares of the analyses (a stored share is not recomputed, and its process's frames are
+    // not loaded).
+    procs
+        .par_iter()
+        .map_with(db.clone(), |db, &p| -> Result<(), NodeError> {
+            process_facts(db, p)?;
+            compiled_programs(db, p)?;
+            Ok(())
+        })
+        .collect::<Result<Vec<()>, _>>()?;
+    warmup_context(db, run)?;
+    procs
+        .par_iter()
+        .map_with(db.clone(), |db, &p| -> Result<(), NodeError> {
+            // The process's frames are loaded once for its missing shares (and not at all
+            // when they are stored), and let go before the next process.
+            let mut missing = false;
+            for u in needs.reading(Reads::Gpu) {
+                missing |= !is_stored(db, run, p, u)?;
+            }
+            let _frames = if missing { gpu_frames(db, p)? } else { None };
+            for u in needs.reading(Reads::Gpu) {
+                share_any(db, run, p, u.share, &u.param)?;
+            }
+            // Stored compile shares are left in the store: the reduces read them (or the
+            // stored sums of whole groups of processes) when they need them.
+            for u in needs.reading(Reads::Compile) {
+                if !is_stored(db, run, p, u)? {
+                    share_any(db, run, p, u.share, &u.param)?;
+                }
+            }
+            on_done();
+            Ok(())
+        })
+        .collect::<Result<Vec<()>, _>>()?;
+    Ok(())
+}
+
+/// Whether every per-process share that `needs` names is stored for every process of the
+/// run (then nothing needs preparing, and no frames are loaded).
+pub fn shares_stored(db: &Db, run: Run, needs: &Needs) -> Result<bool> {
+    if db.engine().store().is_none() {
+        return Ok(false);
+    }
+    for &p in run.processes(db) {
+        for u in &needs.0 {
+            if !is_stored(db, run, p, u)? {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// A share `compare` or an analysis reads, with its default parameters.
+pub fn use_of(share: &'static dyn AnyShare) -> ShareUse {
+    ShareUse {
+        share,
+        param: share.default_param(),
+    }
+}

@@ -1,0 +1,171 @@
+//! The per-process shares of the analyses: one stored node per (share, process), computed
+//! from the process's steady-state GPU frames or its compile frame, and sums of shares over
+//! groups of processes. [`RunView`] is how a reduce reads them.
+
+use crate::analyses::share::{AnyValue, ShareInputs, downcast};
+use crate::analyses::{AnyShare, ProcessView, Reads, RunShares, Share};
+use crate::engine::Key;
+use crate::frames::gpu::Programs;
+use anyhow::Result;
+use std::sync::Arc;
+
+use super::frames::{
+    compile_frame, compile_frame_key, frame_notes, gpu_frames, gpu_frames_key, process_facts,
+    steady_frames, warmup_context,
+};
+use super::hlo::{programs, programs_map};
+use super::kinds::NONE;
+use super::{Db, NodeError, NodeResult, Out, Process, Run, fail};
+
+/// How many consecutive processes' shares are added up into one stored group (for a share
+/// that adds up): a reduce reads one stored sum per group instead of one share per process,
+/// so a run with one more process reads its groups (all but the last unchanged) and the new
+/// share.
+pub const GROUP: usize = 16;
+
+/// What process `p`'s share node is keyed by, besides the share's kind and version.
+pub fn share_inputs(
+    db: &Db,
+    run: Run,
+    p: Process,
+    share: &dyn AnyShare,
+    param: &str,
+) -> Result<ShareInputs, NodeError> {
+    let (frames, context) = match share.reads() {
+        Reads::Gpu => {
+            // Only what the warm-up split of this process depends on (whether the run
+            // communicates, which of the programs it executes were compiled in the run's
+            // profiles), not the context's key: a process joining the run changes the key
+            // but rarely this.
+            let ctx = warmup_context(db, run)?;
+            let facts = process_facts(db, p)?;
+            let relevant: Vec<&String> = ctx
+                .value
+                .compiled
+                .intersection(&facts.value.programs)
+                .collect();
+            let context = Key::of_bytes(
+                &serde_json::to_vec(&(ctx.value.has_communication, relevant)).expect("plain data"),
+            );
+            (gpu_frames_key(db, p)?.unwrap_or(NONE), context)
+        }
+        Reads::Compile => (compile_frame_key(db, p)?.unwrap_or(NONE), NONE),
+    };
+    Ok(ShareInputs {
+        frames,
+        context,
+        param: param.to_string(),
+        label: p.label(db),
+    })
+}
+
+/// Process `p`'s share (parameters as canonical JSON): stored, or computed from its frames.
+pub fn share_any(
+    db: &Db,
+    run: Run,
+    p: Process,
+    share: &dyn AnyShare,
+    param: &str,
+) -> Result<(Key, AnyValue), NodeError> {
+    let inputs = share_inputs(db, run, p, share, param)?;
+    let label = inputs.label.as_str();
+    fail(share.compute(db.engine(), &inputs, &|| {
+        let decoded =
+            || -> Result<Arc<Programs>> { Ok(Arc::new(programs_map(&programs(db, p)?.value))) };
+        let none = [];
+        let mut view = ProcessView {
+            label,
+            steady: None,
+            frame_notes: &none,
+            compile: None,
+            programs: &decoded,
+        };
+        match share.reads() {
+            Reads::Gpu => {
+                let Some(g) = gpu_frames(db, p)? else {
+                    return share.map_view(&view, param);
+                };
+                let steady = steady_frames(db, run, p, &g)?;
+                let notes = frame_notes(&g, label);
+                view.steady = Some(&steady);
+                view.frame_notes = &notes;
+                share.map_view(&view, param)
+            }
+            Reads::Compile => {
+                let frame = compile_frame(db, p)?;
+                view.compile = frame
+                    .as_ref()
+                    .map(|c| c.value.get("compile").expect("compile table"));
+                share.map_view(&view, param)
+            }
+        }
+    }))
+}
+
+/// Process `p`'s share of `S`, typed.
+pub fn share<S: Share>(
+    db: &Db,
+    run: Run,
+    p: Process,
+    s: &S,
+    param: &S::Param,
+) -> NodeResult<S::Value> {
+    let param = fail(serde_json::to_string(param).map_err(anyhow::Error::from))?;
+    let (key, value) = share_any(db, run, p, s, &param)?;
+    Ok(Out {
+        key,
+        value: fail(downcast::<S::Value>(value))?,
+    })
+}
+
+/// The sum of a share over processes `[GROUP g, GROUP g + GROUP)` of a run, in process order
+/// (None when the share does not add up).
+fn group_sum(
+    db: &Db,
+    run: Run,
+    share: &dyn AnyShare,
+    g: usize,
+) -> Result<Option<AnyValue>, NodeError> {
+    let procs = run.processes(db);
+    let members = &procs[g * GROUP..procs.len().min((g + 1) * GROUP)];
+    let param = share.default_param();
+    let keys = members
+        .iter()
+        .map(|&p| Ok(share.key(&share_inputs(db, run, p, share, &param)?)))
+        .collect::<Result<Vec<Key>, NodeError>>()?;
+    let label = format!("processes {}–{}", g * GROUP, g * GROUP + members.len() - 1);
+    fail(share.group(db.engine(), &label, &keys, &|| {
+        members
+            .iter()
+            .map(|&p| Ok(share_any(db, run, p, share, &param)?.1))
+            .collect()
+    }))
+}
+
+/// A run's shares, as a reduce reads them.
+pub struct RunView<'a> {
+    pub db: &'a Db,
+    pub run: Run,
+}
+
+impl RunShares for RunView<'_> {
+    fn processes(&self) -> usize {
+        self.run.processes(self.db).len()
+    }
+
+    fn share(&self, share: &dyn AnyShare, param: &str, i: usize) -> Result<AnyValue> {
+        let p = self.run.processes(self.db)[i];
+        Ok(share_any(self.db, self.run, p, share, param)?.1)
+    }
+
+    fn group_sums(&self, share: &dyn AnyShare) -> Result<Vec<AnyValue>> {
+        let groups = self.processes().div_ceil(GROUP);
+        (0..groups)
+            .map(|g| {
+                group_sum(self.db, self.run, share, g)?.ok_or_else(|| {
+                    anyhow::anyhow!("share {} does not add up (a bug)", share.kind())
+                })
+            })
+            .collect()
+    }
+}
