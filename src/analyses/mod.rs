@@ -5,7 +5,9 @@
 pub mod communication;
 pub mod compilation;
 pub mod external;
+pub mod ops;
 pub mod share;
+pub mod sources;
 pub mod stragglers;
 pub mod summary;
 pub mod thunks;
@@ -26,6 +28,8 @@ pub static REGISTRY: &[&dyn Registered] = &[
     &communication::CommunicationAnalysis,
     &compilation::CompilationAnalysis,
     &stragglers::StragglersAnalysis,
+    &ops::OpsAnalysis,
+    &sources::SourcesAnalysis,
     #[cfg(test)]
     &toy::ToyAnalysis,
 ];

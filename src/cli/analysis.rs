@@ -24,10 +24,11 @@ pub(super) fn open_inputs(
     graph::open_run(engine, &inputs, capture.nsys.path.clone())
 }
 
-/// What the analyses of a run produced: files (relative to the output folder) and, per
-/// analysis, its terminal text.
+/// What the analyses of a run produced: files (relative to the output folder), where each
+/// goes in an archive (`analysis/<analysis>/...`) and, per analysis, its terminal text.
 pub(super) struct AnalysisResults {
     pub files: Vec<(PathBuf, Vec<u8>)>,
+    pub in_archive: Vec<PathBuf>,
     pub texts: Vec<(String, String)>,
 }
 
@@ -57,6 +58,7 @@ pub(super) fn run_analyses(
         result?;
     }
     let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    let mut in_archive: Vec<PathBuf> = Vec::new();
     let mut texts: Vec<(String, String)> = Vec::new();
     for req in requests {
         if req.is_script() {
@@ -69,19 +71,26 @@ pub(super) fn run_analyses(
             let out = graph::script_analysis(db, run, spec).map_err(anyhow::Error::from)?;
             let name = crate::analyses::external::script_name(&path);
             for (rel, bytes) in &out.value.files {
-                files.push((Path::new("analysis").join(&name).join(rel), bytes.clone()));
+                let rel = Path::new("analysis").join(&name).join(rel);
+                in_archive.push(rel.clone());
+                files.push((rel, bytes.clone()));
             }
             texts.push((name, out.value.stdout.clone()));
         } else {
             let spec = AnalysisSpec::new(db, req.name.clone(), req.params.clone());
             let out = graph::analysis(db, run, spec).map_err(anyhow::Error::from)?;
             for (name, content) in &out.value.files {
+                in_archive.push(Path::new("analysis").join(&req.name).join(name));
                 files.push((PathBuf::from(name), content.clone().into_bytes()));
             }
             texts.push((req.name.clone(), out.value.text.clone()));
         }
     }
-    Ok(AnalysisResults { files, texts })
+    Ok(AnalysisResults {
+        files,
+        in_archive,
+        texts,
+    })
 }
 
 /// The summary's "no module executions" line says why when the import was incomplete.
@@ -107,18 +116,8 @@ pub(super) fn analysis_entries(
     results
         .files
         .iter()
-        .map(|(rel, bytes)| {
-            // Built-in analyses name their files `<analysis>.json`; scripts' files already
-            // lie under analysis/<name>/.
-            let rel = if rel.starts_with("analysis") {
-                rel.clone()
-            } else {
-                let stem = rel
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                Path::new("analysis").join(stem).join(rel)
-            };
+        .zip(&results.in_archive)
+        .map(|((_, bytes), rel)| {
             crate::formats::archive_writer::Entry::deflated(
                 rel.to_string_lossy().replace('\\', "/"),
                 bytes.clone(),

@@ -24,6 +24,7 @@ pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<
     let AnalysisResults {
         mut files,
         mut texts,
+        ..
     } = run_analyses(&db, run, &requests)?;
     let import = crate::graph::capture::import_diagnostics(&db, run)?;
     crate::capture::import_check::warn(&import);

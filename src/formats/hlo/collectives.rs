@@ -25,8 +25,27 @@ pub(super) fn module_info(
 
     let total = computations.iter().map(|c| c.instructions.len()).sum();
     let mut communication = Vec::with_capacity(total);
+    // Per instruction (flat index, computation by computation): the flat indices of the
+    // instructions of the computations it calls, one level down, in proto order.
+    let mut called: Vec<Vec<u32>> = Vec::with_capacity(total);
     {
         let analysis = Analysis::new(schema, &name, &computations);
+        let mut offsets = Vec::with_capacity(computations.len());
+        let mut at = 0u32;
+        for c in &computations {
+            offsets.push(at);
+            at = at.saturating_add(u32::try_from(c.instructions.len()).unwrap_or(u32::MAX));
+        }
+        for instr in computations.iter().flat_map(|c| &c.instructions) {
+            let mut list = Vec::new();
+            for cid in instr.called_computation_ids.as_slice() {
+                if let Some(&ci) = analysis.computation_index.get(cid) {
+                    let n = u32::try_from(computations[ci].instructions.len()).unwrap_or(0);
+                    list.extend(offsets[ci]..offsets[ci].saturating_add(n));
+                }
+            }
+            called.push(list);
+        }
         for (ci, computation) in computations.iter().enumerate() {
             for (ii, instr) in computation.instructions.iter().enumerate() {
                 communication.push(
@@ -69,6 +88,7 @@ pub(super) fn module_info(
             stack_frame_id: instr.stack_frame_id,
             scheduling_name: instr.scheduling_name.into_owned(),
             communication: None,
+            called: Vec::new(),
         })
     };
     let mut unsorted: Vec<Option<HloInstructionInfo>> = if parallel {
@@ -82,11 +102,21 @@ pub(super) fn module_info(
             .flat_map(|c| c.instructions.into_iter().map(info))
             .collect()
     };
+    let mut position = vec![0u32; total];
+    for (sorted, &i) in order.iter().enumerate() {
+        if let Some(p) = position.get_mut(i as usize) {
+            *p = sorted as u32;
+        }
+    }
     let mut instructions = Vec::with_capacity(total);
     for i in order {
         let i = i as usize;
         if let Some(mut instr) = unsorted.get_mut(i).and_then(Option::take) {
             instr.communication = communication.get_mut(i).and_then(Option::take);
+            instr.called = std::mem::take(&mut called[i])
+                .into_iter()
+                .map(|f| position[f as usize])
+                .collect();
             instructions.push(instr);
         }
     }

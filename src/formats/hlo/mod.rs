@@ -148,6 +148,10 @@ pub struct HloInstructionInfo {
     pub scheduling_name: String,
     /// Set when the instruction is communication (docs/design.md, "Communication").
     pub communication: Option<CommunicationInfo>,
+    /// The instructions of the computations it calls (one level down, in the order of the
+    /// proto), as indices into [`HloModuleInfo::instructions`].
+    #[serde(default)]
+    pub called: Vec<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -195,9 +199,28 @@ impl HloModuleInfo {
             .map(|i| &self.instructions[i])
     }
 
+    /// The Python stack of a 1-based frame id, outermost first, each frame written
+    /// `file:line[:column][function]` (the column when known).
+    pub fn frames(&self, frame_id: i64) -> Vec<String> {
+        self.stack_with_columns(frame_id)
+            .into_iter()
+            .map(|(file, line, column, function)| match column {
+                0 => format!("{file}:{line}[{function}]"),
+                c => format!("{file}:{line}:{c}[{function}]"),
+            })
+            .collect()
+    }
+
     /// The Python stack of a 1-based frame id as `(file, line, function)`, outermost first;
     /// empty for 0 or an unknown id.
     pub fn stack(&self, frame_id: i64) -> Vec<(String, i64, String)> {
+        self.stack_with_columns(frame_id)
+            .into_iter()
+            .map(|(file, line, _, function)| (file, line, function))
+            .collect()
+    }
+
+    fn stack_with_columns(&self, frame_id: i64) -> Vec<(String, i64, i64, String)> {
         fn nth<T>(items: &[T], id: i64) -> Option<&T> {
             usize::try_from(id)
                 .ok()?
@@ -212,19 +235,21 @@ impl HloModuleInfo {
             let Some(frame) = nth(&index.frames, id) else {
                 break;
             };
-            let (file, line, function) = match nth(&index.file_locations, frame.file_location_id) {
-                Some(loc) => (
-                    nth(&index.file_names, loc.file_name_id)
-                        .cloned()
-                        .unwrap_or_default(),
-                    loc.line,
-                    nth(&index.function_names, loc.function_name_id)
-                        .cloned()
-                        .unwrap_or_default(),
-                ),
-                None => (String::new(), 0, String::new()),
-            };
-            stack.push((file, line, function));
+            let (file, line, column, function) =
+                match nth(&index.file_locations, frame.file_location_id) {
+                    Some(loc) => (
+                        nth(&index.file_names, loc.file_name_id)
+                            .cloned()
+                            .unwrap_or_default(),
+                        loc.line,
+                        loc.column,
+                        nth(&index.function_names, loc.function_name_id)
+                            .cloned()
+                            .unwrap_or_default(),
+                    ),
+                    None => (String::new(), 0, 0, String::new()),
+                };
+            stack.push((file, line, column, function));
             id = frame.parent_frame_id;
         }
         stack.reverse();

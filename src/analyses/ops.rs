@@ -1,0 +1,618 @@
+//! `ops`: where the GPU time of the steady state goes — per HLO opcode, per category, the top
+//! thunks and the noisiest compute thunks — with the definitions of nsys-jax's notebook
+//! (docs/design.md, "Where the GPU time goes").
+//!
+//! Output contract (`ops.json`):
+//! `{"totals":{thunks_ms, modules_ms, wall_ms}, "by_opcode":[{opcode, ms, percent}],
+//! "by_category":[{category, ms, percent}], "top_thunks":[{program_id, module, thunk, opcode,
+//! op_name, executions, total_ms, mean_ms, std_ms, percent}], "variability":[{program_id,
+//! module, thunk, executions, mean_ms, std_ms, cv}], "command_buffers":{thunks, ms,
+//! attributed_ms}, "notes":[..]}`
+//!
+//! Map: per process, per program its steady module time and, per device, its first start and
+//! last end; per (program, thunk) the count, sum and spread of the thunk's exposed time, with
+//! its opcode and op_name from the HLO. Reduce: the top modules (those making up 99 % of the
+//! module time), the totals, and the tables.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::{Int32Type, Int64Type};
+use serde::{Deserialize, Serialize};
+
+use crate::analyses::summary::short_id;
+use crate::analyses::{
+    Analysis, NoParams, ProcessView, Reads, Reduced, RunShares, Share, ShareUse,
+};
+use crate::formats::hlo::HloModuleInfo;
+use crate::frames::gpu::{
+    COMMUNICATION, DEVICE, NAME, OP_NAME, PROGRAM_ID, PROGRAM_NAME, PROJ_DUR, PROJ_START, Programs,
+};
+use crate::frames::warmup::Steady;
+use crate::stats::group_by;
+use crate::table::{Table, round_sig};
+
+/// The share of the module time that the top modules make up (as nsys-jax's notebook).
+pub const TOP_FRACTION: f64 = 0.99;
+
+/// A thunk name XLA gives a command buffer (a CUDA graph of several HLO instructions).
+pub fn is_command_buffer(thunk: &str) -> bool {
+    thunk.starts_with("command_buffer")
+}
+
+/// Count, mean and sum of squared deviations of a sample, mergeable across processes.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq)]
+pub struct Moments {
+    pub n: u64,
+    /// Exact sum [ns].
+    pub sum: i64,
+    pub mean: f64,
+    pub m2: f64,
+}
+
+impl Moments {
+    pub fn of(xs: impl IntoIterator<Item = i64>) -> Moments {
+        let mut m = Moments::default();
+        for x in xs {
+            m.n += 1;
+            m.sum += x;
+            let d = x as f64 - m.mean;
+            m.mean += d / m.n as f64;
+            m.m2 += d * (x as f64 - m.mean);
+        }
+        m
+    }
+
+    /// The moments of both samples together (Chan et al.).
+    pub fn merge(self, o: Moments) -> Moments {
+        if self.n == 0 {
+            return o;
+        }
+        if o.n == 0 {
+            return self;
+        }
+        let n = self.n + o.n;
+        let d = o.mean - self.mean;
+        Moments {
+            n,
+            sum: self.sum + o.sum,
+            mean: (self.sum + o.sum) as f64 / n as f64,
+            m2: self.m2 + o.m2 + d * d * (self.n as f64 * o.n as f64) / n as f64,
+        }
+    }
+
+    /// Sample standard deviation (None below two values).
+    pub fn std(&self) -> Option<f64> {
+        (self.n > 1).then(|| (self.m2.max(0.0) / (self.n - 1) as f64).sqrt())
+    }
+}
+
+/// One (program, thunk) of one process.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ThunkTime {
+    pub program_id: String,
+    pub module: String,
+    pub thunk: String,
+    /// The opcode of the thunk's HLO instruction ("" when the dump lacks it).
+    pub opcode: String,
+    /// The instruction's `op_name` metadata.
+    pub op_name: String,
+    pub communication: bool,
+    /// Exposed time per thunk execution (per device), ns.
+    pub time: Moments,
+}
+
+/// One process's share of `ops`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct OpsPartial {
+    /// Per program: name and steady module time [ns].
+    pub modules: Vec<(String, String, i64)>,
+    /// Per (device, program): first start and last end of its steady module executions [ns].
+    pub spans: Vec<(i32, String, i64, i64)>,
+    pub thunks: Vec<ThunkTime>,
+    /// Thunks whose instruction the dump lacks (counted, with one example).
+    pub missing: (u64, String),
+}
+
+impl crate::engine::value::JsonValue for OpsPartial {}
+
+/// The HLO modules of a process by stable program id.
+pub fn modules_by_program(programs: &Programs) -> BTreeMap<String, Vec<&HloModuleInfo>> {
+    let mut out: BTreeMap<String, Vec<&HloModuleInfo>> = BTreeMap::new();
+    for m in programs.by_id.values() {
+        out.entry(programs.stable_id(Some(m.id), &m.name))
+            .or_default()
+            .push(m.as_ref());
+    }
+    out
+}
+
+/// The map step.
+pub fn partial(steady: &Steady, programs: &Programs) -> OpsPartial {
+    let by_program = modules_by_program(programs);
+    let m = &steady.module;
+    let prog = m.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
+    let name = m.column_by_name(PROGRAM_NAME).unwrap().as_string::<i32>();
+    let dev = m
+        .column_by_name(DEVICE)
+        .unwrap()
+        .as_primitive::<Int32Type>();
+    let start = m
+        .column_by_name(PROJ_START)
+        .unwrap()
+        .as_primitive::<Int64Type>();
+    let dur = m
+        .column_by_name(PROJ_DUR)
+        .unwrap()
+        .as_primitive::<Int64Type>();
+    let mut out = OpsPartial::default();
+    let mut names: BTreeMap<&str, &str> = BTreeMap::new();
+    for (p, rows) in group_by(m.num_rows(), |i| prog.value(i)) {
+        names.insert(p, name.value(rows[0]));
+        let total: i64 = rows.iter().map(|&i| dur.value(i)).sum();
+        out.modules
+            .push((p.to_string(), name.value(rows[0]).to_string(), total));
+    }
+    for ((d, p), rows) in group_by(m.num_rows(), |i| (dev.value(i), prog.value(i))) {
+        let first = rows.iter().map(|&i| start.value(i)).min().unwrap_or(0);
+        let last = rows
+            .iter()
+            .map(|&i| start.value(i) + dur.value(i))
+            .max()
+            .unwrap_or(0);
+        out.spans.push((d, p.to_string(), first, last));
+    }
+    let t = &steady.thunk;
+    let prog = t.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
+    let thunk = t.column_by_name(NAME).unwrap().as_string::<i32>();
+    let op_name = t.column_by_name(OP_NAME).unwrap().as_string::<i32>();
+    let comm = t.column_by_name(COMMUNICATION).unwrap().as_boolean();
+    let dur = t
+        .column_by_name(PROJ_DUR)
+        .unwrap()
+        .as_primitive::<Int64Type>();
+    for ((p, th), rows) in group_by(t.num_rows(), |i| (prog.value(i), thunk.value(i))) {
+        let instr = by_program
+            .get(p)
+            .and_then(|ms| ms.iter().find_map(|m| m.instruction(th)));
+        if instr.is_none() && !is_command_buffer(th) {
+            out.missing.0 += 1;
+            if out.missing.1.is_empty() {
+                out.missing.1 = format!("{th} in {}", names.get(p).copied().unwrap_or(p));
+            }
+        }
+        let first = rows[0];
+        out.thunks.push(ThunkTime {
+            program_id: p.to_string(),
+            module: names.get(p).copied().unwrap_or_default().to_string(),
+            thunk: th.to_string(),
+            opcode: instr.map(|i| i.opcode.clone()).unwrap_or_default(),
+            // The instruction's own metadata (the frame's OpName may be a fusion's common
+            // prefix); the frame's when the dump lacks the instruction.
+            op_name: match instr {
+                Some(i) => i.op_name.clone(),
+                None if op_name.is_valid(first) => op_name.value(first).to_string(),
+                None => String::new(),
+            },
+            communication: comm.value(first),
+            time: Moments::of(rows.iter().map(|&i| dur.value(i))),
+        });
+    }
+    out
+}
+
+/// The steady module time of every program over the run, and the top programs: sorted by
+/// time (descending), each taken while the share of the time before it is below
+/// [`TOP_FRACTION`] (so the one that crosses it is in).
+pub fn top_programs(parts: &[&OpsPartial]) -> (i64, Vec<String>) {
+    let mut time: BTreeMap<&str, i64> = BTreeMap::new();
+    for p in parts {
+        for (id, _, ns) in &p.modules {
+            *time.entry(id).or_default() += ns;
+        }
+    }
+    let total: i64 = time.values().sum();
+    let mut sorted: Vec<(&str, i64)> = time.into_iter().collect();
+    sorted.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let mut seen = 0.0;
+    let mut top = Vec::new();
+    for (id, ns) in sorted {
+        if seen < TOP_FRACTION {
+            top.push(id.to_string());
+        }
+        seen += ns as f64 / total.max(1) as f64;
+    }
+    (total, top)
+}
+
+/// The notebook's three totals over the top programs [ns]: exposed thunk time, module time,
+/// and per device first start to last end, summed over devices.
+#[derive(Serialize, Clone, Copy, Debug, Default, PartialEq)]
+pub struct Totals {
+    pub thunks: i64,
+    pub modules: i64,
+    pub wall: i64,
+}
+
+pub fn totals(parts: &[&OpsPartial], top: &[String]) -> Totals {
+    let is_top = |id: &str| top.iter().any(|t| t == id);
+    let mut t = Totals::default();
+    let mut spans: BTreeMap<i32, (i64, i64)> = BTreeMap::new();
+    for p in parts {
+        t.modules += p
+            .modules
+            .iter()
+            .filter(|m| is_top(&m.0))
+            .map(|m| m.2)
+            .sum::<i64>();
+        t.thunks += p
+            .thunks
+            .iter()
+            .filter(|x| is_top(&x.program_id))
+            .map(|x| x.time.sum)
+            .sum::<i64>();
+        for (d, id, s, e) in &p.spans {
+            if is_top(id) {
+                let span = spans.entry(*d).or_insert((*s, *e));
+                span.0 = span.0.min(*s);
+                span.1 = span.1.max(*e);
+            }
+        }
+    }
+    t.wall = spans.values().map(|(s, e)| e - s).sum();
+    t
+}
+
+/// Every (program, thunk) over the run, merged across processes, in program then thunk order.
+pub fn merged_thunks(parts: &[&OpsPartial]) -> Vec<ThunkTime> {
+    let mut by_key: BTreeMap<(&str, &str), ThunkTime> = BTreeMap::new();
+    for p in parts {
+        for t in &p.thunks {
+            by_key
+                .entry((&t.program_id, &t.thunk))
+                .and_modify(|m| {
+                    m.time = m.time.merge(t.time);
+                    if m.opcode.is_empty() {
+                        m.opcode = t.opcode.clone();
+                    }
+                })
+                .or_insert_with(|| t.clone());
+        }
+    }
+    by_key.into_values().collect()
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct OpsTotals {
+    pub thunks_ms: f64,
+    pub modules_ms: f64,
+    pub wall_ms: f64,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct OpcodeRow {
+    pub opcode: String,
+    pub ms: f64,
+    pub percent: f64,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct CategoryRow {
+    pub category: String,
+    pub ms: f64,
+    pub percent: f64,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct TopThunk {
+    pub program_id: String,
+    pub module: String,
+    pub thunk: String,
+    pub opcode: String,
+    pub op_name: String,
+    pub executions: u64,
+    pub total_ms: f64,
+    pub mean_ms: f64,
+    pub std_ms: Option<f64>,
+    pub percent: f64,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Variability {
+    pub program_id: String,
+    pub module: String,
+    pub thunk: String,
+    pub executions: u64,
+    pub mean_ms: f64,
+    pub std_ms: f64,
+    pub cv: f64,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct CommandBuffers {
+    /// Command-buffer thunks (program, thunk) of the top modules.
+    pub thunks: u64,
+    pub ms: f64,
+    /// Of `ms`, the kernel time attributed to the HLO instructions inside.
+    pub attributed_ms: f64,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Ops {
+    pub totals: OpsTotals,
+    pub by_opcode: Vec<OpcodeRow>,
+    pub by_category: Vec<CategoryRow>,
+    pub top_thunks: Vec<TopThunk>,
+    pub variability: Vec<Variability>,
+    pub command_buffers: CommandBuffers,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// The label of the module time no thunk covers, as an opcode row.
+pub const IDLE_IN_MODULES: &str = "GPU idle during modules";
+
+const MS: f64 = 1e-6;
+
+fn percent(x: i64, of: i64) -> f64 {
+    if of == 0 {
+        0.0
+    } else {
+        100.0 * x as f64 / of as f64
+    }
+}
+
+/// The category of a thunk: communication, memcpy/memset (copies), or compute.
+fn category(t: &ThunkTime) -> &'static str {
+    if t.communication {
+        "communication"
+    } else if matches!(t.opcode.as_str(), "copy" | "copy-start" | "copy-done")
+        || t.thunk.starts_with("memset")
+        || t.thunk.starts_with("memcpy")
+    {
+        "memcpy/memset"
+    } else {
+        "compute"
+    }
+}
+
+/// The reduce step.
+pub fn reduce(parts: &[&OpsPartial]) -> Ops {
+    let (_, top) = top_programs(parts);
+    let tot = totals(parts, &top);
+    let thunks = merged_thunks(parts);
+    let is_top = |id: &str| top.iter().any(|t| t == id);
+
+    let mut by_opcode: BTreeMap<&str, i64> = BTreeMap::new();
+    let mut by_category: BTreeMap<&str, i64> = BTreeMap::new();
+    let mut cb = (0u64, 0i64);
+    for t in thunks.iter().filter(|t| is_top(&t.program_id)) {
+        let code = if t.opcode.is_empty() {
+            "[unknown]"
+        } else {
+            t.opcode.as_str()
+        };
+        *by_opcode.entry(code).or_default() += t.time.sum;
+        *by_category.entry(category(t)).or_default() += t.time.sum;
+        if is_command_buffer(&t.thunk) {
+            cb.0 += 1;
+            cb.1 += t.time.sum;
+        }
+    }
+    let idle_in = tot.modules - tot.thunks;
+    let mut opcodes: Vec<OpcodeRow> = by_opcode
+        .into_iter()
+        .map(|(c, ns)| (c.to_string(), ns))
+        .chain([(IDLE_IN_MODULES.to_string(), idle_in)])
+        .map(|(opcode, ns)| OpcodeRow {
+            opcode,
+            ms: ns as f64 * MS,
+            percent: percent(ns, tot.modules),
+        })
+        .collect();
+    opcodes.sort_by(|a, b| b.ms.total_cmp(&a.ms).then(a.opcode.cmp(&b.opcode)));
+    let mut categories: Vec<CategoryRow> = ["compute", "communication", "memcpy/memset"]
+        .iter()
+        .map(|c| (c.to_string(), by_category.get(c).copied().unwrap_or(0)))
+        .chain([
+            ("idle in modules".to_string(), idle_in),
+            (
+                "idle between modules".to_string(),
+                (tot.wall - tot.modules).max(0),
+            ),
+        ])
+        .map(|(category, ns)| CategoryRow {
+            category,
+            ms: ns as f64 * MS,
+            percent: percent(ns, tot.wall),
+        })
+        .collect();
+    categories.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+
+    let mut top_thunks: Vec<TopThunk> = thunks
+        .iter()
+        .filter(|t| is_top(&t.program_id))
+        .map(|t| TopThunk {
+            program_id: t.program_id.clone(),
+            module: t.module.clone(),
+            thunk: t.thunk.clone(),
+            opcode: t.opcode.clone(),
+            op_name: t.op_name.clone(),
+            executions: t.time.n,
+            total_ms: t.time.sum as f64 * MS,
+            mean_ms: t.time.mean * MS,
+            std_ms: t.time.std().map(|s| s * MS),
+            percent: percent(t.time.sum, tot.modules),
+        })
+        .collect();
+    top_thunks.sort_by(|a, b| {
+        b.total_ms
+            .total_cmp(&a.total_ms)
+            .then_with(|| (&a.program_id, &a.thunk).cmp(&(&b.program_id, &b.thunk)))
+    });
+
+    // Every steady compute thunk, not only the top modules' (as the notebook).
+    let mut variability: Vec<Variability> = thunks
+        .iter()
+        .filter(|t| !t.communication && t.time.mean > 0.0)
+        .filter_map(|t| {
+            let std = t.time.std()?;
+            Some(Variability {
+                program_id: t.program_id.clone(),
+                module: t.module.clone(),
+                thunk: t.thunk.clone(),
+                executions: t.time.n,
+                mean_ms: t.time.mean * MS,
+                std_ms: std * MS,
+                cv: std / t.time.mean,
+            })
+        })
+        .collect();
+    variability.sort_by(|a, b| b.cv.total_cmp(&a.cv).then(b.mean_ms.total_cmp(&a.mean_ms)));
+
+    let mut notes = Vec::new();
+    let missing: u64 = parts.iter().map(|p| p.missing.0).sum();
+    if missing > 0 {
+        let example = parts
+            .iter()
+            .find(|p| p.missing.0 > 0)
+            .map(|p| p.missing.1.clone())
+            .unwrap_or_default();
+        notes.push(format!(
+            "{missing} thunk(s) name HLO instructions missing from their module's dump (e.g. {example}): opcode [unknown]"
+        ));
+    }
+    if cb.0 > 0 {
+        notes.push(format!(
+            "{} command-buffer thunk(s) hold {:.1} % of the thunk time: profile with `--cuda-graph-trace=node` to see the HLO instructions inside",
+            cb.0,
+            percent(cb.1, tot.thunks)
+        ));
+    }
+    Ops {
+        totals: OpsTotals {
+            thunks_ms: tot.thunks as f64 * MS,
+            modules_ms: tot.modules as f64 * MS,
+            wall_ms: tot.wall as f64 * MS,
+        },
+        by_opcode: opcodes,
+        by_category: categories,
+        top_thunks,
+        variability,
+        command_buffers: CommandBuffers {
+            thunks: cb.0,
+            ms: cb.1 as f64 * MS,
+            attributed_ms: 0.0,
+        },
+        notes,
+    }
+}
+
+/// A time in ms, readably.
+fn ms(x: f64) -> String {
+    format!("{} ms", round_sig(x))
+}
+
+/// Terminal rendering: totals, top 10 thunks, time per opcode and per category.
+pub fn render(o: &Ops) -> String {
+    let mut s = String::new();
+    if o.top_thunks.is_empty() {
+        return "No steady-state thunks in the profile: no GPU time to break down.\n".into();
+    }
+    s.push_str(&format!(
+        "GPU time of the top modules: {} in thunks, {} in modules, {} first start to last end (summed over devices)\n\n",
+        ms(o.totals.thunks_ms),
+        ms(o.totals.modules_ms),
+        ms(o.totals.wall_ms)
+    ));
+    let mut t = Table::new(&["module", "thunk", "opcode", "total", "%", "mean", "execs"]);
+    t.align_right(&[3, 4, 5, 6]);
+    for r in o.top_thunks.iter().take(10) {
+        t.row(vec![
+            format!("{} ({})", r.module, short_id(&r.program_id)),
+            r.thunk.clone(),
+            r.opcode.clone(),
+            ms(r.total_ms),
+            format!("{:.1}", r.percent),
+            ms(r.mean_ms),
+            r.executions.to_string(),
+        ]);
+    }
+    s.push_str("Top thunks:\n");
+    s.push_str(&t.render());
+    let mut t = Table::new(&["opcode", "time", "%"]);
+    t.align_right(&[1, 2]);
+    for r in &o.by_opcode {
+        t.row(vec![
+            r.opcode.clone(),
+            ms(r.ms),
+            format!("{:.2}", r.percent),
+        ]);
+    }
+    s.push_str("\nGPU time by HLO opcode (% of module time):\n");
+    s.push_str(&t.render());
+    let mut t = Table::new(&["category", "time", "%"]);
+    t.align_right(&[1, 2]);
+    for r in &o.by_category {
+        t.row(vec![
+            r.category.clone(),
+            ms(r.ms),
+            format!("{:.2}", r.percent),
+        ]);
+    }
+    s.push_str("\nBy category (% of first start to last end):\n");
+    s.push_str(&t.render());
+    for n in &o.notes {
+        s.push_str(&format!("note: {n}\n"));
+    }
+    s
+}
+
+// ---------------------------------------------------------------- the analysis
+
+/// `ops`' share: [`partial`] of one process.
+pub struct OpsShare;
+
+impl Share for OpsShare {
+    const KIND: &'static str = "ops-partial";
+    const SOURCES: &'static [&'static str] = &["analyses/ops.rs", "frames/warmup.rs", "stats.rs"];
+    const READS: Reads = Reads::Gpu;
+    type Param = ();
+    type Value = OpsPartial;
+
+    fn map(&self, p: &ProcessView, _: &()) -> Result<OpsPartial> {
+        let Some(steady) = p.steady else {
+            return Ok(OpsPartial::default());
+        };
+        let programs = (p.programs)()?;
+        Ok(partial(steady, &programs))
+    }
+}
+
+/// The `ops` analysis.
+pub struct OpsAnalysis;
+
+impl Analysis for OpsAnalysis {
+    const NAME: &'static str = "ops";
+    const SOURCES: &'static [&'static str] = &["analyses/ops.rs", "table.rs"];
+    type Params = NoParams;
+    type Result = Ops;
+
+    fn shares(&self, _: &NoParams) -> Vec<ShareUse> {
+        vec![ShareUse::of(&OpsShare, &())]
+    }
+
+    fn reduce(&self, run: &dyn RunShares, _: &NoParams) -> Result<Reduced<Ops>> {
+        let parts = run.all(&OpsShare, &())?;
+        let refs: Vec<&OpsPartial> = parts.iter().map(|p| p.as_ref()).collect();
+        Ok(Reduced {
+            result: reduce(&refs),
+            notes: vec![],
+        })
+    }
+
+    fn render(&self, o: &Ops) -> String {
+        render(o)
+    }
+}
