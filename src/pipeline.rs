@@ -145,7 +145,10 @@ mod tests {
     fn default_and_params() {
         let d = default_pipeline();
         let names: Vec<&str> = d.iter().map(|a| a.name.as_str()).collect();
-        assert_eq!(names, ["summary", "communication", "compilation"]);
+        assert_eq!(
+            names,
+            ["summary", "communication", "compilation", "ops", "sources"]
+        );
         assert_eq!(d[2].params, r#"{"detail":false}"#);
         let p = parse("[[analysis]]\nname='x.py'\nargs=['--a']\nz=1\na='b'\n", "t").unwrap();
         assert_eq!(p[0].params, r#"{"a":"b","z":1}"#);

@@ -40,7 +40,7 @@ fn damaged_cache_entries_are_recomputed_not_trusted() {
             damaged += 1;
         }
     }
-    assert_eq!(damaged, 3, "three analyses stored");
+    assert_eq!(damaged, 5, "the default pipeline's five analyses stored");
     let o2 = tmp.path().join("o2");
     assert_ok(&analyze(&cache, &o2, &["-q"], inputs));
     let run = json(&o2.join("pipeline-run.json"));
@@ -53,10 +53,17 @@ fn damaged_cache_entries_are_recomputed_not_trusted() {
         .collect();
     assert_eq!(
         executed.len(),
-        3,
+        5,
         "the damaged analyses re-executed: {executed:?}"
     );
-    for f in ["summary.json", "communication.json", "compilation.json"] {
+    for f in [
+        "summary.json",
+        "communication.json",
+        "compilation.json",
+        "ops.json",
+        "sources.json",
+        "flamegraph-source.svg",
+    ] {
         assert_eq!(read(&o1.join(f)), read(&o2.join(f)), "{f}");
     }
 }
@@ -220,6 +227,8 @@ fn one_more_rank_executes_only_its_own_nodes_and_the_reduces() {
         "communication-partial",
         "compile-sums",
         "compilations",
+        "ops-partial",
+        "stacks-partial",
     ];
     for (kind, label) in &executed {
         if per_process.contains(&kind.as_str()) {
@@ -247,7 +256,13 @@ fn one_more_rank_executes_only_its_own_nodes_and_the_reduces() {
             assert!(label.ends_with("proc3.zip"), "{kind} of {label} loaded");
         }
     }
-    for kind in ["summary-partial", "communication-partial", "gpu-frames"] {
+    for kind in [
+        "summary-partial",
+        "communication-partial",
+        "ops-partial",
+        "stacks-partial",
+        "gpu-frames",
+    ] {
         assert_eq!(
             executed.iter().filter(|(k, _)| k == kind).count(),
             1,
@@ -258,7 +273,7 @@ fn one_more_rank_executes_only_its_own_nodes_and_the_reduces() {
         .iter()
         .filter(|(k, _)| k.starts_with("analysis:"))
         .count();
-    assert_eq!(reduces, 3, "{executed:?}");
+    assert_eq!(reduces, 5, "{executed:?}");
     // And the result is that of a cold run over the four.
     let cold = tmp.path().join("cold");
     assert_ok(&analyze(
@@ -267,7 +282,14 @@ fn one_more_rank_executes_only_its_own_nodes_and_the_reduces() {
         &["-q"],
         &inputs,
     ));
-    for f in ["summary.json", "communication.json", "compilation.json"] {
+    for f in [
+        "summary.json",
+        "communication.json",
+        "compilation.json",
+        "ops.json",
+        "sources.json",
+        "source.folded",
+    ] {
         assert_eq!(read(&o4.join(f)), read(&cold.join(f)), "{f}");
     }
 }

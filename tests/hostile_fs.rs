@@ -351,7 +351,7 @@ fn a_full_cache_disk_is_one_warning_and_the_run_goes_on_uncached() {
         "-q",
         example()
     ];
-    let o = with_file_size_limit(command(d, &os(&args)), 16 << 10);
+    let o = with_file_size_limit(command(d, &os(&args)), 48 << 10);
     assert_ok(&o);
     let err = stderr(&o);
     let warning = format!(

@@ -18,7 +18,6 @@ use anyhow::{Result, anyhow};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::value::JsonValue;
 pub use share::{AnyShare, ProcessView, Reads, RunShares, Share};
 
 /// The built-in analyses. Adding one is a new file in this folder implementing [`Analysis`]
@@ -90,7 +89,70 @@ pub struct AnalysisOutput {
     pub files: Vec<(String, String)>,
     pub text: String,
 }
-impl JsonValue for AnalysisOutput {}
+/// Stored as length-prefixed fields, not JSON: the files of an analysis can be megabytes of
+/// text (flame graphs, folded stacks) that JSON would escape on the way in and out.
+impl crate::engine::value::Value for AnalysisOutput {
+    fn encode(&self) -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(
+            64 + self.text.len()
+                + self
+                    .files
+                    .iter()
+                    .map(|(n, c)| n.len() + c.len() + 16)
+                    .sum::<usize>(),
+        );
+        out.extend_from_slice(OUTPUT_MAGIC);
+        let mut put = |b: &[u8]| {
+            out.extend_from_slice(&(b.len() as u64).to_le_bytes());
+            out.extend_from_slice(b);
+        };
+        put(self.name.as_bytes());
+        put(self.text.as_bytes());
+        put(&(self.files.len() as u64).to_le_bytes());
+        for (n, c) in &self.files {
+            put(n.as_bytes());
+            put(c.as_bytes());
+        }
+        Ok(out)
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self> {
+        let mut rest = bytes
+            .strip_prefix(OUTPUT_MAGIC)
+            .ok_or_else(|| anyhow!("not a stored analysis output"))?;
+        let mut take = || -> Result<&[u8]> {
+            let len: [u8; 8] = rest
+                .get(..8)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| anyhow!("truncated analysis output"))?;
+            let len = usize::try_from(u64::from_le_bytes(len))?;
+            let field = rest
+                .get(8..8usize.saturating_add(len))
+                .ok_or_else(|| anyhow!("truncated analysis output"))?;
+            rest = &rest[8 + len..];
+            Ok(field)
+        };
+        let text = |b: &[u8]| -> Result<String> { Ok(std::str::from_utf8(b)?.to_string()) };
+        let name = text(take()?)?;
+        let out_text = text(take()?)?;
+        let n: [u8; 8] = take()?
+            .try_into()
+            .map_err(|_| anyhow!("bad file count in analysis output"))?;
+        let n = u64::from_le_bytes(n);
+        let mut files = Vec::new();
+        for _ in 0..n {
+            let f = text(take()?)?;
+            files.push((f, text(take()?)?));
+        }
+        Ok(AnalysisOutput {
+            name,
+            files,
+            text: out_text,
+        })
+    }
+}
+
+const OUTPUT_MAGIC: &[u8] = b"nsys-jax-pipe analysis output 1\n";
 
 /// An analysis with its types erased, as the registry holds it and the graph runs it.
 pub trait Registered: Sync {
@@ -231,5 +293,26 @@ mod tests {
         assert_eq!(parse_param("n=3"), Some(("n".into(), 3.into())));
         assert_eq!(parse_param("s=abc"), Some(("s".into(), "abc".into())));
         assert_eq!(parse_param("--flag"), None);
+    }
+
+    #[test]
+    fn stored_outputs_round_trip() {
+        use crate::engine::value::Value;
+        let o = AnalysisOutput {
+            name: "x".into(),
+            files: vec![
+                ("a.json".into(), "{\"é\": 1}".into()),
+                ("b.svg".into(), String::new()),
+            ],
+            text: "line\n".into(),
+        };
+        assert_eq!(AnalysisOutput::decode(&o.encode().unwrap()).unwrap(), o);
+        let bytes = o.encode().unwrap();
+        for cut in 0..bytes.len() {
+            assert!(
+                AnalysisOutput::decode(&bytes[..cut]).is_err(),
+                "cut at {cut}"
+            );
+        }
     }
 }

@@ -13,7 +13,7 @@
 //! ([`crate::analyses::ops`]) shared equally among its distinct stacks; the dumps of a
 //! program merged as the notebook merges them.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use anyhow::Result;
 use arrow::array::AsArray;
@@ -33,9 +33,6 @@ pub const UNKNOWN: &str = "[Unknown]";
 pub const IDLE_DURING: &str = "[GPU idle during module execution]";
 pub const IDLE_BETWEEN: &str = "[GPU idle between module executions]";
 pub const INCONSISTENT: &str = "[inconsistent metadata]";
-
-/// The metadata of a thunk's instructions in one dump: (op_name, Python frames root first).
-pub type Instrs = Vec<(String, Vec<String>)>;
 
 /// One (program, thunk) of one process: its instructions' metadata per dump of the program
 /// (each as (op_name id, stack id)); distinct dumps only.
@@ -77,6 +74,10 @@ impl Interner {
 
     fn stack(&mut self, frames: &[String]) -> u32 {
         let ids: Vec<u32> = frames.iter().map(|f| self.string(f)).collect();
+        self.stack_ids(ids)
+    }
+
+    fn stack_ids(&mut self, ids: Vec<u32>) -> u32 {
         if let Some(&i) = self.stacks.get(&ids) {
             return i;
         }
@@ -94,7 +95,7 @@ pub fn partial(steady: &Steady, programs: &Programs) -> StacksPartial {
     let prog = t.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
     let thunk = t.column_by_name(NAME).unwrap().as_string::<i32>();
     let mut interner = Interner::default();
-    let mut frames_of: HashMap<(usize, i64), Vec<String>> = HashMap::new();
+    let mut stack_of: HashMap<(usize, i64), u32> = HashMap::new();
     for ((p, th), _) in group_by(t.num_rows(), |i| (prog.value(i), thunk.value(i))) {
         let mut dumps: Vec<Vec<(u32, u32)>> = Vec::new();
         for (mi, m) in by_program.get(p).into_iter().flatten().enumerate() {
@@ -110,11 +111,15 @@ pub fn partial(steady: &Steady, programs: &Programs) -> StacksPartial {
             let mut list = Vec::new();
             for i in indices {
                 let instr = &m.instructions[i as usize];
-                let frames = frames_of
-                    .entry((mi, instr.stack_frame_id))
-                    .or_insert_with(|| m.frames(instr.stack_frame_id));
-                let frames = frames.clone();
-                list.push((interner.string(&instr.op_name), interner.stack(&frames)));
+                let stack = match stack_of.get(&(mi, instr.stack_frame_id)) {
+                    Some(&s) => s,
+                    None => {
+                        let s = interner.stack(&m.frames(instr.stack_frame_id));
+                        stack_of.insert((mi, instr.stack_frame_id), s);
+                        s
+                    }
+                };
+                list.push((interner.string(&instr.op_name), stack));
             }
             if !dumps.contains(&list) {
                 dumps.push(list);
@@ -129,64 +134,87 @@ pub fn partial(steady: &Steady, programs: &Programs) -> StacksPartial {
     interner.out
 }
 
+/// The metadata of a thunk's instructions in one dump, interned: (op_name, stack) ids.
+type Ids = Vec<(u32, u32)>;
+
 /// Merge the metadata of two dumps of one program as nsys-jax does: equal names required;
 /// stacks that differ keep their common root, then [`INCONSISTENT`], then their common
 /// innermost frames — innermost first, as nsys-jax writes them.
-fn merge(a: Instrs, b: &Instrs) -> Option<Instrs> {
+fn merge(into: &mut Interner, a: &Ids, b: &Ids) -> Option<Ids> {
     if a.len() != b.len() || a.iter().zip(b).any(|(x, y)| x.0 != y.0) {
         return None;
     }
+    let inconsistent = into.string(INCONSISTENT);
     Some(
-        a.into_iter()
+        a.iter()
             .zip(b)
-            .map(|((name, s1), (_, s2))| {
-                if &s1 == s2 {
+            .map(|(&(name, s1), &(_, s2))| {
+                if s1 == s2 {
                     return (name, s1);
                 }
-                let prefix = s1.iter().zip(s2).take_while(|(x, y)| x == y).count();
-                let suffix: Vec<String> = s1
-                    .iter()
-                    .rev()
-                    .zip(s2.iter().rev())
-                    .take_while(|(x, y)| x == y)
-                    .map(|(x, _)| x.clone())
-                    .collect();
-                let mut s = s1[..prefix].to_vec();
-                s.push(INCONSISTENT.to_string());
-                s.extend(suffix);
-                (name, s)
+                let (f1, f2) = (&into.out.stacks[s1 as usize], &into.out.stacks[s2 as usize]);
+                let prefix = f1.iter().zip(f2).take_while(|(x, y)| x == y).count();
+                let mut merged = f1[..prefix].to_vec();
+                merged.push(inconsistent);
+                merged.extend(
+                    f1.iter()
+                        .rev()
+                        .zip(f2.iter().rev())
+                        .take_while(|(x, y)| x == y)
+                        .map(|(x, _)| *x),
+                );
+                (name, into.stack_ids(merged))
             })
             .collect(),
     )
 }
 
-/// The source and op_name paths of a thunk's instructions (each set holds distinct paths;
-/// the thunk's time is shared equally among them).
-fn paths(instrs: &Instrs) -> (BTreeSet<Vec<String>>, BTreeSet<Vec<String>>) {
+/// The source and op_name paths of a thunk's instructions, as string ids (each set holds
+/// distinct paths; the thunk's time is shared equally among them).
+fn paths(
+    into: &mut Interner,
+    split: &mut HashMap<u32, Vec<u32>>,
+    instrs: &Ids,
+) -> (BTreeSet<Vec<u32>>, BTreeSet<Vec<u32>>) {
+    let (active, unknown, empty) = (
+        into.string(GPU_ACTIVE),
+        into.string(UNKNOWN),
+        into.string(""),
+    );
     let (mut stacks, mut unknown_with_name, mut names) =
         (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
-    for (n, frames) in instrs {
+    for &(n, s) in instrs {
+        let frames = &into.out.stacks[s as usize];
         if !frames.is_empty() {
-            let mut path = vec![GPU_ACTIVE.to_string()];
-            path.extend(frames.iter().cloned());
-            if !n.is_empty() {
-                path.push(n.clone());
+            let mut path = Vec::with_capacity(frames.len() + 2);
+            path.push(active);
+            path.extend_from_slice(frames);
+            if n != empty {
+                path.push(n);
             }
             stacks.insert(path);
         }
-        if !n.is_empty() {
-            unknown_with_name.insert(vec![GPU_ACTIVE.into(), UNKNOWN.into(), n.clone()]);
-            let mut path = vec![GPU_ACTIVE.to_string()];
-            path.extend(n.split('/').map(str::to_string));
+        if n != empty {
+            unknown_with_name.insert(vec![active, unknown, n]);
+            if !split.contains_key(&n) {
+                let parts: Vec<String> = into.out.strings[n as usize]
+                    .split('/')
+                    .map(str::to_string)
+                    .collect();
+                let ids = parts.iter().map(|p| into.string(p)).collect();
+                split.insert(n, ids);
+            }
+            let mut path = vec![active];
+            path.extend_from_slice(&split[&n]);
             names.insert(path);
         }
     }
-    let unknown = || BTreeSet::from([vec![GPU_ACTIVE.to_string(), UNKNOWN.to_string()]]);
+    let fallback = || BTreeSet::from([vec![active, unknown]]);
     let source = [stacks, unknown_with_name]
         .into_iter()
         .find(|s| !s.is_empty())
-        .unwrap_or_else(unknown);
-    let op_name = if names.is_empty() { unknown() } else { names };
+        .unwrap_or_else(fallback);
+    let op_name = if names.is_empty() { fallback() } else { names };
     (source, op_name)
 }
 
@@ -212,15 +240,20 @@ pub struct Sources {
     pub notes: Vec<String>,
 }
 
-fn rows(map: BTreeMap<Vec<String>, f64>) -> Vec<StackRow> {
+/// Paths of string ids with their time [ns] as rows (time descending, then stack).
+fn rows(strings: &[String], map: HashMap<Vec<u32>, f64>, idle: [(&str, f64); 2]) -> Vec<StackRow> {
     let mut rows: Vec<StackRow> = map
         .into_iter()
-        .map(|(stack, ns)| StackRow {
-            stack,
+        .map(|(p, ns)| StackRow {
+            stack: p.iter().map(|&s| strings[s as usize].clone()).collect(),
             ms: ns * 1e-6,
         })
+        .chain(idle.map(|(label, ns)| StackRow {
+            stack: vec![label.to_string()],
+            ms: ns * 1e-6,
+        }))
         .collect();
-    rows.sort_by(|a, b| b.ms.total_cmp(&a.ms).then_with(|| a.stack.cmp(&b.stack)));
+    rows.sort_unstable_by(|a, b| b.ms.total_cmp(&a.ms).then_with(|| a.stack.cmp(&b.stack)));
     rows
 }
 
@@ -228,31 +261,38 @@ fn rows(map: BTreeMap<Vec<String>, f64>) -> Vec<StackRow> {
 pub fn reduce(ops_parts: &[&OpsPartial], parts: &[&StacksPartial]) -> Sources {
     let (_, top) = ops::top_programs(ops_parts);
     let tot = ops::totals(ops_parts, &top);
-    let mut meta: BTreeMap<(String, String), Vec<Instrs>> = BTreeMap::new();
+    // Every process's strings and stacks in one table; per (program, thunk) its distinct
+    // dumps' metadata.
+    let mut all = Interner::default();
+    let mut meta: HashMap<(String, String), Vec<Ids>> = HashMap::new();
     for p in parts {
+        let strings: Vec<u32> = p.strings.iter().map(|s| all.string(s)).collect();
+        let stacks: Vec<u32> = p
+            .stacks
+            .iter()
+            .map(|s| all.stack_ids(s.iter().map(|&f| strings[f as usize]).collect()))
+            .collect();
         for t in &p.thunks {
             let dumps = meta
                 .entry((t.program_id.clone(), t.thunk.clone()))
                 .or_default();
             for d in &t.dumps {
-                let instrs: Instrs = d
+                let ids: Ids = d
                     .iter()
-                    .map(|&(n, s)| {
-                        let frames = p.stacks[s as usize]
-                            .iter()
-                            .map(|&f| p.strings[f as usize].clone())
-                            .collect();
-                        (p.strings[n as usize].clone(), frames)
-                    })
+                    .map(|&(n, s)| (strings[n as usize], stacks[s as usize]))
                     .collect();
-                if !dumps.contains(&instrs) {
-                    dumps.push(instrs);
+                if !dumps.contains(&ids) {
+                    dumps.push(ids);
                 }
             }
         }
     }
-    let (mut source, mut op_name) = (BTreeMap::new(), BTreeMap::new());
-    let mut lines: BTreeMap<String, f64> = BTreeMap::new();
+    let active = all.string(GPU_ACTIVE);
+    let unknown_id = all.string(UNKNOWN);
+    let mut split = HashMap::new();
+    let (mut source, mut op_name): (HashMap<Vec<u32>, f64>, HashMap<Vec<u32>, f64>) =
+        Default::default();
+    let mut lines: HashMap<u32, f64> = HashMap::new();
     let (mut unmerged, mut unknown) = (0usize, 0usize);
     for t in ops::merged_thunks(ops_parts) {
         if !top.contains(&t.program_id) {
@@ -264,7 +304,7 @@ pub fn reduce(ops_parts: &[&OpsPartial], parts: &[&StacksPartial]) -> Sources {
         let mut dumps = dumps.into_iter();
         let mut instrs = dumps.next().unwrap_or_default();
         for d in dumps {
-            match merge(instrs.clone(), &d) {
+            match merge(&mut all, &instrs, &d) {
                 Some(m) => instrs = m,
                 None => unmerged += 1,
             }
@@ -273,33 +313,31 @@ pub fn reduce(ops_parts: &[&OpsPartial], parts: &[&StacksPartial]) -> Sources {
             unknown += 1;
         }
         let ns = t.time.sum as f64;
-        let (src, ops) = paths(&instrs);
+        let names: BTreeSet<u32> = instrs.iter().map(|&(n, _)| n).collect();
+        let (src, ops) = paths(&mut all, &mut split, &instrs);
         for p in &src {
             *source.entry(p.clone()).or_insert(0.0) += ns / src.len() as f64;
-            // The innermost Python frame: the element before the op_name, if any.
-            let frames = &p[1..];
-            let frames = match instrs.iter().any(|(n, _)| frames.last() == Some(n)) {
-                true => &frames[..frames.len() - 1],
-                false => frames,
+            // The innermost Python frame: the last element, or the one before the op_name.
+            let frames = match p.last() {
+                Some(last) if p.len() > 1 && names.contains(last) => &p[1..p.len() - 1],
+                _ => &p[1..],
             };
-            if let Some(f) = frames.last().filter(|f| f.as_str() != UNKNOWN) {
-                *lines.entry(f.clone()).or_default() += ns / src.len() as f64;
+            if let Some(&f) = frames.last().filter(|&&f| f != unknown_id && f != active) {
+                *lines.entry(f).or_default() += ns / src.len() as f64;
             }
         }
         for p in &ops {
             *op_name.entry(p.clone()).or_insert(0.0) += ns / ops.len() as f64;
         }
     }
-    for map in [&mut source, &mut op_name] {
-        map.insert(
-            vec![IDLE_DURING.to_string()],
-            (tot.modules - tot.thunks).max(0) as f64,
-        );
-        map.insert(
-            vec![IDLE_BETWEEN.to_string()],
-            (tot.wall - tot.modules).max(0) as f64,
-        );
-    }
+    let idle = [
+        (IDLE_DURING, (tot.modules - tot.thunks).max(0) as f64),
+        (IDLE_BETWEEN, (tot.wall - tot.modules).max(0) as f64),
+    ];
+    let (source, op_name) = (
+        rows(&all.out.strings, source, idle),
+        rows(&all.out.strings, op_name, idle),
+    );
     let mut notes = Vec::new();
     if unknown > 0 {
         notes.push(format!(
@@ -314,7 +352,7 @@ pub fn reduce(ops_parts: &[&OpsPartial], parts: &[&StacksPartial]) -> Sources {
     let mut lines: Vec<LineRow> = lines
         .into_iter()
         .map(|(frame, ns)| LineRow {
-            frame,
+            frame: all.out.strings[frame as usize].clone(),
             ms: ns * 1e-6,
             percent: if tot.thunks > 0 {
                 100.0 * ns / tot.thunks as f64
@@ -325,33 +363,56 @@ pub fn reduce(ops_parts: &[&OpsPartial], parts: &[&StacksPartial]) -> Sources {
         .collect();
     lines.sort_by(|a, b| b.ms.total_cmp(&a.ms).then_with(|| a.frame.cmp(&b.frame)));
     Sources {
-        source: rows(source),
-        op_name: rows(op_name),
+        source,
+        op_name,
         lines,
         notes,
     }
 }
 
-/// Folded stacks (`a;b;c <ns>`), sorted; `;` inside a frame is written `|`.
+/// Folded stacks (`a;b;c <ns>`), in the order of the rows; `;` inside a frame is written `|`.
 pub fn folded(rows: &[StackRow]) -> String {
-    let mut lines: Vec<String> = rows
-        .iter()
-        .filter_map(|r| {
-            let ns = (r.ms * 1e6).round();
-            (ns >= 1.0).then(|| {
-                let frames: Vec<String> = r.stack.iter().map(|f| f.replace(';', "|")).collect();
-                format!("{} {}", frames.join(";"), ns as u64)
-            })
-        })
-        .collect();
-    lines.sort();
-    let mut s = lines.join("\n");
-    s.push('\n');
+    use std::fmt::Write;
+    let mut s = String::with_capacity(
+        rows.iter()
+            .map(|r| r.stack.iter().map(|f| f.len() + 1).sum::<usize>() + 24)
+            .sum(),
+    );
+    for r in rows {
+        let ns = (r.ms * 1e6).round();
+        if ns < 1.0 {
+            continue;
+        }
+        for (i, f) in r.stack.iter().enumerate() {
+            if i > 0 {
+                s.push(';');
+            }
+            if f.contains(';') {
+                s.push_str(&f.replace(';', "|"));
+            } else {
+                s.push_str(f);
+            }
+        }
+        let _ = writeln!(s, " {}", ns as u64);
+    }
     s
 }
 
 /// An interactive SVG flame graph of folded stacks.
 pub fn flame_graph(folded: &str, title: &str) -> Result<String> {
+    if folded.trim().is_empty() {
+        // Nothing to draw (no GPU time in the profile's modules): a plain page that says so.
+        return Ok(format!(
+            concat!(
+                "<?xml version=\"1.0\" standalone=\"no\"?>\n",
+                "<svg version=\"1.1\" width=\"600\" height=\"60\" xmlns=\"http://www.w3.org/2000/svg\">\n",
+                "<text x=\"10\" y=\"24\" font-family=\"Verdana\" font-size=\"17\">{}</text>\n",
+                "<text x=\"10\" y=\"48\" font-family=\"Verdana\" font-size=\"12\">No GPU time in the steady state of the profile's modules.</text>\n",
+                "</svg>\n"
+            ),
+            title
+        ));
+    }
     let mut opts = inferno::flamegraph::Options::default();
     opts.title = title.to_string();
     opts.count_name = "ns".into();
@@ -445,7 +506,7 @@ impl Analysis for SourcesAnalysis {
         let source = folded(&s.source);
         let op_name = folded(&s.op_name);
         Ok(vec![
-            ("sources.json".into(), serde_json::to_string_pretty(s)?),
+            ("sources.json".into(), serde_json::to_string(s)?),
             (
                 "flamegraph-source.svg".into(),
                 flame_graph(&source, "GPU time by Python source")?,
@@ -457,5 +518,42 @@ impl Analysis for SourcesAnalysis {
             ("source.folded".into(), source),
             ("op_name.folded".into(), op_name),
         ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_profile_still_gets_a_flame_graph() {
+        let svg = flame_graph("", "t").unwrap();
+        assert!(svg.contains("<svg") && svg.contains("No GPU time"), "{svg}");
+        assert!(
+            flame_graph("a;b 5\na;c 7\n", "t")
+                .unwrap()
+                .contains("function search")
+        );
+    }
+
+    #[test]
+    fn differing_dumps_merge_as_nsys_jax_does() {
+        let mut i = Interner::default();
+        let frames = |i: &mut Interner, f: &[&str]| {
+            i.stack(&f.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+        };
+        let n = i.string("op");
+        let a = vec![(n, frames(&mut i, &["main", "f", "g", "h"]))];
+        let b = vec![(n, frames(&mut i, &["main", "x", "g", "h"]))];
+        let m = merge(&mut i, &a, &b).unwrap();
+        let got: Vec<&str> = i.out.stacks[m[0].1 as usize]
+            .iter()
+            .map(|&s| i.out.strings[s as usize].as_str())
+            .collect();
+        // Common root, the marker, then the common innermost frames innermost first.
+        assert_eq!(got, ["main", INCONSISTENT, "h", "g"]);
+        assert_eq!(merge(&mut i, &a, &a).unwrap(), a);
+        let other = vec![(i.string("other"), a[0].1)];
+        assert!(merge(&mut i, &a, &other).is_none());
     }
 }
