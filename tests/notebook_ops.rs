@@ -47,6 +47,21 @@ fn stacks(v: &Value) -> BTreeMap<Vec<String>, f64> {
         .collect()
 }
 
+/// Rows of ours by (program, thunk).
+fn by_thunk(rows: &Value) -> BTreeMap<(&str, &str), &Value> {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let key = (
+                r["program_id"].as_str().unwrap(),
+                r["thunk"].as_str().unwrap(),
+            );
+            (key, r)
+        })
+        .collect()
+}
+
 fn check(out: &Path, nb: &Value) {
     let ops = json(&out.join("ops.json"));
     let sources = json(&out.join("sources.json"));
@@ -92,20 +107,7 @@ fn check(out: &Path, nb: &Value) {
         .iter()
         .map(|c| c.as_str().unwrap())
         .collect();
-    let ours: BTreeMap<(&str, &str), &Value> = ops["top_thunks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                (
-                    r["program_id"].as_str().unwrap(),
-                    r["thunk"].as_str().unwrap(),
-                ),
-                r,
-            )
-        })
-        .collect();
+    let ours = by_thunk(&ops["top_thunks"]);
     let rows = nb["top_thunks"].as_array().unwrap();
     assert_eq!(rows.len(), ours.len(), "same thunks");
     for (i, row) in rows.iter().enumerate() {
@@ -143,20 +145,7 @@ fn check(out: &Path, nb: &Value) {
         .iter()
         .map(|c| c.as_str().unwrap())
         .collect();
-    let ours: BTreeMap<(&str, &str), &Value> = ops["variability"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                (
-                    r["program_id"].as_str().unwrap(),
-                    r["thunk"].as_str().unwrap(),
-                ),
-                r,
-            )
-        })
-        .collect();
+    let ours = by_thunk(&ops["variability"]);
     let mut n = 0;
     for row in var["rows"].as_array().unwrap() {
         let d: BTreeMap<&str, &Value> = cols.iter().copied().zip(row.as_array().unwrap()).collect();

@@ -292,11 +292,7 @@ impl Analysis for CommunicationAnalysis {
     }
 
     fn reduce(&self, run: &dyn RunShares, _: &NoParams) -> Result<Reduced<Communication>> {
-        let partials: Vec<CommunicationPartial> = run
-            .all(&CommunicationShare, &())?
-            .iter()
-            .map(|p| p.as_ref().clone())
-            .collect();
+        let partials: Vec<CommunicationPartial> = run.values(&CommunicationShare, &())?;
         let mut c = reduce(&partials);
         c.notes
             .extend(partials.iter().flat_map(|p| p.notes.iter().cloned()));

@@ -36,6 +36,9 @@ use crate::table::{Table, round_sig};
 /// The share of the module time that the top modules make up (as nsys-jax's notebook).
 pub const TOP_FRACTION: f64 = 0.99;
 
+/// The opcode column of a command-buffer thunk (no HLO instruction of its own).
+pub const COMMAND_BUFFER: &str = "[command buffer]";
+
 /// A thunk name XLA gives a command buffer (a CUDA graph of several HLO instructions).
 pub fn is_command_buffer(thunk: &str) -> bool {
     thunk.starts_with("command_buffer")
@@ -187,7 +190,11 @@ pub fn partial(steady: &Steady, programs: &Programs) -> OpsPartial {
             program_id: p.to_string(),
             module: names.get(p).copied().unwrap_or_default().to_string(),
             thunk: th.to_string(),
-            opcode: instr.map(|i| i.opcode.clone()).unwrap_or_default(),
+            opcode: match instr {
+                Some(i) => i.opcode.clone(),
+                None if is_command_buffer(th) => COMMAND_BUFFER.to_string(),
+                None => String::new(),
+            },
             // The instruction's own metadata (the frame's OpName may be a fusion's common
             // prefix); the frame's when the dump lacks the instruction.
             op_name: match instr {
@@ -485,7 +492,7 @@ pub fn reduce(parts: &[&OpsPartial]) -> Ops {
     }
     if cb.0 > 0 {
         notes.push(format!(
-            "{} command-buffer thunk(s) hold {:.1} % of the thunk time: profile with `--cuda-graph-trace=node` to see the HLO instructions inside",
+            "{} command-buffer thunk(s) (CUDA graphs) hold {:.1} % of the thunk time, counted whole as compute: the HLO instructions inside are not broken out",
             cb.0,
             percent(cb.1, tot.thunks)
         ));

@@ -258,6 +258,15 @@ impl dyn RunShares + '_ {
             .collect()
     }
 
+    /// Every process's share of `S`, in process order, as owned values.
+    pub fn values<S: Share>(&self, s: &S, param: &S::Param) -> Result<Vec<S::Value>> {
+        Ok(self
+            .all(s, param)?
+            .iter()
+            .map(|v| v.as_ref().clone())
+            .collect())
+    }
+
     /// The sums of `S` over the run's groups of processes.
     pub fn sums<S: Share>(&self, s: &S) -> Result<Vec<Arc<S::Value>>> {
         self.group_sums(s)?

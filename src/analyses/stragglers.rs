@@ -444,11 +444,7 @@ impl Analysis for StragglersAnalysis {
     }
 
     fn reduce(&self, run: &dyn RunShares, _: &NoParams) -> anyhow::Result<Reduced<Stragglers>> {
-        let partials: Vec<StragglersPartial> = run
-            .all(&StragglersShare, &())?
-            .iter()
-            .map(|p| p.as_ref().clone())
-            .collect();
+        let partials: Vec<StragglersPartial> = run.values(&StragglersShare, &())?;
         Ok(Reduced {
             result: reduce(&partials),
             notes: vec![],

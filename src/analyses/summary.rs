@@ -401,11 +401,7 @@ impl Analysis for SummaryAnalysis {
     }
 
     fn reduce(&self, run: &dyn RunShares, _: &NoParams) -> Result<Reduced<Summary>> {
-        let partials: Vec<SummaryPartial> = run
-            .all(&SummaryShare, &())?
-            .iter()
-            .map(|p| p.as_ref().clone())
-            .collect();
+        let partials: Vec<SummaryPartial> = run.values(&SummaryShare, &())?;
         let compile: Vec<RangeSums> = run
             .sums(&RangeSumsShare)?
             .iter()
