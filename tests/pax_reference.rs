@@ -164,7 +164,18 @@ fn four_pax_archives_match_the_combined_reference() {
             "{k:?}: ours {g} vs reference {mean}"
         );
     }
-    // The reference's overall hidden/total fraction.
+    // The reference's hidden/total fractions: per collective (time-weighted) and overall.
+    for (collective, want) in [
+        ("all-gather", 0.6657086762840008),
+        ("all-reduce", 0.0002924265712576557),
+        ("reduce-scatter", 0.4560027154475053),
+    ] {
+        let got = comm["hidden_fraction"][collective].as_f64().unwrap();
+        assert!(
+            (got - want).abs() < 1e-9,
+            "{collective} hidden fraction: ours {got} vs reference {want}"
+        );
+    }
     let overall = comm["overall_hidden_fraction"].as_f64().unwrap();
     assert!(
         rel(overall, 0.006498033414832545) < 1e-6,

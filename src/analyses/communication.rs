@@ -53,8 +53,8 @@ pub struct CommunicationPartial {
     /// Per (collective, message size): per instance (program, execution, thunk index), the
     /// best bus bandwidth over this process's devices.
     pub bandwidth: Vec<((String, i64), Vec<(InstanceKey, f64)>)>,
-    /// Per collective: the hidden fraction of each of its thunk executions, in row order.
-    pub hidden: Vec<(String, Vec<f64>)>,
+    /// Per collective: its hidden and total time [ns] over its thunk executions.
+    pub hidden: Vec<(String, i64, i64)>,
     /// Hidden and total collective time [ns].
     pub total_hidden_ns: i64,
     pub total_ns: i64,
@@ -117,14 +117,9 @@ pub fn partial(steady: &Steady) -> CommunicationPartial {
     let hidden = group_by(c.num_rows(), |i| coll.value(i))
         .into_iter()
         .map(|(cl, idx)| {
-            let f: Vec<f64> = idx
-                .iter()
-                .filter_map(|&i| {
-                    let total = (dur.value(i) + hid.value(i)) as f64;
-                    (total > 0.0).then(|| hid.value(i) as f64 / total)
-                })
-                .collect();
-            (cl.to_string(), f)
+            let h: i64 = idx.iter().map(|&i| hid.value(i)).sum();
+            let t: i64 = idx.iter().map(|&i| dur.value(i) + hid.value(i)).sum();
+            (cl.to_string(), h, t)
         })
         .collect();
     CommunicationPartial {
@@ -163,14 +158,15 @@ where
 
 pub fn reduce(partials: &[CommunicationPartial]) -> Communication {
     let best = best_per_instance(partials);
-    let mut fractions: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    // Per collective, time-weighted: Σ hidden / Σ total over its executions (as nsys-jax),
+    // so the one long all-reduce counts for its time, not as one of many tiny ones.
+    let mut fractions: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
     let (mut total_hidden, mut total) = (0i64, 0i64);
     for part in partials {
-        for (cl, f) in &part.hidden {
-            fractions
-                .entry(cl.as_str())
-                .or_default()
-                .extend_from_slice(f);
+        for (cl, h, t) in &part.hidden {
+            let e = fractions.entry(cl.as_str()).or_default();
+            e.0 += h;
+            e.1 += t;
         }
         total_hidden += part.total_hidden_ns;
         total += part.total_ns;
@@ -191,7 +187,8 @@ pub fn reduce(partials: &[CommunicationPartial]) -> Communication {
     });
     let hidden_fraction = fractions
         .into_iter()
-        .filter_map(|(cl, f)| mean(&f).map(|m| (cl.to_string(), m)))
+        .filter(|(_, (_, t))| *t > 0)
+        .map(|(cl, (h, t))| (cl.to_string(), h as f64 / t as f64))
         .collect();
     Communication {
         bandwidth,
