@@ -80,11 +80,13 @@ pub(super) struct PipelineFile {
 /// names and their arguments are read in command-line order by [`analysis_plan`].
 #[derive(clap::Args, Debug)]
 pub(super) struct AnalysisSelection {
-    /// An analysis to run: summary, communication, compilation, or the path of a script
-    /// (run like nsys-jax's analysis scripts). Repeatable. Default: pipelines/default.toml.
+    /// An analysis to run: {analyses}, or the path of a script (run like nsys-jax's
+    /// analysis scripts). Repeatable. Default: pipelines/default.toml.
     #[arg(long = "analysis", value_name = "NAME")]
     pub analyses: Vec<String>,
-    /// An argument for the analysis script named before it. Repeatable.
+    /// An argument of the analysis named before it: KEY=VALUE for a built-in one (e.g.
+    /// `--analysis compilation --analysis-arg detail=true`), passed as is to a script.
+    /// Repeatable.
     #[arg(long = "analysis-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub analysis_args: Vec<String>,
     #[command(flatten)]
@@ -153,7 +155,7 @@ pub(super) enum CacheCommand {
 
 #[derive(clap::Args, Debug)]
 #[command(
-    mut_arg("analyses", |a| a.help("An analysis to run and store in the archive under analysis/<name>/ (as for `analyze`). Repeatable. Default: none")),
+    mut_arg("analyses", |a| a.help("An analysis to run and store in the archive under analysis/<name>/: {analyses}, or the path of a script. Repeatable. Default: none")),
     mut_arg("pipeline", |a| a.help("A pipeline file choosing the analyses to run and store in the archive")),
 )]
 pub(super) struct ArchiveArgs {
@@ -197,7 +199,7 @@ interrupted by signal N (nothing is written then).";
 
 #[derive(clap::Args, Debug)]
 #[command(
-    mut_arg("analyses", |a| a.help("An analysis to run on the profile, stored in the archive under analysis/<name>/ and printed: summary, communication, compilation, or the path of a script. Repeatable; each --analysis-arg goes to the --analysis before it. Default: pipelines/default.toml")),
+    mut_arg("analyses", |a| a.help("An analysis to run on the profile, stored in the archive under analysis/<name>/ and printed: {analyses}, or the path of a script. Repeatable; each --analysis-arg goes to the --analysis before it. Default: pipelines/default.toml")),
     mut_arg("pipeline", |a| a.help("A pipeline file choosing the analyses and their parameters (e.g. pipelines/ci.toml)")),
     mut_arg("explain", |a| a.help("Print which graph nodes executed")),
 )]
@@ -243,7 +245,7 @@ pub(super) struct RunArgs {
 
 #[derive(clap::Args, Debug)]
 #[command(
-    mut_arg("analyses", |a| a.help("An analysis to run on the combined run and store under analysis/<name>/ (as for `analyze`). Repeatable; each --analysis-arg goes to the --analysis before it. Default: none")),
+    mut_arg("analyses", |a| a.help("An analysis to run on the combined run and store under analysis/<name>/: {analyses}, or the path of a script. Repeatable; each --analysis-arg goes to the --analysis before it. Default: none")),
     mut_arg("pipeline", |a| a.help("A pipeline file choosing the analyses to run and store")),
 )]
 pub(super) struct CombineArgs {
@@ -342,7 +344,7 @@ pub(super) struct CompareArgs {
 
 #[derive(clap::Args, Debug)]
 #[command(
-    mut_arg("analysis_args", |a| a.help("An argument for the analysis script named before it (passed before the archive folder). Repeatable")),
+    mut_arg("analysis_args", |a| a.help("An argument of the analysis named before it: KEY=VALUE for a built-in one (e.g. --analysis compilation --analysis-arg detail=true), passed to a script before the archive folder. Repeatable")),
     mut_arg("quiet", |a| a.help("Print no analysis tables (the files are still written)")),
 )]
 pub(super) struct AnalyzeArgs {

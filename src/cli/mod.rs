@@ -76,7 +76,7 @@ pub fn main_with(argv: Vec<std::ffi::OsString>) -> i32 {
             return EXIT_INPUT;
         }
     };
-    let parsed = Cli::command()
+    let parsed = command()
         .try_get_matches_from(argv)
         .and_then(|m| Cli::from_arg_matches(&m).map(|c| (c, m)));
     let (cli, matches) = match parsed {
@@ -144,6 +144,26 @@ fn dispatch(cli: Cli, plan: &[(String, Vec<String>)]) -> Result<i32> {
     }
 }
 
+/// The command line, with the analyses of the registry named in the help of `--analysis`.
+fn command() -> clap::Command {
+    let names = crate::analyses::builtin_names();
+    let mut cmd = Cli::command();
+    let with_analysis: Vec<String> = cmd
+        .get_subcommands()
+        .filter(|sc| sc.get_arguments().any(|a| a.get_id() == "analyses"))
+        .map(|sc| sc.get_name().to_string())
+        .collect();
+    for name in with_analysis {
+        cmd = cmd.mut_subcommand(name, |sc| {
+            sc.mut_arg("analyses", |a| {
+                let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+                a.help(help.replace("{analyses}", &names))
+            })
+        });
+    }
+    cmd
+}
+
 /// `run`'s options, for splitting its command line (see [`crate::capture::compat`]).
 fn run_options() -> Vec<crate::capture::compat::OptionSpec> {
     let cmd = Cli::command();
@@ -171,4 +191,23 @@ fn run_options() -> Vec<crate::capture::compat::OptionSpec> {
         takes_value: false,
     });
     specs
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn analysis_help_names_every_registered_analysis() {
+        let mut cmd = super::command();
+        for sub in ["analyze", "archive", "run", "combine"] {
+            let help = cmd
+                .find_subcommand_mut(sub)
+                .unwrap()
+                .render_long_help()
+                .to_string();
+            for a in crate::analyses::REGISTRY {
+                assert!(help.contains(a.name()), "{sub} --help lacks {}", a.name());
+            }
+            assert!(!help.contains("{analyses}"), "{sub}");
+        }
+    }
 }
