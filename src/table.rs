@@ -77,6 +77,11 @@ impl Table {
 }
 
 /// `mean ± std` with a sensible number of digits; `—` for missing values.
+/// `n` things, singular or plural: `count(1, "node", "nodes")` is "1 node".
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 pub fn mean_std(mean: Option<f64>, std: Option<f64>) -> String {
     match (mean, std) {
         (Some(m), Some(s)) if s.is_finite() && s > 0.0 => {

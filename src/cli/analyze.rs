@@ -57,11 +57,9 @@ pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<
     crate::capture::import_check::warn(&import);
     writeln!(
         stdout,
-        "wrote {} ({} nodes executed, {} reused, {:.0} ms)",
+        "wrote {} ({})",
         a.output.display(),
-        record.executed,
-        record.reused,
-        record.wall_ms
+        super::output::graph_work(&record)
     )?;
     // The process ends here: freeing the loaded profiles one allocation at a time would only
     // delay the exit.

@@ -51,12 +51,10 @@ pub(super) fn archive(a: ArchiveArgs, plan: &[(String, Vec<String>)]) -> Result<
     crate::capture::import_check::warn(written.import.as_slice());
     writeln!(
         stdout,
-        "wrote {} ({} members; {} nodes executed, {} reused, {:.0} ms)",
+        "wrote {} ({}; {})",
         output.display(),
-        written.members,
-        record.executed,
-        record.reused,
-        record.wall_ms
+        crate::table::count(written.members, "member", "members"),
+        super::output::graph_work(&record)
     )?;
     std::mem::forget(db);
     Ok(())

@@ -52,14 +52,12 @@ pub(super) fn combine(a: CombineArgs, plan: &[(String, Vec<String>)]) -> Result<
     )?;
     writeln!(
         stdout,
-        "{} {} ({} members from {} inputs; {} nodes executed, {} reused, {:.0} ms)",
+        "{} {} ({} from {}; {})",
         if unchanged { "unchanged:" } else { "wrote" },
         output.display(),
-        members,
-        a.inputs.len(),
-        record.executed,
-        record.reused,
-        record.wall_ms
+        crate::table::count(members, "member", "members"),
+        crate::table::count(a.inputs.len(), "input", "inputs"),
+        super::output::graph_work(&record)
     )?;
     std::mem::forget(db);
     Ok(())

@@ -157,11 +157,9 @@ pub(super) fn compare(a: CompareArgs) -> Result<i32> {
     crate::capture::import_check::warn(&import);
     writeln!(
         stdout,
-        "wrote {} ({} nodes executed, {} reused, {:.0} ms)",
+        "wrote {} ({})",
         a.output.display(),
-        record.executed,
-        record.reused,
-        record.wall_ms
+        super::output::graph_work(&record)
     )?;
     Ok(report.exit_code)
 }

@@ -52,3 +52,13 @@ pub(super) fn loading_bar(n: u64) -> indicatif::ProgressBar {
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
     bar
 }
+
+/// What a command's graph did, for its last line: "3 nodes executed, 1 reused, 12 ms".
+pub(super) fn graph_work(record: &crate::engine::RunRecord) -> String {
+    format!(
+        "{} executed, {} reused, {:.0} ms",
+        crate::table::count(record.executed, "node", "nodes"),
+        record.reused,
+        record.wall_ms
+    )
+}

@@ -253,11 +253,11 @@ pub fn markdown(r: &Report) -> String {
     let mark = if r.exit_code == 0 { "✅" } else { "❌" };
     s.push_str(&format!("{mark} **{}**\n\n", headline(r)));
     s.push_str(&format!(
-        "BASE: {} ({} process(es)) · HEAD: {} ({} process(es))\n\n",
+        "BASE: {} ({}) · HEAD: {} ({})\n\n",
         r.base.inputs.join(", "),
-        r.base.processes,
+        crate::table::count(r.base.processes, "process", "processes"),
         r.head.inputs.join(", "),
-        r.head.processes
+        crate::table::count(r.head.processes, "process", "processes")
     ));
     if let Some(rr) = &r.rerun {
         s.push_str(&format!(
