@@ -38,6 +38,7 @@ enum Command {
     /// Analyse profiles: nsys-jax archives (zip files or extracted folders) or Nsight Systems
     /// reports with their XLA dumps. Several inputs are the processes of one run, analysed
     /// like their combined archive.
+    #[command(alias = "analyse")]
     Analyze(AnalyzeArgs),
     /// Turn an Nsight Systems report and its XLA dump into an nsys-jax archive.
     Archive(ArchiveArgs),
@@ -209,5 +210,10 @@ mod tests {
             }
             assert!(!help.contains("{analyses}"), "{sub}");
         }
+        assert_eq!(
+            cmd.find_subcommand("analyse").map(|c| c.get_name()),
+            Some("analyze"),
+            "British spelling accepted"
+        );
     }
 }
