@@ -2,10 +2,9 @@
 
 use super::analysis::{AnalysisResults, mark_import_problems, open_inputs, run_analyses};
 use super::args::AnalyzeArgs;
-use super::output::print_results;
+use super::output::{finish, graph_work};
 use crate::engine::Engine;
 use anyhow::{Result, bail};
-use std::io::Write;
 
 /// `analyze`: compute everything first; write nothing unless all analyses succeeded.
 pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
@@ -46,20 +45,14 @@ pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<
     if let (Some(l), Some(dir)) = (&a.label, &cache_dir) {
         crate::labels::record(dir, l, &a.inputs, &a.capture.dumps)?;
     }
-    let mut stdout = std::io::stdout().lock();
-    print_results(
-        &mut stdout,
+    // The import warnings were said when found, before any output was written.
+    finish(
         &texts,
         a.quiet.quiet,
         a.explain.explain,
         &record,
-    )?;
-    crate::capture::import_check::warn(&import);
-    writeln!(
-        stdout,
-        "wrote {} ({})",
-        a.output.display(),
-        super::output::graph_work(&record)
+        &[],
+        &format!("wrote {} ({})", a.output.display(), graph_work(&record)),
     )?;
     // The process ends here: freeing the loaded profiles one allocation at a time would only
     // delay the exit.

@@ -3,12 +3,11 @@
 
 use super::analysis::{analysis_entries, mark_import_problems, open_inputs, run_analyses};
 use super::args::ArchiveArgs;
-use super::output::{print_results, refuse_existing, spinner};
+use super::output::{finish, graph_work, refuse_existing, spinner};
 use crate::engine::Engine;
 use crate::graph;
 use crate::pipeline::AnalysisRequest;
 use anyhow::{Result, bail};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// `archive`: write the archive of one report, with the requested analyses stored in it.
@@ -40,21 +39,18 @@ pub(super) fn archive(a: ArchiveArgs, plan: &[(String, Vec<String>)]) -> Result<
     let requests = a.analyses.requests(plan, false)?;
     let written = write_archive(&db, run, &requests, &output, a.force, None)?;
     let record = db.ctx.engine.finish();
-    let mut stdout = std::io::stdout().lock();
-    print_results(
-        &mut stdout,
+    finish(
         &written.texts,
         a.quiet.quiet,
         a.explain.explain,
         &record,
-    )?;
-    crate::capture::import_check::warn(written.import.as_slice());
-    writeln!(
-        stdout,
-        "wrote {} ({}; {})",
-        output.display(),
-        crate::table::count(written.members, "member", "members"),
-        super::output::graph_work(&record)
+        written.import.as_slice(),
+        &format!(
+            "wrote {} ({}; {})",
+            output.display(),
+            crate::table::count(written.members, "member", "members"),
+            graph_work(&record)
+        ),
     )?;
     std::mem::forget(db);
     Ok(())

@@ -2,11 +2,10 @@
 
 use super::analysis::{analysis_entries, open_inputs, run_analyses};
 use super::args::CombineArgs;
-use super::output::{print_results, refuse_existing, spinner};
+use super::output::{finish, graph_work, refuse_existing, spinner};
 use crate::engine::Engine;
 use crate::graph;
 use anyhow::{Result, bail};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// `combine`: one archive from the per-process inputs of a run (see [`crate::combine`]).
@@ -42,22 +41,20 @@ pub(super) fn combine(a: CombineArgs, plan: &[(String, Vec<String>)]) -> Result<
         db.ctx.engine.record_output(&output, key)?;
     }
     let record = db.ctx.engine.finish();
-    let mut stdout = std::io::stdout().lock();
-    print_results(
-        &mut stdout,
+    finish(
         &results.texts,
         a.quiet.quiet,
         a.explain.explain,
         &record,
-    )?;
-    writeln!(
-        stdout,
-        "{} {} ({} from {}; {})",
-        if unchanged { "unchanged:" } else { "wrote" },
-        output.display(),
-        crate::table::count(members, "member", "members"),
-        crate::table::count(a.inputs.len(), "input", "inputs"),
-        super::output::graph_work(&record)
+        &[],
+        &format!(
+            "{} {} ({} from {}; {})",
+            if unchanged { "unchanged:" } else { "wrote" },
+            output.display(),
+            crate::table::count(members, "member", "members"),
+            crate::table::count(a.inputs.len(), "input", "inputs"),
+            graph_work(&record)
+        ),
     )?;
     std::mem::forget(db);
     Ok(())

@@ -1,7 +1,7 @@
 //! `compare`: two profiled runs compared with statistics; fails on a significant regression.
 
 use super::args::CompareArgs;
-use super::output::{loading_bar, print_results};
+use super::output::{finish, graph_work, loading_bar};
 use crate::engine::Engine;
 use crate::graph;
 use anyhow::{Context, Result, bail};
@@ -153,13 +153,15 @@ pub(super) fn compare(a: CompareArgs) -> Result<i32> {
     } else {
         write!(stdout, "{}", compare::report::terminal(&report))?;
     }
-    print_results(&mut stdout, &[], true, a.explain.explain, &record)?;
-    crate::capture::import_check::warn(&import);
-    writeln!(
-        stdout,
-        "wrote {} ({})",
-        a.output.display(),
-        super::output::graph_work(&record)
+    drop(stdout);
+    // The import warnings were said first, before the comparison.
+    finish(
+        &[],
+        true,
+        a.explain.explain,
+        &record,
+        &[],
+        &format!("wrote {} ({})", a.output.display(), graph_work(&record)),
     )?;
     Ok(report.exit_code)
 }

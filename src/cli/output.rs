@@ -4,14 +4,17 @@ use anyhow::{Result, bail};
 use std::io::Write;
 use std::path::Path;
 
-/// The analyses' terminal texts (unless `quiet`) and, with `explain`, the node table.
-pub(super) fn print_results(
-    out: &mut impl Write,
+/// How a command ends on the terminal: the analyses' texts (unless `quiet`), with `explain`
+/// the node table, the import warnings, then `wrote`, its one-line account of what it wrote.
+pub(super) fn finish(
     texts: &[(String, String)],
     quiet: bool,
     explain: bool,
     record: &crate::engine::RunRecord,
+    import: &[crate::capture::import_check::ImportDiagnostics],
+    wrote: &str,
 ) -> Result<()> {
+    let mut out = std::io::stdout().lock();
     if !quiet {
         for (name, text) in texts {
             writeln!(out, "──── {name} ────\n{text}")?;
@@ -20,6 +23,8 @@ pub(super) fn print_results(
     if explain {
         writeln!(out, "──── pipeline ────\n{}", record.table())?;
     }
+    crate::capture::import_check::warn(import);
+    writeln!(out, "{wrote}")?;
     Ok(())
 }
 

@@ -2,12 +2,11 @@
 
 use super::archive::write_archive;
 use super::args::RunArgs;
-use super::output::{print_results, refuse_existing};
+use super::output::{finish, refuse_existing};
 use crate::engine::{Engine, default_cache_dir};
 use crate::error::{EXIT_INPUT, one_line};
 use crate::graph;
 use anyhow::{Context, Result, bail};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// An output name nobody else can take: `nsys-jax-report-XXXXXX.zip` created empty in the
@@ -171,24 +170,21 @@ pub(super) fn run(a: RunArgs, plan: &[(String, Vec<String>)]) -> Result<i32> {
     }
     let record = db.ctx.engine.finish();
     let after = after.elapsed();
-    let mut stdout = std::io::stdout().lock();
-    print_results(
-        &mut stdout,
+    finish(
         &written.texts,
         a.quiet.quiet,
         a.explain.explain,
         &record,
-    )?;
-    crate::capture::import_check::warn(written.import.as_slice());
-    writeln!(
-        stdout,
-        "wrote {} ({} members) · profiled run {:.1} s · after it {:.2} s (archive {:.2} s, analyses {:.2} s)",
-        output.display(),
-        written.members,
-        profiled.wall.as_secs_f64(),
-        after.as_secs_f64(),
-        written.contents.as_secs_f64(),
-        written.analyses.as_secs_f64(),
+        written.import.as_slice(),
+        &format!(
+            "wrote {} ({}) · profiled run {:.1} s · after it {:.2} s (archive {:.2} s, analyses {:.2} s)",
+            output.display(),
+            crate::table::count(written.members, "member", "members"),
+            profiled.wall.as_secs_f64(),
+            after.as_secs_f64(),
+            written.contents.as_secs_f64(),
+            written.analyses.as_secs_f64(),
+        ),
     )?;
     std::mem::forget(db);
     Ok(failed_code)
