@@ -26,8 +26,10 @@ use crate::analyses::{
     Analysis, NoParams, ProcessView, Reads, Reduced, RunShares, Share, ShareUse,
 };
 use crate::formats::hlo::HloModuleInfo;
+use crate::frames::command_buffers::{self, is_command_buffer};
 use crate::frames::gpu::{
-    COMMUNICATION, DEVICE, NAME, OP_NAME, PROGRAM_ID, PROGRAM_NAME, PROJ_DUR, PROJ_START, Programs,
+    COMMAND_BUFFER, COMMUNICATION, DEVICE, NAME, OP_NAME, PROGRAM_ID, PROGRAM_NAME, PROJ_DUR,
+    PROJ_DUR_HIDDEN, PROJ_START, Programs,
 };
 use crate::frames::warmup::Steady;
 use crate::stats::group_by;
@@ -36,13 +38,8 @@ use crate::table::{Table, round_sig};
 /// The share of the module time that the top modules make up (as nsys-jax's notebook).
 pub const TOP_FRACTION: f64 = 0.99;
 
-/// The opcode column of a command-buffer thunk (no HLO instruction of its own).
-pub const COMMAND_BUFFER: &str = "[command buffer]";
-
-/// A thunk name XLA gives a command buffer (a CUDA graph of several HLO instructions).
-pub fn is_command_buffer(thunk: &str) -> bool {
-    thunk.starts_with("command_buffer")
-}
+/// The opcode of what a command-buffer thunk ran that is not attributed to an instruction.
+pub const COMMAND_BUFFER_OPCODE: &str = "[command buffer]";
 
 /// Count, mean and sum of squared deviations of a sample, mergeable across processes.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq)]
@@ -104,6 +101,10 @@ pub struct ThunkTime {
     pub communication: bool,
     /// Exposed time per thunk execution (per device), ns.
     pub time: Moments,
+    /// The command buffer (CUDA graph) it ran in, with its whole time there [ns] (hidden
+    /// time included).
+    #[serde(default)]
+    pub command_buffer: Option<(String, i64)>,
 }
 
 /// One process's share of `ops`.
@@ -116,6 +117,9 @@ pub struct OpsPartial {
     pub thunks: Vec<ThunkTime>,
     /// Thunks whose instruction the dump lacks (counted, with one example).
     pub missing: (u64, String),
+    /// What building the frames said about command buffers.
+    #[serde(default)]
+    pub command_buffer_notes: Vec<String>,
 }
 
 impl crate::engine::value::JsonValue for OpsPartial {}
@@ -171,8 +175,13 @@ pub fn partial(steady: &Steady, programs: &Programs) -> OpsPartial {
     let thunk = t.column_by_name(NAME).unwrap().as_string::<i32>();
     let op_name = t.column_by_name(OP_NAME).unwrap().as_string::<i32>();
     let comm = t.column_by_name(COMMUNICATION).unwrap().as_boolean();
+    let in_buffer = t.column_by_name(COMMAND_BUFFER).unwrap().as_string::<i32>();
     let dur = t
         .column_by_name(PROJ_DUR)
+        .unwrap()
+        .as_primitive::<Int64Type>();
+    let hidden = t
+        .column_by_name(PROJ_DUR_HIDDEN)
         .unwrap()
         .as_primitive::<Int64Type>();
     for ((p, th), rows) in group_by(t.num_rows(), |i| (prog.value(i), thunk.value(i))) {
@@ -192,7 +201,7 @@ pub fn partial(steady: &Steady, programs: &Programs) -> OpsPartial {
             thunk: th.to_string(),
             opcode: match instr {
                 Some(i) => i.opcode.clone(),
-                None if is_command_buffer(th) => COMMAND_BUFFER.to_string(),
+                None if is_command_buffer(th) => COMMAND_BUFFER_OPCODE.to_string(),
                 None => String::new(),
             },
             // The instruction's own metadata (the frame's OpName may be a fusion's common
@@ -204,6 +213,10 @@ pub fn partial(steady: &Steady, programs: &Programs) -> OpsPartial {
             },
             communication: comm.value(first),
             time: Moments::of(rows.iter().map(|&i| dur.value(i))),
+            command_buffer: in_buffer.is_valid(first).then(|| {
+                let whole = rows.iter().map(|&i| dur.value(i) + hidden.value(i)).sum();
+                (in_buffer.value(first).to_string(), whole)
+            }),
         });
     }
     out
@@ -280,6 +293,10 @@ pub fn merged_thunks(parts: &[&OpsPartial]) -> Vec<ThunkTime> {
                 .entry((&t.program_id, &t.thunk))
                 .and_modify(|m| {
                     m.time = m.time.merge(t.time);
+                    m.command_buffer = match (m.command_buffer.take(), &t.command_buffer) {
+                        (Some((name, a)), Some((_, b))) => Some((name, a + b)),
+                        (a, b) => a.or_else(|| b.clone()),
+                    };
                     if m.opcode.is_empty() {
                         m.opcode = t.opcode.clone();
                     }
@@ -338,10 +355,10 @@ pub struct Variability {
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct CommandBuffers {
-    /// Command-buffer thunks (program, thunk) of the top modules.
+    /// Distinct command buffers (program, thunk) of the top modules.
     pub thunks: u64,
     pub ms: f64,
-    /// Of `ms`, the kernel time attributed to the HLO instructions inside.
+    /// Of `ms`, the time of what ran inside attributed to HLO instructions.
     pub attributed_ms: f64,
 }
 
@@ -393,7 +410,9 @@ pub fn reduce(parts: &[&OpsPartial]) -> Ops {
 
     let mut by_opcode: BTreeMap<&str, i64> = BTreeMap::new();
     let mut by_category: BTreeMap<&str, i64> = BTreeMap::new();
-    let mut cb = (0u64, 0i64);
+    // Command buffers: distinct ones, their whole time, the part attributed to instructions.
+    let mut buffers = std::collections::BTreeSet::new();
+    let mut cb = (0i64, 0i64);
     for t in thunks.iter().filter(|t| is_top(&t.program_id)) {
         let code = if t.opcode.is_empty() {
             "[unknown]"
@@ -402,9 +421,12 @@ pub fn reduce(parts: &[&OpsPartial]) -> Ops {
         };
         *by_opcode.entry(code).or_default() += t.time.sum;
         *by_category.entry(category(t)).or_default() += t.time.sum;
-        if is_command_buffer(&t.thunk) {
-            cb.0 += 1;
-            cb.1 += t.time.sum;
+        if let Some((name, whole)) = &t.command_buffer {
+            buffers.insert((t.program_id.as_str(), name.as_str()));
+            cb.0 += whole;
+            if *name != t.thunk {
+                cb.1 += whole;
+            }
         }
     }
     let idle_in = tot.modules - tot.thunks;
@@ -490,11 +512,12 @@ pub fn reduce(parts: &[&OpsPartial]) -> Ops {
             "{missing} thunk(s) name HLO instructions missing from their module's dump (e.g. {example}): opcode [unknown]"
         ));
     }
-    if cb.0 > 0 {
+    if cb.0 > cb.1 {
         notes.push(format!(
-            "{} command-buffer thunk(s) (CUDA graphs) hold {:.1} % of the thunk time, counted whole as compute: the HLO instructions inside are not broken out",
-            cb.0,
-            percent(cb.1, tot.thunks)
+            "{} of the time of {} command buffer(s) (CUDA graphs) ({:.1} %) is not attributed to HLO instructions: counted as opcode {COMMAND_BUFFER_OPCODE}, compute",
+            ms((cb.0 - cb.1) as f64 * MS),
+            buffers.len(),
+            percent(cb.0 - cb.1, cb.0)
         ));
     }
     Ops {
@@ -508,9 +531,9 @@ pub fn reduce(parts: &[&OpsPartial]) -> Ops {
         top_thunks,
         variability,
         command_buffers: CommandBuffers {
-            thunks: cb.0,
-            ms: cb.1 as f64 * MS,
-            attributed_ms: 0.0,
+            thunks: buffers.len() as u64,
+            ms: cb.0 as f64 * MS,
+            attributed_ms: cb.1 as f64 * MS,
         },
         notes,
     }
@@ -593,7 +616,14 @@ impl Share for OpsShare {
             return Ok(OpsPartial::default());
         };
         let programs = (p.programs)()?;
-        Ok(partial(steady, &programs))
+        let mut part = partial(steady, &programs);
+        part.command_buffer_notes = p
+            .frame_notes
+            .iter()
+            .filter(|n| n.contains(command_buffers::NOTE))
+            .cloned()
+            .collect();
+        Ok(part)
     }
 }
 
@@ -615,7 +645,10 @@ impl Analysis for OpsAnalysis {
         let refs: Vec<&OpsPartial> = parts.iter().map(|p| p.as_ref()).collect();
         Ok(Reduced {
             result: reduce(&refs),
-            notes: vec![],
+            notes: refs
+                .iter()
+                .flat_map(|p| p.command_buffer_notes.iter().cloned())
+                .collect(),
         })
     }
 

@@ -4,7 +4,7 @@
 use crate::engine::value::{Bytes, Files, Tables};
 use crate::engine::{Keep, Key, KeyBuilder, Node, node_kind};
 use crate::formats::archive::{
-    DEVICE_METADATA, PUSHPOP_PARQUET, SYSTEM_METADATA, THREAD_METADATA, TRACE,
+    DEVICE_METADATA, GRAPH_OPS, PUSHPOP_PARQUET, SYSTEM_METADATA, THREAD_METADATA, TRACE,
 };
 
 /// The tables `nsys export` writes of a report, by this nsys (its version key).
@@ -29,7 +29,8 @@ impl ExportNode {
 /// What builds a derived member from the export.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Producer {
-    /// NVTX ranges projected onto the GPU → the trace.
+    /// NVTX ranges projected onto the GPU → the trace, and the operations of CUDA graph
+    /// launches with their ranges.
     Projection,
     /// CPU push/pop ranges.
     Pushpop,
@@ -41,7 +42,7 @@ impl Producer {
     /// The producer of a derived member (None for a member that is not derived).
     pub fn of(member: &str) -> Option<Producer> {
         match member {
-            TRACE => Some(Producer::Projection),
+            TRACE | GRAPH_OPS => Some(Producer::Projection),
             PUSHPOP_PARQUET => Some(Producer::Pushpop),
             THREAD_METADATA | SYSTEM_METADATA | DEVICE_METADATA => Some(Producer::Metadata),
             _ => None,
@@ -67,7 +68,12 @@ impl Node for DerivedNode {
     }
     fn sources(&self) -> &[&'static str] {
         match self.producer {
-            Producer::Projection => &["capture/projection/", "formats/trace.rs", "formats/mod.rs"],
+            Producer::Projection => &[
+                "capture/projection/",
+                "formats/trace.rs",
+                "formats/graph_ops.rs",
+                "formats/mod.rs",
+            ],
             Producer::Pushpop => &[
                 "capture/projection/",
                 "formats/pushpop.rs",

@@ -27,10 +27,10 @@ pub mod projection;
 
 use crate::engine::value::{Bytes, Files, Tables};
 use crate::engine::{Engine, Key, KeyBuilder, Node};
-use crate::formats::archive::{self, Archive, PUSHPOP_PARQUET, TRACE};
+use crate::formats::archive::{self, Archive, GRAPH_OPS, PUSHPOP_PARQUET, TRACE};
 use crate::formats::archive_writer::Entry;
 use crate::formats::nsys_export::{self, ExportTables};
-use crate::formats::{metadata, pushpop, trace};
+use crate::formats::{graph_ops, metadata, pushpop, trace};
 use anyhow::{Context, Result, bail};
 use kinds::{DerivedNode, DumpXzNode, ExportNode, Producer};
 use nsys::Nsys;
@@ -213,8 +213,13 @@ pub fn derived_member(
         Ok(Files(match node.producer {
             Producer::Projection => {
                 if t.has_gpu_activity() {
-                    let p = projection::project(&t).with_context(|| what("NVTX projection"))?;
-                    vec![(TRACE.to_string(), trace::write_classic(&p, 0)?)]
+                    let (p, graph) = projection::project_with_graph_ops(&t)
+                        .with_context(|| what("NVTX projection"))?;
+                    let mut files = vec![(TRACE.to_string(), trace::write_classic(&p, 0)?)];
+                    if let Some(g) = graph {
+                        files.push((GRAPH_OPS.to_string(), graph_ops::write(&g)?));
+                    }
+                    files
                 } else {
                     vec![]
                 }

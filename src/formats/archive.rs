@@ -16,11 +16,14 @@ pub const PUSHPOP_CSV_XZ: &str = "report_nvtx_pushpop_trace.csv.xz";
 pub const THREAD_METADATA: &str = "thread-metadata.parquet";
 pub const SYSTEM_METADATA: &str = "system-metadata.parquet";
 pub const DEVICE_METADATA: &str = "device-metadata.parquet";
+/// The operations of CUDA graph launches (a member nsys-jax's readers ignore).
+pub const GRAPH_OPS: &str = "nsys-jax-pipe/graph-ops.parquet";
 
 /// The members of an archive that are computed from the report (`nsys export` and what is
 /// built from it) rather than copied.
-pub const DERIVED: [&str; 5] = [
+pub const DERIVED: [&str; 6] = [
     TRACE,
+    GRAPH_OPS,
     PUSHPOP_PARQUET,
     THREAD_METADATA,
     SYSTEM_METADATA,

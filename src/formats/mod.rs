@@ -1,11 +1,13 @@
 //! File formats: one module per format.
 pub mod archive;
 pub mod archive_writer;
+pub mod graph_ops;
 pub mod hlo;
 pub mod limits;
 pub mod metadata;
 pub mod nsys_export;
 pub mod pushpop;
+pub mod thunk_metadata;
 pub mod trace;
 
 use anyhow::Result;

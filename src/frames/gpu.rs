@@ -3,6 +3,7 @@
 //! to the module fingerprint, devices from launcher threads, edge effects removed,
 //! communication classified from the HLO and overlap with compute measured.
 
+use super::command_buffers::{self as cb, GraphInputs, ThunkRow};
 use crate::formats::hlo::HloModuleInfo;
 use crate::formats::trace::{self as tr, ThreadNames};
 use crate::nvtx;
@@ -36,6 +37,7 @@ pub const MESSAGE_SIZE: &str = "MessageSize";
 pub const COLLECTIVE_SIZE: &str = "CollectiveSize";
 pub const ALGO_BW: &str = "AlgorithmBandwidthGBPerSec";
 pub const BUS_BW: &str = "BusBandwidthGBPerSec";
+pub const COMMAND_BUFFER: &str = "CommandBuffer";
 
 /// The stable id of autotuning executions (no program id).
 pub const UNKNOWN_PROGRAM: &str = "unknown";
@@ -56,7 +58,9 @@ pub static MODULE_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
     ]))
 });
 
-/// Thunk rows: one per deepest thunk execution. `ProjDur` is the exposed (not hidden) time.
+/// Thunk rows: one per deepest thunk execution, a command buffer's execution opened up into
+/// one per instruction it ran (`CommandBuffer` names it). `ProjDur` is the exposed (not
+/// hidden) time.
 pub static THUNK_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
     Arc::new(Schema::new(vec![
         Field::new(PROGRAM_ID, DataType::Utf8, false),
@@ -75,6 +79,7 @@ pub static THUNK_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         Field::new(COLLECTIVE_SIZE, DataType::Int32, true),
         Field::new(ALGO_BW, DataType::Float64, true),
         Field::new(BUS_BW, DataType::Float64, true),
+        Field::new(COMMAND_BUFFER, DataType::Utf8, true),
     ]))
 });
 
@@ -177,9 +182,11 @@ enum Kind {
 }
 
 /// Build the module and thunk frames of one process. `fallback_device` is used for the
-/// launching thread when the process names no XlaLauncher threads.
+/// launching thread when the process names no XlaLauncher threads; `graphs` opens command
+/// buffers up.
 pub fn build(
     ranges: &RecordBatch,
+    graphs: &GraphInputs,
     threads: &ThreadNames,
     programs: &Programs,
     fallback_device: i32,
@@ -499,19 +506,7 @@ pub fn build(
     )?;
 
     // ---- thunk frame
-    struct T {
-        row: usize,
-        prog: String,
-        module: usize,
-        numeric: Option<i64>,
-        exec: i32,
-        dev: i32,
-        op: String,
-        op_name: Option<String>,
-        start: i64,
-        dur: i64,
-    }
-    let mut ts: Vec<T> = Vec::new();
+    let mut ts: Vec<ThunkRow> = Vec::new();
     for &r in &order {
         if !is_thunk[r] {
             continue;
@@ -522,8 +517,9 @@ pub fn build(
             continue;
         };
         let parsed = nvtx::parse_thunk(name.value(r));
-        ts.push(T {
+        ts.push(ThunkRow {
             row: r,
+            sub: 0,
             module: m,
             prog: prog.clone(),
             numeric: *numeric,
@@ -536,16 +532,25 @@ pub fn build(
             op_name: parsed.and_then(|t| t.name.map(str::to_string)),
             start: proj_start.value(r),
             dur: proj_dur.value(r),
+            command_buffer: None,
         });
     }
+    let (mut ts, _) = cb::expand(
+        ts,
+        |r| range_id.value(r),
+        |t| programs.hlo(t.numeric, &prog_id_of[&t.module].1),
+        graphs,
+        &mut notes.0,
+    );
     // Thunk index and per-name execution counters: sort by (program, execution, device,
     // RangeId) and sweep.
     ts.sort_by(|a, b| {
-        (&a.prog, a.exec, a.dev, range_id.value(a.row)).cmp(&(
+        (&a.prog, a.exec, a.dev, range_id.value(a.row), a.sub).cmp(&(
             &b.prog,
             b.exec,
             b.dev,
             range_id.value(b.row),
+            b.sub,
         ))
     });
     let mut thunk_index = vec![0i32; ts.len()];
@@ -563,6 +568,7 @@ pub fn build(
             ts[a].dev,
             &ts[a].op,
             range_id.value(ts[a].row),
+            ts[a].sub,
         )
             .cmp(&(
                 &ts[b].prog,
@@ -570,6 +576,7 @@ pub fn build(
                 ts[b].dev,
                 &ts[b].op,
                 range_id.value(ts[b].row),
+                ts[b].sub,
             ))
     });
     let mut thunk_exec = vec![0i32; ts.len()];
@@ -593,6 +600,7 @@ pub fn build(
             let hlo = programs.hlo(t.numeric, &prog_id_of[&t.module].1)?;
             match hlo.instruction(&t.op) {
                 Some(i) => i.communication.as_ref(),
+                None if cb::is_command_buffer(&t.op) => None,
                 None => {
                     missing_ops += 1;
                     None
@@ -672,6 +680,11 @@ pub fn build(
             ),
             Arc::new(Float64Array::from(algbw)),
             Arc::new(Float64Array::from(busbw)),
+            Arc::new(
+                ts.iter()
+                    .map(|t| t.command_buffer.as_deref())
+                    .collect::<StringArray>(),
+            ),
         ],
     )?;
     Ok(GpuFrames {

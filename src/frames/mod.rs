@@ -1,4 +1,5 @@
 //! The data model built from raw tables.
+pub mod command_buffers;
 pub mod compile;
 pub mod gpu;
 pub mod warmup;

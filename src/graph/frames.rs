@@ -5,12 +5,13 @@
 use crate::engine::value::{JsonValue, Tables};
 use crate::engine::{Key, Node};
 use crate::formats::archive;
-use crate::formats::{pushpop, trace};
+use crate::formats::{graph_ops, pushpop, thunk_metadata, trace};
 use crate::frames;
+use crate::frames::command_buffers::GraphInputs;
 use anyhow::Context;
 use arrow::array::{Array, AsArray, RecordBatch, StringArray};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::hlo::{programs, programs_key, programs_map};
@@ -28,10 +29,70 @@ fn gpu_frames_node(db: &Db, p: Process) -> Result<Option<GpuFramesNode>, NodeErr
     };
     Ok(Some(GpuFramesNode {
         trace,
+        graph_ops: member_key(db, p, archive::GRAPH_OPS)?.map(|t| t.1),
+        thunk_metadata: thunk_metadata_members(db, p)?
+            .into_iter()
+            .map(|(_, _, _, k)| k)
+            .collect(),
         threads: member_key(db, p, archive::THREAD_METADATA)?.map(|t| t.1),
         programs: programs_key(db, p)?,
         position: p.position(db),
     }))
+}
+
+/// The thunk metadata dumps of a process: (file name, member, module id, content key).
+fn thunk_metadata_members(
+    db: &Db,
+    p: Process,
+) -> Result<Vec<(String, String, i64, Key)>, NodeError> {
+    let keys = super::members::member_keys(db, p.archive(db))?;
+    let mut out = Vec::new();
+    for (file, member) in p.archive_ref(db).dump_files(p.stem(db).as_deref()) {
+        if let Some(id) = thunk_metadata::module_id(&file) {
+            let key = fail(keys.value.get(&member))?;
+            out.push((file, member, id, key));
+        }
+    }
+    Ok(out)
+}
+
+/// What opens a process's command buffers up: its graph operations and thunk metadata.
+fn graph_inputs(db: &Db, p: Process) -> Result<GraphInputs> {
+    let ops = match p.resolve(db, archive::GRAPH_OPS) {
+        Some(m) => Some(in_member(
+            db,
+            p,
+            &m,
+            graph_ops::read(read_member(db, p, &m)?),
+        )?),
+        None => None,
+    };
+    let mut metadata = BTreeMap::new();
+    let mut notes = Vec::new();
+    for (file, member, id, _) in thunk_metadata_members(db, p)? {
+        let raw = read_member(db, p, &member)?;
+        let bytes = if file.ends_with(".xz") {
+            crate::formats::limits::xz_decompress(&raw)
+        } else {
+            Ok(raw)
+        };
+        // The metadata only helps to attribute library kernels: a damaged file costs that.
+        match bytes.and_then(|b| thunk_metadata::decode(&b)) {
+            Ok(entries) => {
+                metadata.insert(id, entries);
+            }
+            Err(e) => notes.push(format!(
+                "{}{member}: {}; kernels in module {id}'s command buffers matched by name only",
+                crate::frames::command_buffers::NOTE,
+                crate::error::one_line(&e)
+            )),
+        }
+    }
+    Ok(GraphInputs {
+        ops,
+        metadata,
+        notes,
+    })
 }
 
 /// Whether the GPU frames of `p` are stored (false without any).
@@ -84,7 +145,8 @@ pub fn gpu_frames(db: &Db, p: Process) -> Result<Option<Out<Tables>>, NodeError>
             }
             None => None,
         };
-        let f = match frames::gpu::build(&ranges, &threads, &map, p.position(db) as i32) {
+        let graphs = graph_inputs(db, p)?;
+        let f = match frames::gpu::build(&ranges, &graphs, &threads, &map, p.position(db) as i32) {
             // Names the dump already.
             Err(e) if e.is::<frames::gpu::DumpMismatch>() => Err(e),
             r => in_member(db, p, &member, r),

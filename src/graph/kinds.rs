@@ -126,6 +126,10 @@ impl SourceNamesNode {
 /// Module and thunk frames of one process, with the remarks made building them.
 pub struct GpuFramesNode {
     pub trace: Key,
+    /// The graph operations member (None when the input has none).
+    pub graph_ops: Option<Key>,
+    /// The thunk metadata dumps.
+    pub thunk_metadata: Vec<Key>,
     pub threads: Option<Key>,
     pub programs: Key,
     pub position: u32,
@@ -133,13 +137,26 @@ pub struct GpuFramesNode {
 node_kind!(
     GpuFramesNode,
     "gpu-frames",
-    ["frames/gpu.rs", "formats/trace.rs", "nvtx.rs"],
+    [
+        "frames/gpu.rs",
+        "frames/command_buffers.rs",
+        "formats/trace.rs",
+        "formats/graph_ops.rs",
+        "formats/thunk_metadata.rs",
+        "nvtx.rs"
+    ],
     Volatile,
     Tables
 );
 impl GpuFramesNode {
     fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.input(&self.trace)
+            .input(&self.graph_ops.unwrap_or(NONE))
+            .param(
+                "thunk-metadata",
+                (self.thunk_metadata.len() as u64).to_le_bytes(),
+            )
+            .inputs(&self.thunk_metadata)
             .input(&self.threads.unwrap_or(NONE))
             .input(&self.programs)
             .param("position", self.position.to_le_bytes())

@@ -99,6 +99,9 @@ pub fn derived_member(db: &Db, archive: &Archive, member: &str) -> Result<Option
         capture::derived_member(engine, db.ctx.nsys()?, &archive.path, &report_key, member)?;
     match (bytes, member) {
         (None, archive::TRACE) => Ok(Some(capture::empty_trace()?)),
+        (None, archive::GRAPH_OPS) => Ok(Some(crate::formats::graph_ops::write(
+            &arrow::array::RecordBatch::new_empty(crate::formats::graph_ops::SCHEMA.clone()),
+        )?)),
         (b, _) => Ok(b),
     }
 }

@@ -32,6 +32,8 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Field, Schema};
 
+mod graph_ops;
+
 use crate::formats::nsys_export::{
     ExportTables, KERNEL, MEMCPY, MEMSET, NVTX_EVENTS, RUNTIME, STRING_IDS, int64_column,
     text_column,
@@ -57,6 +59,12 @@ const PROCESS_MASK: i64 = !0xFF_FFFF;
 /// later; omitted here). One row per range with GPU ops, in `RangeId` order; the row of GPU
 /// ops outside every range that Nsight Systems adds is not written.
 pub fn project(t: &ExportTables) -> Result<RecordBatch> {
+    Ok(project_with_graph_ops(t)?.0)
+}
+
+/// [`project`], and the operations of CUDA graph launches with the innermost range around
+/// each launch ([`graph_ops`]; None when the report has none).
+pub fn project_with_graph_ops(t: &ExportTables) -> Result<(RecordBatch, Option<RecordBatch>)> {
     let nvtx = Nvtx::new(t)?;
     let calls = calls_with_ops(t)?;
     let ranges = nvtx.ranges(capture_end(t, &nvtx)?, |ty| {
@@ -110,7 +118,9 @@ pub fn project(t: &ExportTables) -> Result<RecordBatch> {
         Arc::new(parent_id.finish()),
         Arc::new(stack.finish()),
     ];
-    Ok(RecordBatch::try_new(projection_schema(), columns)?)
+    let projection = RecordBatch::try_new(projection_schema(), columns)?;
+    let graph = graph_ops::graph_ops(t, &ranges)?;
+    Ok((projection, graph))
 }
 
 /// The schema of [`project`]'s output.
@@ -360,15 +370,49 @@ fn capture_end(t: &ExportTables, nvtx: &Nvtx) -> Result<i64> {
     Ok(last)
 }
 
+/// `StringIds`: the strings NVTX events and kernels name by id.
+struct Strings {
+    /// Sorted by id: (id, row).
+    ids: Vec<(i64, u32)>,
+    values: Option<StringArray>,
+}
+
+impl Strings {
+    fn new(t: &ExportTables) -> Result<Self> {
+        let Some(s) = &t.string_ids else {
+            return Ok(Self {
+                ids: Vec::new(),
+                values: None,
+            });
+        };
+        let ids = int64_column(s, STRING_IDS, "id")?;
+        let values = text_column(s, STRING_IDS, "value")?;
+        let mut sorted: Vec<(i64, u32)> = (0..ids.len())
+            .filter(|&i| ids.is_valid(i))
+            .map(|i| (ids.value(i), i as u32))
+            .collect();
+        sorted.sort_unstable();
+        Ok(Self {
+            ids: sorted,
+            values: Some(values),
+        })
+    }
+
+    fn get(&self, id: i64) -> Option<&str> {
+        let values = self.values.as_ref()?;
+        let k = self.ids.binary_search_by_key(&id, |&(id, _)| id).ok()?;
+        let row = self.ids[k].1 as usize;
+        values.is_valid(row).then(|| values.value(row))
+    }
+}
+
 /// Range names: `<domain>:<text>`, or the text alone in the default domain.
 struct Namer {
     text: StringArray,
     text_id: Int64Array,
     domain_id: Int64Array,
     global_tid: Int64Array,
-    /// `StringIds` sorted by id: (id, row).
-    strings: Vec<(i64, u32)>,
-    string_values: Option<StringArray>,
+    strings: Strings,
     /// Domains sorted by (process, domain id): name.
     domains: Vec<((i64, i64), String)>,
 }
@@ -382,26 +426,12 @@ impl Namer {
         };
         let text_id = optional_int64(b, "textId")?;
         let domain_id = optional_int64(b, "domainId")?;
-        let (strings, string_values) = match &nvtx.tables.string_ids {
-            Some(s) => {
-                let ids = int64_column(s, STRING_IDS, "id")?;
-                let values = text_column(s, STRING_IDS, "value")?;
-                let mut strings: Vec<(i64, u32)> = (0..ids.len())
-                    .filter(|&i| ids.is_valid(i))
-                    .map(|i| (ids.value(i), i as u32))
-                    .collect();
-                strings.sort_unstable();
-                (strings, Some(values))
-            }
-            None => (Vec::new(), None),
-        };
         let mut namer = Self {
             text,
             text_id,
             domain_id,
             global_tid: nvtx.global_tid.clone(),
-            strings,
-            string_values,
+            strings: Strings::new(nvtx.tables)?,
             domains: Vec::new(),
         };
         let mut domains = Vec::new();
@@ -431,12 +461,9 @@ impl Namer {
             return self.text.value(row);
         }
         if self.text_id.is_valid(row)
-            && let Some(values) = &self.string_values
+            && let Some(text) = self.strings.get(self.text_id.value(row))
         {
-            let id = self.text_id.value(row);
-            if let Ok(k) = self.strings.binary_search_by_key(&id, |&(id, _)| id) {
-                return values.value(self.strings[k].1 as usize);
-            }
+            return text;
         }
         ""
     }
