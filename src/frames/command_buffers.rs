@@ -3,23 +3,29 @@
 //! its own. Its execution is replaced by one row per instruction whose kernels the graph ran,
 //! from the graph operations recorded under its range (`nsys-jax-pipe/graph-ops.parquet`):
 //!
+//! The candidates are the thunks that `module_*.thunk_metadata.pb` lists after the command
+//! buffer (up to the next one) that launch work, without the instructions that run as thunks
+//! of their own. Graph nodes, in node order (the order XLA recorded them, which is thunk
+//! order), are aligned with them:
 //! 1. **By kernel name**: XLA names a kernel after its instruction with every character other
-//!    than a letter, digit or `_` made `_` (`gemm_fusion_dot.38` → `gemm_fusion_dot_38`); a
-//!    name that two instructions of the module share this way is ambiguous and not used.
-//! 2. **By thunk order**: the other operations (library kernels such as cuBLAS's and NCCL's,
-//!    memcpys, memsets) are matched, per class (all-gather, reduce-scatter, all-reduce,
-//!    send/recv, broadcast, memset, memcpy, other library work), in graph-node order to the
-//!    thunks that `module_*.thunk_metadata.pb` lists after the command buffer (up to the next
-//!    one) of a kind that does that work, leaving out the instructions matched by name and
-//!    those that run as thunks of their own.
-//! 3. **By position**: when as many operations are left as such thunks (of any class), they
-//!    pair up in order (a graph node that the profiler records as another kind of work).
+//!    than a letter, digit or `_` made `_` (`gemm_fusion_dot.38` → `gemm_fusion_dot_38`; a
+//!    name that two instructions share this way is not used). A node takes the candidate its
+//!    kernel names when that one is free.
+//! 2. **By order within a class**: otherwise the next free candidate, after the last one
+//!    taken, that does the node's class of work: all-gather, reduce-scatter, all-reduce,
+//!    send/recv, broadcast (NCCL kernels), memset, memcpy, an XLA kernel of the same opcode (XLA
+//!    compiles identical fusions once, so a kernel may carry another instruction's name), other
+//!    library work (cuBLAS, cuDNN, ...).
+//! 3. **By position**: when as many nodes are left as candidates, they pair up in order (a
+//!    graph node that the profiler records as another kind of work).
 //! 4. What none of these matches stays in one row named after the command buffer (opcode
-//!    `[command buffer]`), and is reported.
+//!    `[command buffer]`), and is reported. Without thunk metadata, kernel names alone.
 //!
-//! An instruction's row spans its operations in that graph launch, as a thunk's range spans
-//! its kernels; the unmatched row, from its first operation, lasts their summed time. Every
-//! row keeps the command buffer's name (the frame's `CommandBuffer`).
+//! A graph node is matched once; its repeats in one launch (a loop's iterations) share its
+//! instruction. In time order, consecutive operations of one instruction make one row that
+//! spans them (as a thunk's range spans its kernels), so a loop's iterations are rows of
+//! their own, as their thunks are without command buffers. Every row keeps the command
+//! buffer's name (the frame's `CommandBuffer`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -76,6 +82,8 @@ enum Class {
     Broadcast,
     Memset,
     Memcpy,
+    /// A kernel XLA generated (named after an instruction).
+    Kernel,
     Library,
 }
 
@@ -117,6 +125,7 @@ fn thunk_class(kind: &str) -> Option<Class> {
         }
         "kCollectiveBroadcast" => Class::Broadcast,
         "kMemset32BitValue" | "kMemzero" => Class::Memset,
+        "kKernel" | "kCustomKernel" => Class::Kernel,
         "kCommandBuffer" | "kSequential" | "kAsync" | "kWaitForStreams" | "kWhile"
         | "kConditional" | "kDynamicSlice" => return None,
         _ if k.ends_with("Done") => return None,
@@ -162,6 +171,99 @@ fn candidates(entries: &[ThunkEntry], cb: &str, top_level: &HashSet<&str>) -> Ve
         .filter(|e| !e.name.is_empty() && !top_level.contains(e.name.as_str()))
         .filter_map(|e| Some((thunk_class(&e.kind)?, e.name.clone())))
         .collect()
+}
+
+/// The owner (HLO instruction) of each operation of one command-buffer execution (`here`:
+/// indices into `ops`, sorted by graph node, then start). A graph node is matched once and
+/// its repeats (a loop's iterations) share its owner. Nodes in node order are aligned with
+/// `list` (the command buffer's thunks in order): a node takes the candidate its kernel names
+/// when that one is free, else the next free candidate of its class after the last one taken;
+/// then the leftovers pair by position. Without a list, kernel names alone (see the module
+/// docs).
+fn attribute(
+    ops: &GraphOps,
+    here: &[u32],
+    hlo: &HloModuleInfo,
+    names: &HashMap<String, Option<String>>,
+    list: &[(Class, String)],
+    attribution: &mut Attribution,
+) -> Vec<Option<String>> {
+    // (first index into `here`, one past the last) of each graph node.
+    let mut nodes: Vec<(usize, usize)> = Vec::new();
+    for (k, &i) in here.iter().enumerate() {
+        let node = ops.graph_node_id.value(i as usize);
+        match nodes.last_mut() {
+            Some(n) if ops.graph_node_id.value(here[n.0] as usize) == node => n.1 = k + 1,
+            _ => nodes.push((k, k + 1)),
+        }
+    }
+    let opcode = |instr: &str| hlo.instruction(instr).map(|i| i.opcode.as_str());
+    let mut taken = vec![false; list.len()];
+    let mut owner: Vec<Option<&str>> = vec![None; nodes.len()];
+    let mut how = vec![0u8; nodes.len()];
+    let mut after = 0;
+    for (j, n) in nodes.iter().enumerate() {
+        let name = ops.name.value(here[n.0] as usize);
+        // The instruction the kernel is named after (XLA reuses one kernel for identical
+        // fusions: then it is another instruction's name).
+        let named = match names.get(name) {
+            Some(Some(instr)) => Some(instr.as_str()),
+            _ => None,
+        };
+        if list.is_empty() {
+            owner[j] = named;
+            how[j] = 1;
+            continue;
+        }
+        if let Some(at) = named.and_then(|x| (0..list.len()).find(|&c| !taken[c] && list[c].1 == x))
+        {
+            taken[at] = true;
+            after = after.max(at + 1);
+            owner[j] = Some(list[at].1.as_str());
+            how[j] = 1;
+            continue;
+        }
+        let class = match named {
+            Some(_) => Class::Kernel,
+            None => op_class(name),
+        };
+        let fits = |c: usize| {
+            !taken[c]
+                && list[c].0 == class
+                && (class != Class::Kernel || opcode(&list[c].1) == named.and_then(opcode))
+        };
+        if let Some(at) = (after..list.len()).find(|&c| fits(c)) {
+            taken[at] = true;
+            after = at + 1;
+            owner[j] = Some(list[at].1.as_str());
+            how[j] = 2;
+        }
+    }
+    // Last, when as many nodes as candidates are left, they pair up in order.
+    let left: Vec<usize> = (0..nodes.len()).filter(|&j| owner[j].is_none()).collect();
+    let free: Vec<usize> = (0..list.len()).filter(|&c| !taken[c]).collect();
+    if !left.is_empty() && left.len() == free.len() {
+        for (j, c) in left.into_iter().zip(free) {
+            owner[j] = Some(list[c].1.as_str());
+            how[j] = 3;
+        }
+    }
+    let mut out = vec![None; here.len()];
+    for (j, n) in nodes.iter().enumerate() {
+        for k in n.0..n.1 {
+            let i = here[k] as usize;
+            let d = ops.end.value(i) - ops.start.value(i);
+            attribution.total += d;
+            match how[j] {
+                1 if owner[j].is_some() => attribution.by_name += d,
+                2 => attribution.by_order += d,
+                3 => attribution.by_position += d,
+                _ => {}
+            }
+            out[k] = owner[j].map(str::to_string);
+        }
+    }
+    out
 }
 
 /// Time of the command buffers' graph operations [ns]: in all, matched by name, by order
@@ -253,69 +355,21 @@ pub fn expand<'h>(
                 .map(|e| candidates(e, &t.op, top))
                 .unwrap_or_default()
         });
-        let mut owner: Vec<Option<String>> = vec![None; here.len()];
-        let mut by_name = HashSet::new();
-        for (k, &i) in here.iter().enumerate() {
-            if let Some(Some(instr)) = names.get(ops.name.value(i as usize)) {
-                by_name.insert(instr.clone());
-                owner[k] = Some(instr.clone());
-                attribution.by_name += ops.end.value(i as usize) - ops.start.value(i as usize);
+        let owner = attribute(ops, here, hlo, names, list, &mut attribution);
+        // Rows in time order: consecutive operations of one owner make one row (an
+        // instruction's kernels; a loop's iterations alternate with other instructions').
+        let mut by_time: Vec<usize> = (0..here.len()).collect();
+        by_time.sort_by_key(|&k| (ops.start.value(here[k] as usize), here[k]));
+        let mut parts: Vec<(Option<&str>, (i64, i64))> = Vec::new();
+        for k in by_time {
+            let i = here[k] as usize;
+            let (s, e) = (ops.start.value(i), ops.end.value(i));
+            let name = owner[k].as_deref();
+            match parts.last_mut() {
+                Some((last, span)) if *last == name => span.1 = span.1.max(e),
+                _ => parts.push((name, (s, e))),
             }
         }
-        // The rest, per class, in graph-node order against the unmatched candidates.
-        let mut next: HashMap<Class, usize> = HashMap::new();
-        for (k, &i) in here.iter().enumerate() {
-            if owner[k].is_some() {
-                continue;
-            }
-            let class = op_class(ops.name.value(i as usize));
-            let at = next.entry(class).or_default();
-            let found = list
-                .iter()
-                .enumerate()
-                .skip(*at)
-                .find(|(_, (c, name))| *c == class && !by_name.contains(name));
-            if let Some((j, (_, name))) = found {
-                *at = j + 1;
-                owner[k] = Some(name.clone());
-                attribution.by_order += ops.end.value(i as usize) - ops.start.value(i as usize);
-            }
-        }
-        // Last, when as many operations as candidates are left, they pair up in order.
-        let left: Vec<usize> = (0..here.len()).filter(|&k| owner[k].is_none()).collect();
-        let taken: HashSet<&str> = owner.iter().flatten().map(String::as_str).collect();
-        let free: Vec<&String> = list
-            .iter()
-            .map(|(_, name)| name)
-            .filter(|name| !taken.contains(name.as_str()))
-            .collect();
-        if !left.is_empty() && left.len() == free.len() {
-            for (k, name) in left.into_iter().zip(free) {
-                owner[k] = Some(name.clone());
-                let i = here[k] as usize;
-                attribution.by_position += ops.end.value(i) - ops.start.value(i);
-            }
-        }
-        // One row per instruction (and one for what stays unmatched), by first start.
-        // An instruction's row spans its operations; the unmatched row sums them (they may
-        // lie between other instructions').
-        let mut spans: BTreeMap<Option<&str>, (i64, i64)> = BTreeMap::new();
-        let mut unmatched = 0;
-        for (k, &i) in here.iter().enumerate() {
-            let (s, e) = (ops.start.value(i as usize), ops.end.value(i as usize));
-            attribution.total += e - s;
-            if owner[k].is_none() {
-                unmatched += e - s;
-            }
-            let span = spans.entry(owner[k].as_deref()).or_insert((s, e));
-            span.0 = span.0.min(s);
-            span.1 = span.1.max(e);
-        }
-        if let Some(span) = spans.get_mut(&None) {
-            span.1 = span.0 + unmatched;
-        }
-        let mut parts: Vec<(Option<&str>, (i64, i64))> = spans.into_iter().collect();
-        parts.sort_by_key(|(name, (s, e))| (*s, *e, *name));
         for (sub, (name, (s, e))) in parts.into_iter().enumerate() {
             out.push((
                 t.row,
@@ -522,6 +576,57 @@ mod tests {
     }
 
     #[test]
+    fn a_loop_inside_a_graph_gives_a_row_per_iteration() {
+        // A while loop as a conditional node: nodes 1 and 2 run three times each, alternating;
+        // node 2 is a library kernel with one candidate thunk.
+        let hlo = module(&["gemm.1", "reduce.2"]);
+        let metadata = vec![
+            entry("command_buffer_1", "kCommandBuffer"),
+            entry("gemm.1", "kKernel"),
+            entry("reduce.2", "kCustomCall"),
+        ];
+        let inputs = GraphInputs {
+            ops: Some(ops(&[
+                (3, 1, 0, 10, "gemm_1"),
+                (3, 2, 10, 15, "cub_reduce"),
+                (3, 1, 20, 30, "gemm_1"),
+                (3, 2, 30, 35, "cub_reduce"),
+                (3, 1, 40, 50, "gemm_1"),
+                (3, 2, 50, 55, "cub_reduce"),
+            ])),
+            metadata: BTreeMap::from([(1, metadata)]),
+            notes: vec![],
+        };
+        let mut notes = Vec::new();
+        let (rows, a) = expand(
+            vec![row(0, "command_buffer_1")],
+            |_| 3,
+            |_| Some(&hlo),
+            &inputs,
+            &mut notes,
+        );
+        let got: Vec<(&str, i64, i64)> = rows
+            .iter()
+            .map(|r| (r.op.as_str(), r.start, r.dur))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("gemm.1", 0, 10),
+                ("reduce.2", 10, 5),
+                ("gemm.1", 20, 10),
+                ("reduce.2", 30, 5),
+                ("gemm.1", 40, 10),
+                ("reduce.2", 50, 5)
+            ]
+        );
+        assert_eq!((a.total, a.by_name, a.by_order), (45, 30, 15));
+        // Rows add up to the kernel time: nothing counted twice.
+        assert_eq!(rows.iter().map(|r| r.dur).sum::<i64>(), a.total);
+        assert!(notes.is_empty(), "{notes:?}");
+    }
+
+    #[test]
     fn what_stays_unmatched_is_one_row_under_the_buffer_and_reported() {
         // Two instructions give the kernel name `a_1`: ambiguous. No metadata.
         let hlo = module(&["a.1", "a-1", "b.2"]);
@@ -546,7 +651,14 @@ mod tests {
             .iter()
             .map(|r| (r.op.as_str(), r.start, r.dur))
             .collect();
-        assert_eq!(got, [("command_buffer_1", 0, 15), ("b.2", 10, 20)]);
+        assert_eq!(
+            got,
+            [
+                ("command_buffer_1", 0, 10),
+                ("b.2", 10, 20),
+                ("command_buffer_1", 40, 5)
+            ]
+        );
         assert_eq!(a.total, 35);
         assert_eq!(a.by_name, 20);
         assert!(
