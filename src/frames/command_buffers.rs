@@ -28,6 +28,7 @@
 //! buffer's name (the frame's `CommandBuffer`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use crate::formats::graph_ops::{GraphOps, MEMCPY, MEMSET};
 use crate::formats::hlo::HloModuleInfo;
@@ -47,19 +48,19 @@ pub struct ThunkRow {
     pub row: usize,
     /// Position among the rows of one range (a command buffer's instructions).
     pub sub: u32,
-    pub prog: String,
+    pub prog: Arc<str>,
     /// Row of its module's range.
     pub module: usize,
     pub numeric: Option<i64>,
     pub exec: i32,
     pub dev: i32,
     /// The HLO instruction (or the command buffer) it runs.
-    pub op: String,
+    pub op: Arc<str>,
     pub op_name: Option<String>,
     pub start: i64,
     pub dur: i64,
     /// The command buffer it ran in.
-    pub command_buffer: Option<String>,
+    pub command_buffer: Option<Arc<str>>,
 }
 
 /// What opens command buffers: the process's graph operations (None when its input has no
@@ -149,28 +150,40 @@ fn kernel_name(instruction: &str) -> String {
 }
 
 /// Kernel name → instruction (None when two instructions give the name).
-fn kernel_names(hlo: &HloModuleInfo) -> HashMap<String, Option<String>> {
-    let mut out: HashMap<String, Option<String>> = HashMap::new();
+fn kernel_names(hlo: &HloModuleInfo) -> HashMap<String, Option<Arc<str>>> {
+    let mut out: HashMap<String, Option<Arc<str>>> = HashMap::new();
     for i in &hlo.instructions {
         out.entry(kernel_name(&i.name))
             .and_modify(|e| *e = None)
-            .or_insert_with(|| Some(i.name.clone()));
+            .or_insert_with(|| Some(Arc::from(i.name.as_str())));
     }
     out
 }
 
 /// The thunks of the metadata that may run inside command buffer `cb`: those after it, up to
 /// the next command buffer, that launch work, without the instructions in `top_level`.
-fn candidates(entries: &[ThunkEntry], cb: &str, top_level: &HashSet<&str>) -> Vec<(Class, String)> {
+fn candidates(entries: &[ThunkEntry], cb: &str, top_level: &HashSet<&str>) -> Candidates {
     let Some(at) = entries.iter().position(|e| e.name == cb) else {
-        return Vec::new();
+        return Candidates::default();
     };
-    entries[at + 1..]
+    let list: Vec<(Class, Arc<str>)> = entries[at + 1..]
         .iter()
         .take_while(|e| e.kind != "kCommandBuffer")
         .filter(|e| !e.name.is_empty() && !top_level.contains(e.name.as_str()))
-        .filter_map(|e| Some((thunk_class(&e.kind)?, e.name.clone())))
-        .collect()
+        .filter_map(|e| Some((thunk_class(&e.kind)?, Arc::from(e.name.as_str()))))
+        .collect();
+    let mut at: HashMap<Arc<str>, Vec<usize>> = HashMap::new();
+    for (i, (_, name)) in list.iter().enumerate() {
+        at.entry(name.clone()).or_default().push(i);
+    }
+    Candidates { list, at }
+}
+
+/// The thunks a command buffer may run, in order, and where each instruction is among them.
+#[derive(Default)]
+struct Candidates {
+    list: Vec<(Class, Arc<str>)>,
+    at: HashMap<Arc<str>, Vec<usize>>,
 }
 
 /// The owner (HLO instruction) of each operation of one command-buffer execution (`here`:
@@ -184,10 +197,11 @@ fn attribute(
     ops: &GraphOps,
     here: &[u32],
     hlo: &HloModuleInfo,
-    names: &HashMap<String, Option<String>>,
-    list: &[(Class, String)],
+    names: &HashMap<String, Option<Arc<str>>>,
+    candidates: &Candidates,
     attribution: &mut Attribution,
-) -> Vec<Option<String>> {
+) -> Vec<Option<Arc<str>>> {
+    let list = &candidates.list;
     // (first index into `here`, one past the last) of each graph node.
     let mut nodes: Vec<(usize, usize)> = Vec::new();
     for (k, &i) in here.iter().enumerate() {
@@ -197,9 +211,9 @@ fn attribute(
             _ => nodes.push((k, k + 1)),
         }
     }
-    let opcode = |instr: &str| hlo.instruction(instr).map(|i| i.opcode.as_str());
+    let opcode = |instr: &Arc<str>| hlo.instruction(instr).map(|i| i.opcode.as_str());
     let mut taken = vec![false; list.len()];
-    let mut owner: Vec<Option<&str>> = vec![None; nodes.len()];
+    let mut owner: Vec<Option<&Arc<str>>> = vec![None; nodes.len()];
     let mut how = vec![0u8; nodes.len()];
     let mut after = 0;
     for (j, n) in nodes.iter().enumerate() {
@@ -207,7 +221,7 @@ fn attribute(
         // The instruction the kernel is named after (XLA reuses one kernel for identical
         // fusions: then it is another instruction's name).
         let named = match names.get(name) {
-            Some(Some(instr)) => Some(instr.as_str()),
+            Some(Some(instr)) => Some(instr),
             _ => None,
         };
         if list.is_empty() {
@@ -215,11 +229,13 @@ fn attribute(
             how[j] = 1;
             continue;
         }
-        if let Some(at) = named.and_then(|x| (0..list.len()).find(|&c| !taken[c] && list[c].1 == x))
-        {
+        let free_named = named
+            .and_then(|x| candidates.at.get(x))
+            .and_then(|at| at.iter().copied().find(|&c| !taken[c]));
+        if let Some(at) = free_named {
             taken[at] = true;
             after = after.max(at + 1);
-            owner[j] = Some(list[at].1.as_str());
+            owner[j] = Some(&list[at].1);
             how[j] = 1;
             continue;
         }
@@ -230,12 +246,12 @@ fn attribute(
         let fits = |c: usize| {
             !taken[c]
                 && list[c].0 == class
-                && (class != Class::Kernel || opcode(&list[c].1) == named.and_then(opcode))
+                && (class != Class::Kernel || opcode(&list[c].1) == named.and_then(|x| opcode(x)))
         };
         if let Some(at) = (after..list.len()).find(|&c| fits(c)) {
             taken[at] = true;
             after = at + 1;
-            owner[j] = Some(list[at].1.as_str());
+            owner[j] = Some(&list[at].1);
             how[j] = 2;
         }
     }
@@ -244,7 +260,7 @@ fn attribute(
     let free: Vec<usize> = (0..list.len()).filter(|&c| !taken[c]).collect();
     if !left.is_empty() && left.len() == free.len() {
         for (j, c) in left.into_iter().zip(free) {
-            owner[j] = Some(list[c].1.as_str());
+            owner[j] = Some(&list[c].1);
             how[j] = 3;
         }
     }
@@ -260,7 +276,7 @@ fn attribute(
                 3 => attribution.by_position += d,
                 _ => {}
             }
-            out[k] = owner[j].map(str::to_string);
+            out[k] = owner[j].cloned();
         }
     }
     out
@@ -326,8 +342,8 @@ pub fn expand<'h>(
     for t in ts.iter().filter(|t| !is_command_buffer(&t.op)) {
         top_level.entry(&t.prog).or_default().insert(&t.op);
     }
-    let mut names: HashMap<i64, HashMap<String, Option<String>>> = HashMap::new();
-    let mut lists: HashMap<(i64, String), Vec<(Class, String)>> = HashMap::new();
+    let mut names: HashMap<i64, HashMap<String, Option<Arc<str>>>> = HashMap::new();
+    let mut lists: HashMap<(i64, Arc<str>), Candidates> = HashMap::new();
     let mut no_dump = 0usize;
     let mut out = Vec::with_capacity(ts.len());
     for t in &ts {
@@ -348,7 +364,7 @@ pub fn expand<'h>(
         let names = names.entry(hlo.id).or_insert_with(|| kernel_names(hlo));
         let list = lists.entry((hlo.id, t.op.clone())).or_insert_with(|| {
             let empty = HashSet::new();
-            let top = top_level.get(t.prog.as_str()).unwrap_or(&empty);
+            let top = top_level.get(&*t.prog).unwrap_or(&empty);
             inputs
                 .metadata
                 .get(&hlo.id)
@@ -360,11 +376,11 @@ pub fn expand<'h>(
         // instruction's kernels; a loop's iterations alternate with other instructions').
         let mut by_time: Vec<usize> = (0..here.len()).collect();
         by_time.sort_by_key(|&k| (ops.start.value(here[k] as usize), here[k]));
-        let mut parts: Vec<(Option<&str>, (i64, i64))> = Vec::new();
+        let mut parts: Vec<(Option<&Arc<str>>, (i64, i64))> = Vec::new();
         for k in by_time {
             let i = here[k] as usize;
             let (s, e) = (ops.start.value(i), ops.end.value(i));
-            let name = owner[k].as_deref();
+            let name = owner[k].as_ref();
             match parts.last_mut() {
                 Some((last, span)) if *last == name => span.1 = span.1.max(e),
                 _ => parts.push((name, (s, e))),
@@ -381,7 +397,7 @@ pub fn expand<'h>(
                     numeric: t.numeric,
                     exec: t.exec,
                     dev: t.dev,
-                    op: name.unwrap_or(&t.op).to_string(),
+                    op: name.unwrap_or(&t.op).clone(),
                     op_name: if name.is_some() {
                         None
                     } else {

@@ -374,7 +374,7 @@ pub fn build(
     }
 
     // Program identity and execution counters (per launching thread and program).
-    let mut prog_id_of: HashMap<usize, (String, String, Option<i64>)> = HashMap::new();
+    let mut prog_id_of: HashMap<usize, (Arc<str>, String, Option<i64>)> = HashMap::new();
     let mut exec_of: HashMap<usize, i32> = HashMap::new();
     let mut counters: HashMap<(i64, i64, String), i32> = HashMap::new();
     for &r in &modules {
@@ -389,7 +389,7 @@ pub fn build(
             .or_insert(0);
         exec_of.insert(r, *c);
         *c += 1;
-        prog_id_of.insert(r, (stable, hlo_module, numeric));
+        prog_id_of.insert(r, (Arc::from(stable), hlo_module, numeric));
     }
     let ran: std::collections::BTreeSet<(i64, &str)> = prog_id_of
         .values()
@@ -464,7 +464,7 @@ pub fn build(
         MODULE_SCHEMA.clone(),
         vec![
             Arc::new(StringArray::from_iter_values(
-                m_rows.iter().map(|r| prog_id_of[r].0.as_str()),
+                m_rows.iter().map(|r| &*prog_id_of[r].0),
             )) as ArrayRef,
             Arc::new(StringArray::from_iter_values(
                 m_rows.iter().map(|r| prog_id_of[r].1.as_str()),
@@ -525,10 +525,12 @@ pub fn build(
             numeric: *numeric,
             exec: exec_of[&m],
             dev,
-            op: parsed
-                .as_ref()
-                .map(|t| t.hlo_op.to_string())
-                .unwrap_or_else(|| nvtx::strip_tsl(name.value(r)).to_string()),
+            op: Arc::from(
+                parsed
+                    .as_ref()
+                    .map(|t| t.hlo_op)
+                    .unwrap_or_else(|| nvtx::strip_tsl(name.value(r))),
+            ),
             op_name: parsed.and_then(|t| t.name.map(str::to_string)),
             start: proj_start.value(r),
             dur: proj_dur.value(r),
@@ -594,7 +596,7 @@ pub fn build(
     let comm: Vec<Option<&crate::formats::hlo::CommunicationInfo>> = ts
         .iter()
         .map(|t| {
-            if t.prog == UNKNOWN_PROGRAM {
+            if &*t.prog == UNKNOWN_PROGRAM {
                 return None;
             }
             let hlo = programs.hlo(t.numeric, &prog_id_of[&t.module].1)?;
@@ -618,7 +620,7 @@ pub fn build(
     // compute thunks is hidden.
     let hidden = overlap(
         &ts.iter()
-            .map(|t| (t.prog.as_str(), t.dev, t.start, t.start + t.dur))
+            .map(|t| (&*t.prog, t.dev, t.start, t.start + t.dur))
             .collect::<Vec<_>>(),
         &comm.iter().map(|c| c.is_some()).collect::<Vec<_>>(),
     );
@@ -642,16 +644,12 @@ pub fn build(
     let thunk = RecordBatch::try_new(
         THUNK_SCHEMA.clone(),
         vec![
-            Arc::new(StringArray::from_iter_values(
-                ts.iter().map(|t| t.prog.as_str()),
-            )) as ArrayRef,
+            Arc::new(StringArray::from_iter_values(ts.iter().map(|t| &*t.prog))) as ArrayRef,
             Arc::new(Int32Array::from_iter_values(ts.iter().map(|t| t.exec))),
             Arc::new(Int32Array::from_iter_values(ts.iter().map(|t| t.dev))),
             Arc::new(Int32Array::from(thunk_index)),
             Arc::new(Int32Array::from(thunk_exec)),
-            Arc::new(StringArray::from_iter_values(
-                ts.iter().map(|t| t.op.as_str()),
-            )),
+            Arc::new(StringArray::from_iter_values(ts.iter().map(|t| &*t.op))),
             Arc::new(
                 ts.iter()
                     .map(|t| t.op_name.as_deref())
