@@ -562,7 +562,7 @@ mod tests {
         let (rows, a) = expand(ts, |r| ids[r], |_| Some(&hlo), &inputs, &mut notes);
         let got: Vec<(&str, i64, i64, Option<&str>)> = rows
             .iter()
-            .map(|r| (r.op.as_str(), r.start, r.dur, r.command_buffer.as_deref()))
+            .map(|r| (&*r.op, r.start, r.dur, r.command_buffer.as_deref()))
             .collect();
         let cb = Some("command_buffer_2");
         assert_eq!(
@@ -621,10 +621,7 @@ mod tests {
             &inputs,
             &mut notes,
         );
-        let got: Vec<(&str, i64, i64)> = rows
-            .iter()
-            .map(|r| (r.op.as_str(), r.start, r.dur))
-            .collect();
+        let got: Vec<(&str, i64, i64)> = rows.iter().map(|r| (&*r.op, r.start, r.dur)).collect();
         assert_eq!(
             got,
             [
@@ -663,10 +660,7 @@ mod tests {
             &inputs,
             &mut notes,
         );
-        let got: Vec<(&str, i64, i64)> = rows
-            .iter()
-            .map(|r| (r.op.as_str(), r.start, r.dur))
-            .collect();
+        let got: Vec<(&str, i64, i64)> = rows.iter().map(|r| (&*r.op, r.start, r.dur)).collect();
         assert_eq!(
             got,
             [
