@@ -5,7 +5,9 @@
 pub mod communication;
 pub mod compilation;
 pub mod external;
+pub mod memory;
 pub mod ops;
+pub mod pgle;
 pub mod share;
 pub mod sources;
 pub mod stragglers;
@@ -29,6 +31,8 @@ pub static REGISTRY: &[&dyn Registered] = &[
     &stragglers::StragglersAnalysis,
     &ops::OpsAnalysis,
     &sources::SourcesAnalysis,
+    &pgle::PgleAnalysis,
+    &memory::MemoryAnalysis,
     #[cfg(test)]
     &toy::ToyAnalysis,
 ];

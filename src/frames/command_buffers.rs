@@ -470,6 +470,10 @@ mod tests {
             fingerprint: None,
             instructions,
             stack_frames: StackFrameIndex::default(),
+            heap: None,
+            heap_error: None,
+            usage: None,
+            usage_error: None,
         }
     }
 

@@ -72,17 +72,37 @@ pub fn schema(db: &dyn Graph, a: InputArchive) -> NodeResult<Bytes> {
     Ok(Out { key, value })
 }
 
-/// The after-optimizations HLO dumps of a process: (member path, content key).
-pub(super) fn hlo_members(
-    db: &Db,
-    p: Process,
-) -> std::result::Result<Vec<(String, Key)>, NodeError> {
+/// One after-optimizations HLO dump of a process, with XLA's memory usage report of the
+/// same module when the dump has one.
+#[derive(Clone)]
+pub(super) struct HloMember {
+    pub member: String,
+    pub content: Key,
+    pub report: Option<(String, Key)>,
+}
+
+/// The after-optimizations HLO dumps of a process.
+pub(super) fn hlo_members(db: &Db, p: Process) -> std::result::Result<Vec<HloMember>, NodeError> {
     let keys = member_keys(db, p.archive(db))?;
+    let files = p.archive_ref(db).dump_files(p.stem(db).as_deref());
+    let by_file: std::collections::BTreeMap<&str, &str> = files
+        .iter()
+        .map(|(f, m)| (f.strip_suffix(".xz").unwrap_or(f), m.as_str()))
+        .collect();
     let mut out = Vec::new();
-    for (file, member) in p.archive_ref(db).dump_files(p.stem(db).as_deref()) {
-        let file = file.strip_suffix(".xz").unwrap_or(&file);
+    for (file, member) in &files {
+        let file = file.strip_suffix(".xz").unwrap_or(file);
         if hlo::is_after_optimizations(file) && hlo::parse_dump_file_name(file).is_some() {
-            out.push((member.clone(), fail(keys.value.get(&member))?));
+            let report_file = file.replace(".hlo.pb", "-memory-usage-report.pb");
+            let report = match by_file.get(report_file.as_str()) {
+                Some(m) => Some((m.to_string(), fail(keys.value.get(m))?)),
+                None => None,
+            };
+            out.push(HloMember {
+                member: member.clone(),
+                content: fail(keys.value.get(member))?,
+                report,
+            });
         }
     }
     Ok(out)
@@ -91,7 +111,11 @@ pub(super) fn hlo_members(
 pub(super) fn programs_key(db: &Db, p: Process) -> std::result::Result<Key, NodeError> {
     Ok(ProgramsNode {
         schema: schema_key(db, p.archive(db))?,
-        members: hlo_members(db, p)?.into_iter().map(|(_, k)| k).collect(),
+        members: hlo_members(db, p)?
+            .into_iter()
+            .flat_map(|m| [Some(m.content), m.report.map(|r| r.1)])
+            .flatten()
+            .collect(),
     }
     .key())
 }
@@ -113,18 +137,20 @@ pub(super) fn hlo_schema(
     Ok(schema)
 }
 
-/// Decode one dump file (an [`HloModuleNode`]).
+/// Decode one dump file (an [`HloModuleNode`]): the module, its heap and its memory usage
+/// report. A heap or report that cannot be read is said in the module, not an error.
 pub(super) fn decode_dump(
     engine: &Engine,
     archive: &Archive,
     schema: &hlo::HloSchema,
     schema_key: &Key,
-    member: &str,
-    content: &Key,
+    dump: &HloMember,
 ) -> Result<Arc<HloModuleInfo>> {
+    let member = dump.member.as_str();
     let node = HloModuleNode {
         schema: *schema_key,
-        content: *content,
+        content: dump.content,
+        report: dump.report.as_ref().map(|r| r.1),
     };
     let file = member
         .rsplit('/')
@@ -137,11 +163,35 @@ pub(super) fn decode_dump(
         } else {
             Ok(raw)
         };
-        bytes
-            .and_then(|b| hlo::decode_hlo(schema, &b))
-            .context(Place::member(&archive.path, member))
+        let bytes = bytes.context(Place::member(&archive.path, member))?;
+        let mut module =
+            hlo::decode_hlo(schema, &bytes).context(Place::member(&archive.path, member))?;
+        match hlo::heap::profile(&bytes) {
+            Ok(h) => module.heap = h,
+            Err(e) => module.heap_error = Some(format!("{member}: {e}")),
+        }
+        if let Some((report, _)) = &dump.report {
+            let summary = read_xz_member(archive, report).and_then(|b| hlo::heap::usage_report(&b));
+            match summary {
+                Ok(s) => module.usage = Some(s),
+                Err(e) => {
+                    module.usage_error = Some(format!("{report}: {}", crate::error::one_line(&e)))
+                }
+            }
+        }
+        Ok(module)
     })?;
     Ok(module)
+}
+
+/// A member's bytes, xz-decompressed when its name says so.
+fn read_xz_member(archive: &Archive, member: &str) -> Result<Vec<u8>> {
+    let raw = archive.read(member)?;
+    if member.contains(".xz") {
+        crate::formats::limits::xz_decompress(&raw)
+    } else {
+        Ok(raw)
+    }
 }
 
 /// The decoded after-optimizations HLO of every module a process dumped.
@@ -162,9 +212,9 @@ pub fn programs(db: &dyn Graph, p: Process) -> NodeResult<Vec<Arc<HloModuleInfo>
     let value: Vec<Arc<HloModuleInfo>> = fail(
         members
             .par_iter()
-            .map(|(member, content)| {
+            .map(|dump| {
                 let schema = schema.as_ref().expect("members imply a schema");
-                decode_dump(engine, &archive, schema, &schema_key, member, content)
+                decode_dump(engine, &archive, schema, &schema_key, dump)
             })
             .collect::<Result<Vec<_>>>(),
     )?;

@@ -73,6 +73,8 @@ impl HloSchemaNode {
 pub struct HloModuleNode {
     pub schema: Key,
     pub content: Key,
+    /// The module's memory usage report.
+    pub report: Option<Key>,
 }
 node_kind!(
     HloModuleNode,
@@ -83,7 +85,9 @@ node_kind!(
 );
 impl HloModuleNode {
     fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
-        kb.input(&self.schema).input(&self.content)
+        kb.input(&self.schema)
+            .input(&self.content)
+            .input(&self.report.unwrap_or(NONE))
     }
 }
 

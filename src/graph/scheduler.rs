@@ -15,7 +15,7 @@ use super::frames::{
     compile_frame, compile_frame_stored, compiled_programs, gpu_frames, gpu_frames_stored,
     process_facts, warmup_context,
 };
-use super::hlo::{decode_dump, hlo_members, hlo_schema, schema_key};
+use super::hlo::{HloMember, decode_dump, hlo_members, hlo_schema, schema_key};
 use super::members::member_keys;
 use super::shares::{share_any, share_inputs};
 use super::{Db, InputArchive, NodeError, Process, Run, fail};
@@ -93,7 +93,7 @@ pub fn prepare_processes(
     // frames are not stored yet, and building the compile frames.
     let engine = db.engine();
     enum Task {
-        Decode(Arc<Archive>, Arc<hlo::HloSchema>, Key, String, Key, u64),
+        Decode(Arc<Archive>, Arc<hlo::HloSchema>, Key, HloMember, u64),
         Compile(Process),
     }
     let mut tasks = Vec::new();
@@ -105,15 +105,14 @@ pub fn prepare_processes(
                 let schema = hlo_schema(db, p.archive(db))?;
                 let schema_key = schema_key(db, p.archive(db))?;
                 let archive = p.archive_ref(db);
-                for (m, content) in members {
-                    if seen.insert((schema_key, content)) {
-                        let size = archive.member_size(&m);
+                for m in members {
+                    if seen.insert((schema_key, m.content, m.report.as_ref().map(|r| r.1))) {
+                        let size = archive.member_size(&m.member);
                         tasks.push(Task::Decode(
                             archive.clone(),
                             schema.clone(),
                             schema_key,
                             m,
-                            content,
                             size,
                         ));
                     }
@@ -134,10 +133,8 @@ pub fn prepare_processes(
         .par_iter()
         .map_with(db.clone(), |db, t| -> Result<(), NodeError> {
             match t {
-                Task::Decode(archive, schema, schema_key, member, content, _) => {
-                    fail(decode_dump(
-                        engine, archive, schema, schema_key, member, content,
-                    ))?;
+                Task::Decode(archive, schema, schema_key, dump, _) => {
+                    fail(decode_dump(engine, archive, schema, schema_key, dump))?;
                 }
                 Task::Compile(p) => {
                     // Everything read from the compile frame while it is in memory.

@@ -127,6 +127,10 @@ pub(super) fn module_info(
         fingerprint,
         instructions,
         stack_frames,
+        heap: None,
+        heap_error: None,
+        usage: None,
+        usage_error: None,
     })
 }
 

@@ -24,6 +24,7 @@ use anyhow::{Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 
 mod collectives;
+pub mod heap;
 mod plan;
 #[cfg(test)]
 mod reflect;
@@ -117,6 +118,8 @@ const PRIMITIVE_TUPLE: i32 = 13;
 const PRIMITIVE_BUFFER: i32 = 34;
 /// `LayoutProto.memory_space` of host memory.
 const HOST_MEMORY_SPACE: i64 = 5;
+pub use heap::{HeapProfile, UsageSummary};
+
 /// Module frontend attribute that identifies a module across processes (design.md "Program ids").
 const FINGERPRINT_ATTRIBUTE: &str = "fingerprint_before_lhs";
 
@@ -133,6 +136,17 @@ pub struct HloModuleInfo {
     /// Every instruction of every computation, sorted by name.
     pub instructions: Vec<HloInstructionInfo>,
     pub stack_frames: StackFrameIndex,
+    /// The static heap from its buffer assignment (docs/design.md, "Memory"); filled by the
+    /// reader of the dump, which also says why when it cannot be.
+    #[serde(default)]
+    pub heap: Option<HeapProfile>,
+    #[serde(default)]
+    pub heap_error: Option<String>,
+    /// XLA's memory usage report of the module, when the dump has one.
+    #[serde(default)]
+    pub usage: Option<UsageSummary>,
+    #[serde(default)]
+    pub usage_error: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,0 +1,377 @@
+//! `memory`: the static heap of each program from XLA's buffer assignment, as nsys-jax's
+//! notebook shows it (docs/design.md, "Memory"): peak bytes, the live-bytes curve over program
+//! order, what is live at the peak, and what XLA's memory usage report adds.
+//!
+//! Output contract (`memory.json`): `{"modules":[{"program_id","name","peak_bytes","traces",
+//! "allocated_bytes","curve":[[index, bytes]...],"at_peak":[{"op_name","source","bytes"}],
+//! "largest_allocations":[{"index","bytes","defines"}]}],"notes":[..]}`; programs that ran in
+//! the steady state, longest first. `allocated_bytes` (null without a report) is what XLA's
+//! allocations take, padding and fragmentation included.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use arrow::array::AsArray;
+use arrow::datatypes::Int64Type;
+use serde::{Deserialize, Serialize};
+
+use crate::analyses::ops::modules_by_program;
+use crate::analyses::summary::short_id;
+use crate::analyses::{
+    Analysis, NoParams, ProcessView, Reads, Reduced, RunShares, Share, ShareUse,
+};
+use crate::formats::hlo::HloModuleInfo;
+use crate::frames::gpu::{PROGRAM_ID, PROGRAM_NAME, PROJ_DUR, Programs};
+use crate::frames::warmup::Steady;
+use crate::stats::group_by;
+use crate::table::Table;
+
+/// Points of a curve kept whole; a longer one keeps the largest value of each of this many
+/// equal runs of points (the peak is always kept).
+pub const CURVE_POINTS: usize = 5000;
+/// Rows of `at_peak` kept.
+const AT_PEAK_ROWS: usize = 20;
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct LiveAtPeak {
+    pub op_name: String,
+    /// `file:line` of the defining instruction ("" when unknown).
+    pub source: String,
+    pub bytes: i64,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Allocation {
+    pub index: i64,
+    pub bytes: i64,
+    pub defines: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ModuleMemory {
+    pub program_id: String,
+    pub name: String,
+    pub peak_bytes: i64,
+    pub traces: usize,
+    pub allocated_bytes: Option<i64>,
+    pub curve: Vec<(usize, i64)>,
+    pub at_peak: Vec<LiveAtPeak>,
+    pub largest_allocations: Vec<Allocation>,
+    /// Steady module time [ns] (order only).
+    #[serde(skip_serializing)]
+    pub time: i64,
+}
+
+/// One process's share of `memory`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct MemoryPartial {
+    pub modules: Vec<ModuleMemory>,
+    pub notes: Vec<String>,
+}
+
+impl crate::engine::value::JsonValue for MemoryPartial {}
+
+/// The curve as `[index, bytes]`, at most [`CURVE_POINTS`] points.
+pub fn thin(curve: &[i64]) -> Vec<(usize, i64)> {
+    if curve.len() <= CURVE_POINTS {
+        return curve.iter().copied().enumerate().collect();
+    }
+    let run = curve.len().div_ceil(CURVE_POINTS);
+    curve
+        .chunks(run)
+        .enumerate()
+        .map(|(c, xs)| {
+            let (k, v) = xs
+                .iter()
+                .enumerate()
+                .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)))
+                .expect("chunks are not empty");
+            (c * run + k, *v)
+        })
+        .collect()
+}
+
+fn module_memory(id: &str, name: &str, time: i64, m: &HloModuleInfo) -> Option<ModuleMemory> {
+    let heap = m.heap.as_ref()?;
+    let mut live: BTreeMap<(String, String), i64> = BTreeMap::new();
+    for (instr, bytes) in &heap.at_peak {
+        let (op_name, source) = match m.instruction(instr) {
+            Some(i) if !i.op_name.is_empty() || !i.source_file.is_empty() => (
+                i.op_name.clone(),
+                if i.source_file.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}:{}", i.source_file, i.source_line)
+                },
+            ),
+            _ => (format!("[{instr}]"), String::new()),
+        };
+        *live.entry((op_name, source)).or_default() += bytes;
+    }
+    let mut at_peak: Vec<LiveAtPeak> = live
+        .into_iter()
+        .map(|((op_name, source), bytes)| LiveAtPeak {
+            op_name,
+            source,
+            bytes,
+        })
+        .collect();
+    at_peak.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.op_name.cmp(&b.op_name)));
+    at_peak.truncate(AT_PEAK_ROWS);
+    Some(ModuleMemory {
+        program_id: id.to_string(),
+        name: name.to_string(),
+        peak_bytes: heap.peak_bytes,
+        traces: heap.traces,
+        allocated_bytes: m.usage.as_ref().map(|u| u.allocated_bytes),
+        curve: thin(&heap.curve),
+        at_peak,
+        largest_allocations: m
+            .usage
+            .iter()
+            .flat_map(|u| &u.largest)
+            .map(|(index, bytes, defines)| Allocation {
+                index: *index,
+                bytes: *bytes,
+                defines: defines.clone(),
+            })
+            .collect(),
+        time,
+    })
+}
+
+/// The map step.
+pub fn partial(steady: &Steady, programs: &Programs) -> MemoryPartial {
+    let by_program = modules_by_program(programs);
+    let m = &steady.module;
+    let prog = m.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
+    let name = m.column_by_name(PROGRAM_NAME).unwrap().as_string::<i32>();
+    let dur = m
+        .column_by_name(PROJ_DUR)
+        .unwrap()
+        .as_primitive::<Int64Type>();
+    let mut out = MemoryPartial::default();
+    for (p, rows) in group_by(m.num_rows(), |i| prog.value(i)) {
+        let time = rows.iter().map(|&i| dur.value(i)).sum();
+        let nm = name.value(rows[0]);
+        let Some(module) = by_program.get(p).and_then(|ms| ms.first()) else {
+            continue;
+        };
+        for e in [&module.heap_error, &module.usage_error]
+            .into_iter()
+            .flatten()
+        {
+            out.notes.push(format!("{nm} ({}): {e}", short_id(p)));
+        }
+        out.modules.extend(module_memory(p, nm, time, module));
+    }
+    out
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Memory {
+    pub modules: Vec<ModuleMemory>,
+    pub notes: Vec<String>,
+}
+
+/// The reduce: each program once (processes that dumped it differently are noted), longest
+/// steady time first.
+pub fn reduce(parts: &[&MemoryPartial]) -> Memory {
+    let mut by_id: BTreeMap<&str, ModuleMemory> = BTreeMap::new();
+    let mut notes: Vec<String> = Vec::new();
+    for part in parts {
+        for n in &part.notes {
+            if !notes.contains(n) {
+                notes.push(n.clone());
+            }
+        }
+        for m in &part.modules {
+            match by_id.get_mut(m.program_id.as_str()) {
+                None => {
+                    by_id.insert(&m.program_id, m.clone());
+                }
+                Some(seen) => {
+                    seen.time += m.time;
+                    if seen.peak_bytes != m.peak_bytes {
+                        let note = format!(
+                            "{} ({}): processes' dumps give different heap peaks ({} and {} bytes); the larger is shown",
+                            m.name,
+                            short_id(&m.program_id),
+                            seen.peak_bytes,
+                            m.peak_bytes
+                        );
+                        if !notes.contains(&note) {
+                            notes.push(note);
+                        }
+                        if m.peak_bytes > seen.peak_bytes {
+                            let time = seen.time;
+                            *seen = m.clone();
+                            seen.time = time;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut modules: Vec<ModuleMemory> = by_id.into_values().collect();
+    let no_report = modules
+        .iter()
+        .filter(|m| m.allocated_bytes.is_none())
+        .count();
+    if no_report > 0 {
+        notes.push(format!(
+            "{no_report} program(s) without XLA's memory usage report in the dump (older XLA, or a damaged report): allocated bytes unknown"
+        ));
+    }
+    modules.sort_by(|a, b| b.time.cmp(&a.time).then(a.program_id.cmp(&b.program_id)));
+    Memory { modules, notes }
+}
+
+/// Bytes readably (decimal units, as the notebook's GB).
+fn bytes(b: i64) -> String {
+    let x = b as f64;
+    match x.abs() {
+        v if v >= 1e9 => format!("{:.3} GB", x / 1e9),
+        v if v >= 1e6 => format!("{:.3} MB", x / 1e6),
+        v if v >= 1e3 => format!("{:.3} kB", x / 1e3),
+        _ => format!("{b} B"),
+    }
+}
+
+/// The last `n` characters of `s` (the innermost part of an op_name), marked when cut.
+fn tail(s: &str, n: usize) -> String {
+    let count = s.chars().count();
+    if count <= n {
+        return s.to_string();
+    }
+    format!("…{}", s.chars().skip(count - n + 1).collect::<String>())
+}
+
+pub fn render(m: &Memory) -> String {
+    if m.modules.is_empty() {
+        return "No steady-state program has a heap simulator trace in its dump: no static heap to show.\n".into();
+    }
+    let mut t = Table::new(&[
+        "module",
+        "heap peak",
+        "allocated",
+        "largest live at the peak",
+    ]);
+    for x in &m.modules {
+        let top = x
+            .at_peak
+            .first()
+            .map(|l| format!("{} ({})", tail(&l.op_name, 60), bytes(l.bytes)))
+            .unwrap_or_default();
+        t.row(vec![
+            format!("{} ({})", x.name, short_id(&x.program_id)),
+            bytes(x.peak_bytes),
+            x.allocated_bytes.map(bytes).unwrap_or_else(|| "-".into()),
+            top,
+        ]);
+    }
+    format!(
+        "Static heap memory (XLA's buffer assignment):\n{}",
+        t.render()
+    )
+}
+
+/// The share `memory` reads.
+pub struct MemoryShare;
+
+impl Share for MemoryShare {
+    const KIND: &'static str = "memory-partial";
+    const SOURCES: &'static [&'static str] =
+        &["analyses/memory.rs", "frames/warmup.rs", "stats.rs"];
+    const READS: Reads = Reads::Gpu;
+    type Param = ();
+    type Value = MemoryPartial;
+
+    fn map(&self, p: &ProcessView, _: &()) -> Result<MemoryPartial> {
+        let Some(steady) = p.steady else {
+            return Ok(MemoryPartial::default());
+        };
+        let programs = (p.programs)()?;
+        Ok(partial(steady, &programs))
+    }
+}
+
+/// The `memory` analysis.
+pub struct MemoryAnalysis;
+
+impl Analysis for MemoryAnalysis {
+    const NAME: &'static str = "memory";
+    const SOURCES: &'static [&'static str] = &["analyses/memory.rs", "table.rs"];
+    type Params = NoParams;
+    type Result = Memory;
+
+    fn shares(&self, _: &NoParams) -> Vec<ShareUse> {
+        vec![ShareUse::of(&MemoryShare, &())]
+    }
+
+    fn reduce(&self, run: &dyn RunShares, _: &NoParams) -> Result<Reduced<Memory>> {
+        let parts = run.all(&MemoryShare, &())?;
+        let refs: Vec<&MemoryPartial> = parts.iter().map(|p| p.as_ref()).collect();
+        let result = reduce(&refs);
+        Ok(Reduced {
+            notes: result.notes.clone(),
+            result,
+        })
+    }
+
+    fn render(&self, m: &Memory) -> String {
+        render(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_curves_keep_every_runs_largest_point() {
+        let short: Vec<i64> = vec![0, 5, 0];
+        assert_eq!(thin(&short), [(0, 0), (1, 5), (2, 0)]);
+        let mut long: Vec<i64> = (0..CURVE_POINTS as i64 * 3).map(|i| i % 7).collect();
+        long[12_345] = 1_000;
+        let t = thin(&long);
+        assert!(t.len() <= CURVE_POINTS);
+        assert!(t.contains(&(12_345, 1_000)));
+    }
+
+    #[test]
+    fn programs_are_shown_once_with_differences_noted() {
+        let m = |peak: i64| ModuleMemory {
+            program_id: "fp".into(),
+            name: "jit_step".into(),
+            peak_bytes: peak,
+            traces: 1,
+            allocated_bytes: None,
+            curve: vec![],
+            at_peak: vec![],
+            largest_allocations: vec![],
+            time: 5,
+        };
+        let a = MemoryPartial {
+            modules: vec![m(100)],
+            notes: vec!["n".into()],
+        };
+        let b = MemoryPartial {
+            modules: vec![m(120)],
+            notes: vec!["n".into()],
+        };
+        let r = reduce(&[&a, &b]);
+        assert_eq!(r.modules.len(), 1);
+        assert_eq!(r.modules[0].peak_bytes, 120);
+        assert_eq!(r.modules[0].time, 10);
+        assert_eq!(r.notes.len(), 3, "{:?}", r.notes);
+        assert!(
+            r.notes[2].starts_with("1 program(s) without"),
+            "{:?}",
+            r.notes
+        );
+        assert_eq!(tail("abcdef", 4), "…def");
+        assert_eq!(tail("abc", 4), "abc");
+        assert_eq!(bytes(16384076800), "16.384 GB");
+    }
+}
