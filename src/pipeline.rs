@@ -147,7 +147,14 @@ mod tests {
         let names: Vec<&str> = d.iter().map(|a| a.name.as_str()).collect();
         assert_eq!(
             names,
-            ["summary", "communication", "compilation", "ops", "sources"]
+            [
+                "summary",
+                "communication",
+                "compilation",
+                "ops",
+                "sources",
+                "memory"
+            ]
         );
         assert_eq!(d[2].params, r#"{"detail":false}"#);
         let p = parse("[[analysis]]\nname='x.py'\nargs=['--a']\nz=1\na='b'\n", "t").unwrap();

@@ -40,7 +40,7 @@ fn damaged_cache_entries_are_recomputed_not_trusted() {
             damaged += 1;
         }
     }
-    assert_eq!(damaged, 5, "the default pipeline's five analyses stored");
+    assert_eq!(damaged, 6, "the default pipeline's six analyses stored");
     let o2 = tmp.path().join("o2");
     assert_ok(&analyze(&cache, &o2, &["-q"], inputs));
     let run = json(&o2.join("pipeline-run.json"));
@@ -53,7 +53,7 @@ fn damaged_cache_entries_are_recomputed_not_trusted() {
         .collect();
     assert_eq!(
         executed.len(),
-        5,
+        6,
         "the damaged analyses re-executed: {executed:?}"
     );
     for f in [
@@ -229,6 +229,7 @@ fn one_more_rank_executes_only_its_own_nodes_and_the_reduces() {
         "compilations",
         "ops-partial",
         "stacks-partial",
+        "memory-partial",
     ];
     for (kind, label) in &executed {
         if per_process.contains(&kind.as_str()) {
@@ -261,6 +262,7 @@ fn one_more_rank_executes_only_its_own_nodes_and_the_reduces() {
         "communication-partial",
         "ops-partial",
         "stacks-partial",
+        "memory-partial",
         "gpu-frames",
     ] {
         assert_eq!(
@@ -273,7 +275,7 @@ fn one_more_rank_executes_only_its_own_nodes_and_the_reduces() {
         .iter()
         .filter(|(k, _)| k.starts_with("analysis:"))
         .count();
-    assert_eq!(reduces, 5, "{executed:?}");
+    assert_eq!(reduces, 6, "{executed:?}");
     // And the result is that of a cold run over the four.
     let cold = tmp.path().join("cold");
     assert_ok(&analyze(

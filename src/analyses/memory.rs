@@ -2,7 +2,7 @@
 //! notebook shows it (docs/design.md, "Memory"): peak bytes, the live-bytes curve over program
 //! order, what is live at the peak, and what XLA's memory usage report adds.
 //!
-//! Output contract (`memory.json`): `{"modules":[{"program_id","name","peak_bytes","traces",
+//! Output contract (`memory.json`): `{"modules":[{"program_id","name","steady_ns","peak_bytes","traces",
 //! "allocated_bytes","curve":[[index, bytes]...],"at_peak":[{"op_name","source","bytes"}],
 //! "largest_allocations":[{"index","bytes","defines"}]}],"notes":[..]}`; programs that ran in
 //! the steady state, longest first. `allocated_bytes` (null without a report) is what XLA's
@@ -57,9 +57,8 @@ pub struct ModuleMemory {
     pub curve: Vec<(usize, i64)>,
     pub at_peak: Vec<LiveAtPeak>,
     pub largest_allocations: Vec<Allocation>,
-    /// Steady module time [ns] (order only).
-    #[serde(skip_serializing)]
-    pub time: i64,
+    /// Steady-state module time [ns] (summed over executions and processes).
+    pub steady_ns: i64,
 }
 
 /// One process's share of `memory`.
@@ -136,7 +135,7 @@ fn module_memory(id: &str, name: &str, time: i64, m: &HloModuleInfo) -> Option<M
                 defines: defines.clone(),
             })
             .collect(),
-        time,
+        steady_ns: time,
     })
 }
 
@@ -191,7 +190,7 @@ pub fn reduce(parts: &[&MemoryPartial]) -> Memory {
                     by_id.insert(&m.program_id, m.clone());
                 }
                 Some(seen) => {
-                    seen.time += m.time;
+                    seen.steady_ns += m.steady_ns;
                     if seen.peak_bytes != m.peak_bytes {
                         let note = format!(
                             "{} ({}): processes' dumps give different heap peaks ({} and {} bytes); the larger is shown",
@@ -204,9 +203,9 @@ pub fn reduce(parts: &[&MemoryPartial]) -> Memory {
                             notes.push(note);
                         }
                         if m.peak_bytes > seen.peak_bytes {
-                            let time = seen.time;
+                            let time = seen.steady_ns;
                             *seen = m.clone();
-                            seen.time = time;
+                            seen.steady_ns = time;
                         }
                     }
                 }
@@ -223,7 +222,11 @@ pub fn reduce(parts: &[&MemoryPartial]) -> Memory {
             "{no_report} program(s) without XLA's memory usage report in the dump (older XLA, or a damaged report): allocated bytes unknown"
         ));
     }
-    modules.sort_by(|a, b| b.time.cmp(&a.time).then(a.program_id.cmp(&b.program_id)));
+    modules.sort_by(|a, b| {
+        b.steady_ns
+            .cmp(&a.steady_ns)
+            .then(a.program_id.cmp(&b.program_id))
+    });
     Memory { modules, notes }
 }
 
@@ -350,7 +353,7 @@ mod tests {
             curve: vec![],
             at_peak: vec![],
             largest_allocations: vec![],
-            time: 5,
+            steady_ns: 5,
         };
         let a = MemoryPartial {
             modules: vec![m(100)],
@@ -363,7 +366,7 @@ mod tests {
         let r = reduce(&[&a, &b]);
         assert_eq!(r.modules.len(), 1);
         assert_eq!(r.modules[0].peak_bytes, 120);
-        assert_eq!(r.modules[0].time, 10);
+        assert_eq!(r.modules[0].steady_ns, 10);
         assert_eq!(r.notes.len(), 3, "{:?}", r.notes);
         assert!(
             r.notes[2].starts_with("1 program(s) without"),
