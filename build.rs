@@ -1,10 +1,14 @@
 //! Hashes every source file under src/ so that each graph node's version follows the code
 //! that implements it: editing one analysis re-executes only the nodes built from that file.
+//! And tells the tests what this machine has: `cfg(test_fixtures)` when the shared fixtures
+//! are there, `cfg(test_nsys)` when an Nsight Systems CLI is; the tests that need one are
+//! marked ignored without it, so that `cargo test` counts them as ignored.
 
 use std::fmt::Write;
 use std::path::Path;
 
 fn main() {
+    test_resources();
     let src = Path::new("src");
     println!("cargo:rerun-if-changed=src");
     let mut entries = Vec::new();
@@ -35,5 +39,38 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
                 .replace('\\', "/");
             out.push((rel, blake3::hash(&bytes).to_hex().to_string()));
         }
+    }
+}
+
+/// Sets `cfg(test_fixtures)` and `cfg(test_nsys)` (the places `src/testutil.rs` looks in).
+fn test_resources() {
+    println!("cargo::rustc-check-cfg=cfg(test_fixtures)");
+    println!("cargo::rustc-check-cfg=cfg(test_nsys)");
+    for var in ["NSYS_JAX_PIPE_FIXTURES", "NSYS", "PATH"] {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
+    let manifest = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    // The folders whose entries tell: the checkout's parent (../shared) and the checkout
+    // (.nsys/).
+    println!("cargo:rerun-if-changed=..");
+    println!("cargo:rerun-if-changed=.");
+    let fixtures = std::env::var_os("NSYS_JAX_PIPE_FIXTURES")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| manifest.join("../shared/fixtures"));
+    if fixtures.is_dir() {
+        println!("cargo:rustc-cfg=test_fixtures");
+    }
+    let mut candidates: Vec<std::path::PathBuf> = std::env::var_os("NSYS")
+        .filter(|p| !p.is_empty())
+        .map(std::path::PathBuf::from)
+        .into_iter()
+        .collect();
+    candidates.push(manifest.join(".nsys/target-linux-x64/nsys"));
+    candidates.push("/tmp/nsys/target-linux-x64/nsys".into());
+    if let Some(path) = std::env::var_os("PATH") {
+        candidates.extend(std::env::split_paths(&path).map(|d| d.join("nsys")));
+    }
+    if candidates.iter().any(|c| c.is_file()) {
+        println!("cargo:rustc-cfg=test_nsys");
     }
 }

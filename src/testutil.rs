@@ -11,12 +11,22 @@ pub fn fixtures_dir() -> Option<PathBuf> {
     if dir.is_dir() {
         Some(dir)
     } else {
-        eprintln!(
-            "\n!!! SKIPPING: shared fixtures not found at {} (set NSYS_JAX_PIPE_FIXTURES) !!!\n",
+        skip(&format!(
+            "shared fixtures not found at {} (set NSYS_JAX_PIPE_FIXTURES)",
             dir.display()
-        );
-        None
+        ))
     }
+}
+
+/// A test that cannot run here: marked ignored at build time (`build.rs`), this only runs
+/// with `--include-ignored`; then it skips loudly, or, where every test must run
+/// (`NSYS_JAX_PIPE_REQUIRE_ALL=1`, as `.ci/run` sets), fails.
+fn skip<T>(why: &str) -> Option<T> {
+    if std::env::var_os("NSYS_JAX_PIPE_REQUIRE_ALL").is_some_and(|v| v == "1") {
+        panic!("NSYS_JAX_PIPE_REQUIRE_ALL=1 and {why}");
+    }
+    eprintln!("\n!!! SKIPPING: {why} !!!\n");
+    None
 }
 
 /// An Nsight Systems CLI for tests: `$NSYS`, else the checkout's `.nsys/` (where
@@ -46,8 +56,5 @@ pub fn nsys_path() -> Option<PathBuf> {
             return Some(c);
         }
     }
-    eprintln!(
-        "\n!!! SKIPPING: no Nsight Systems CLI (set NSYS, or run scripts/install-nsys.sh .nsys) !!!\n"
-    );
-    None
+    skip("no Nsight Systems CLI (set NSYS, or run scripts/install-nsys.sh .nsys)")
 }

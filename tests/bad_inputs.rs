@@ -92,6 +92,22 @@ fn zip_without_trace() {
 }
 
 #[test]
+fn a_folder_holding_a_report_names_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("capture");
+    std::fs::create_dir_all(dir.join("dump_rep")).unwrap();
+    std::fs::write(dir.join("rep.nsys-rep"), b"not read").unwrap();
+    let report = dir.join("rep.nsys-rep");
+    expect_error(
+        &[dir.clone()],
+        &[
+            "not an nsys-jax archive",
+            &format!("pass {} instead", report.display()),
+        ],
+    );
+}
+
+#[test]
 fn unknown_parquet_layout() {
     let tmp = tempfile::tempdir().unwrap();
     let batch = arrow::array::RecordBatch::try_from_iter(vec![(
@@ -133,6 +149,10 @@ fn truncated_parquet_member() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
 fn a_good_input_beside_a_bad_one_still_fails_cleanly() {
     let Some(f) = fixtures() else { return };
     let tmp = tempfile::tempdir().unwrap();
@@ -230,4 +250,43 @@ fn analysis_parameters_are_typed_and_applied() {
         &tmp.path().join("d"),
     );
     assert!(detailed > 2 * plain, "{detailed} vs {plain}");
+}
+
+#[test]
+fn a_reused_output_folder_loses_only_the_stale_outputs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (cache, out) = (tmp.path().join("cache"), tmp.path().join("out"));
+    let example =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mlp-fsdp-2gpu.zip");
+    assert_ok(&analyze(
+        &cache,
+        &out,
+        &["-q", "--analysis", "pgle", "--analysis", "summary"],
+        std::slice::from_ref(&example),
+    ));
+    assert!(out.join("pgle.json").is_file());
+    let mine = out.join("notes-of-mine.txt");
+    std::fs::write(&mine, "kept").unwrap();
+    assert_ok(&analyze(
+        &cache,
+        &out,
+        &["-q", "--analysis", "summary"],
+        std::slice::from_ref(&example),
+    ));
+    assert!(out.join("summary.json").is_file());
+    assert!(!out.join("pgle.json").exists());
+    assert!(
+        !out.join("pgle").exists(),
+        "the emptied pgle/ folder goes too"
+    );
+    assert!(mine.is_file());
+    let run = json(&out.join("pipeline-run.json"));
+    assert_eq!(run["inputs"][0], example.display().to_string());
+    let outputs: Vec<&str> = run["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o.as_str().unwrap())
+        .collect();
+    assert_eq!(outputs, ["summary.json", "pipeline-run.json"]);
 }

@@ -16,6 +16,10 @@ fn extract(zip: &Path, dest: &Path) {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
 fn damaged_cache_entries_are_recomputed_not_trusted() {
     let Some(f) = fixtures() else { return };
     let tmp = tempfile::tempdir().unwrap();
@@ -69,6 +73,10 @@ fn damaged_cache_entries_are_recomputed_not_trusted() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
 fn processes_sharing_one_cache_agree() {
     let Some(f) = fixtures() else { return };
     let tmp = tempfile::tempdir().unwrap();
@@ -113,6 +121,10 @@ fn processes_sharing_one_cache_agree() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
 fn cache_stats_and_gc() {
     let Some(f) = fixtures() else { return };
     let tmp = tempfile::tempdir().unwrap();
@@ -152,6 +164,10 @@ fn cache_stats_and_gc() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
 fn zip_extracted_folder_and_combined_folder_agree() {
     let Some(f) = fixtures() else { return };
     let tmp = tempfile::tempdir().unwrap();
@@ -191,6 +207,10 @@ fn zip_extracted_folder_and_combined_folder_agree() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
 fn one_more_rank_executes_only_its_own_nodes_and_the_reduces() {
     let Some(f) = fixtures() else { return };
     let tmp = tempfile::tempdir().unwrap();

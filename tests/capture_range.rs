@@ -35,6 +35,10 @@ fn expected(program: &str, end: Option<&str>, kill: Option<&[&str]>) -> i32 {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn capture_range_end_matrix_through_nsys_jax() {
     let Some(b) = Bench::new() else { return };
     let mut cases = Vec::new();
@@ -97,6 +101,10 @@ fn capture_range_end_matrix_through_nsys_jax() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn run_applies_the_default_capture_range_end() {
     let Some(b) = Bench::new() else { return };
     let run = |out: &str, extra: &[&str], program: &str| {

@@ -17,6 +17,14 @@ fn csv_mean(cell: &str) -> Option<f64> {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn fsdp2_1proc_report_matches_the_reference() {
     let Some((f, nsys)) = setup() else { return };
     let tmp = tempfile::tempdir().unwrap();
@@ -164,6 +172,14 @@ fn check_layout(zip: &Path, report: &Path, dump: &Path, gpu: bool) {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn archives_of_captures_analyse_like_the_reports() {
     let Some((f, nsys)) = setup() else { return };
     let tmp = tempfile::tempdir().unwrap();
@@ -238,6 +254,14 @@ fn archives_of_captures_analyse_like_the_reports() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn metadata_files_match_the_python_tool() {
     let Some((f, nsys)) = setup() else { return };
     let tmp = tempfile::tempdir().unwrap();
@@ -314,6 +338,14 @@ fn logging_nsys(dir: &Path, real: &Path) -> (PathBuf, PathBuf) {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn second_run_executes_nothing_and_does_not_start_nsys() {
     let Some((f, real)) = setup() else { return };
     let tmp = tempfile::tempdir().unwrap();
@@ -388,6 +420,14 @@ fn one_line_error(o: &std::process::Output) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn bad_captures_and_bad_nsys_give_one_line_errors() {
     let Some((f, real)) = setup() else { return };
     let tmp = tempfile::tempdir().unwrap();

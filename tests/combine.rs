@@ -78,6 +78,10 @@ fn check_layout(combined: &Path, inputs: &[PathBuf], stems: &[&str]) {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
 fn four_pax_archives_combine_into_the_nsys_jax_layout_and_analyse_the_same() {
     let Some(f) = fixtures() else { return };
     let inputs = pax_archives(&f);
@@ -171,6 +175,10 @@ fn four_pax_archives_combine_into_the_nsys_jax_layout_and_analyse_the_same() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
 fn inputs_that_cannot_be_combined_are_named() {
     let Some(f) = fixtures() else { return };
     let inputs = pax_archives(&f);
@@ -221,6 +229,10 @@ fn inputs_that_cannot_be_combined_are_named() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
 fn two_process_captures_combine_end_to_end() {
     let Some(f) = fixtures() else { return };
     if nsys().is_none() {

@@ -54,6 +54,10 @@ fn f(v: &serde_json::Value) -> f64 {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn default_command_buffers_are_attributed_to_instructions() {
     let Some(nsys) = nsys() else { return };
     let dir = data("command-buffers");
@@ -135,6 +139,10 @@ fn default_command_buffers_are_attributed_to_instructions() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn collectives_inside_command_buffers_are_communication() {
     let Some(nsys) = nsys() else { return };
     let dir = data("command-buffers-collectives");
@@ -183,6 +191,10 @@ fn collectives_inside_command_buffers_are_communication() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn archives_without_graph_operations_say_so_and_count_buffers_whole() {
     let Some(nsys) = nsys() else { return };
     let dir = data("command-buffers");

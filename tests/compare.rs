@@ -432,6 +432,10 @@ fn two_captures_of_the_same_program_show_no_regression() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
 fn runs_of_several_processes_compare_process_by_process_pooled() {
     let Some(f) = fixtures() else {
         return;

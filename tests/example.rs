@@ -70,6 +70,10 @@ fn unpack_capture(dir: &Path) -> PathBuf {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn example_report_gives_the_shipped_archive() {
     let Some(nsys) = nsys() else { return };
     let tmp = tempfile::tempdir().unwrap();

@@ -18,6 +18,10 @@ print("script ran on", kind)
 "#;
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
 fn external_script_runs_once_and_its_outputs_are_collected() {
     let Some(f) = fixtures() else { return };
     let tmp = tempfile::tempdir().unwrap();
@@ -74,6 +78,14 @@ fn external_script_runs_once_and_its_outputs_are_collected() {
 /// A script given a report sees the archive the report makes (one per report; several
 /// reports as one combined folder).
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn external_script_sees_captures_as_archives() {
     let Some(f) = fixtures() else { return };
     let Some(nsys) = nsys() else { return };

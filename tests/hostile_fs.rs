@@ -53,6 +53,10 @@ fn combine_args(out: &Path, cache: &Path, inputs: &[PathBuf]) -> Vec<std::ffi::O
 /// SIGTERM at delays spread over a `combine -f` that replaces an existing archive: the exit
 /// code and message always match what is on disk, and nothing temporary stays.
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
 fn an_interrupt_never_leaves_a_replaced_archive_unreported() {
     let Some(f) = fixtures() else { return };
     let pax = pax_archives(&f);
@@ -371,6 +375,10 @@ fn a_full_cache_disk_is_one_warning_and_the_run_goes_on_uncached() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
 fn a_full_disk_for_an_archive_is_one_error_line() {
     let Some(f) = fixtures() else { return };
     let dir = tempfile::tempdir().unwrap();

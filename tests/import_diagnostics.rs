@@ -28,6 +28,10 @@ fn assert_warns(o: &std::process::Output) {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn archive_and_analyze_say_the_import_was_incomplete() {
     let Some(nsys) = nsys() else { return };
     let tmp = tempfile::tempdir().unwrap();
@@ -149,6 +153,10 @@ fn a_complete_capture_is_not_flagged() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn run_reads_what_nsys_printed() {
     let Some(real) = nsys() else { return };
     let b = Bench::with_capture(real, &report(), &example_capture().1);

@@ -247,6 +247,10 @@ fn ops_and_sources(inputs: &[PathBuf]) -> (tempfile::TempDir, PathBuf) {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
 fn four_pax_archives_match_the_notebook() {
     let Some(f) = fixtures() else { return };
     let (_tmp, out) = ops_and_sources(&pax_archives(&f));
@@ -254,6 +258,10 @@ fn four_pax_archives_match_the_notebook() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
 fn the_example_matches_the_notebook() {
     let Some(f) = fixtures() else { return };
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mlp-fsdp-2gpu.zip");

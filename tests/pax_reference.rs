@@ -124,6 +124,10 @@ fn reference_bandwidth(csv: &str) -> BTreeMap<(String, i64), (f64, f64)> {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
 fn four_pax_archives_match_the_combined_reference() {
     let Some(f) = fixtures() else { return };
     let tmp = tempfile::tempdir().unwrap();
@@ -207,6 +211,10 @@ fn four_pax_archives_match_the_combined_reference() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
 fn one_rank_alone_matches_its_reference_and_its_communication_works() {
     let Some(f) = fixtures() else { return };
     let tmp = tempfile::tempdir().unwrap();
@@ -234,6 +242,10 @@ fn one_rank_alone_matches_its_reference_and_its_communication_works() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
 fn second_run_reuses_everything_and_a_parameter_change_reruns_one_analysis() {
     let Some(f) = fixtures() else { return };
     let tmp = tempfile::tempdir().unwrap();

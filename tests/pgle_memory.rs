@@ -30,6 +30,10 @@ fn costs(text: &str) -> BTreeMap<String, f64> {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
 fn pgle_profile_of_the_example_is_nsys_jaxs() {
     let Some(f) = fixtures() else { return };
     let reference = f.join("reference/mlp-notebook/maxcomm_mincompute");
@@ -80,6 +84,10 @@ fn pgle_profile_of_the_example_is_nsys_jaxs() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
 fn pax_heap_peaks_are_the_notebooks_and_2024_dumps_give_no_pgle() {
     let Some(f) = fixtures() else { return };
     let tmp = tempfile::tempdir().unwrap();

@@ -28,6 +28,10 @@ fn archived_modules(zip: &Path) -> Vec<(String, u64)> {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn run_writes_the_archive_under_the_expanded_name() {
     let Some(b) = Bench::new() else { return };
     let o = b.run(
@@ -134,6 +138,10 @@ fn run_writes_the_archive_under_the_expanded_name() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn user_options_win_over_defaults_and_undefined_variables_stay() {
     let Some(b) = Bench::new() else { return };
     let o = b.run(
@@ -175,6 +183,10 @@ fn user_options_win_over_defaults_and_undefined_variables_stay() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn existing_archives_need_force_and_default_names_never_collide() {
     let Some(b) = Bench::new() else { return };
     std::fs::write(b.work().join("taken.zip"), b"keep me").unwrap();
@@ -237,6 +249,10 @@ fn existing_archives_need_force_and_default_names_never_collide() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn condition_decides_whether_to_profile() {
     let Some(b) = Bench::new() else { return };
     // False: the program runs as is (its environment untouched), its exit code is ours.
@@ -285,6 +301,10 @@ fn condition_decides_whether_to_profile() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn exit_codes_follow_the_program() {
     let Some(b) = Bench::new() else { return };
     // A failing program: its code, and the capture is still archived.
@@ -346,6 +366,10 @@ fn exit_codes_follow_the_program() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn xla_flags_are_merged_not_mangled() {
     let Some(b) = Bench::new() else { return };
     let user = r#"--xla_gpu_enable_latency_hiding_scheduler=true --xla_dump_to=/somewhere/else --xla_dump_hlo_pass_re=.* --xla_gpu_target_config_filename="/a b/c.txt" --xla_dump_hlo_as_proto=true"#;
@@ -395,6 +419,10 @@ fn xla_flags_are_merged_not_mangled() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn nsys_jax_command_lines_work() {
     let Some(b) = Bench::new() else { return };
     // As a subcommand, with nsys-jax's option names: only the analyses asked for.
@@ -467,6 +495,10 @@ fn nsys_jax_command_lines_work() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn pipeline_and_per_analysis_arguments() {
     let Some(b) = Bench::new() else { return };
     let ci = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines/ci.toml");
@@ -528,6 +560,10 @@ fn pipeline_and_per_analysis_arguments() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn errors_before_and_after_the_program() {
     let Some(b) = Bench::new() else { return };
     // A program that does not exist: said before nsys starts.
@@ -597,6 +633,10 @@ fn errors_before_and_after_the_program() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn an_interrupt_stops_the_program_and_writes_nothing() {
     let Some(b) = Bench::new() else { return };
     let child = b
@@ -642,6 +682,14 @@ fn an_interrupt_stops_the_program_and_writes_nothing() {
 }
 
 #[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
 fn fixture_capture_replayed_matches_the_reference() {
     let Some(f) = fixtures() else { return };
     let Some(real) = nsys() else { return };

@@ -6,6 +6,28 @@ use super::output::{finish, graph_work};
 use crate::engine::Engine;
 use anyhow::{Result, bail};
 
+/// The run record in the output folder.
+const RUN_RECORD: &str = "pipeline-run.json";
+
+/// The files an earlier run recorded writing in `out` (relative paths without `..`; nothing
+/// when there is no readable record).
+fn earlier_outputs(out: &std::path::Path) -> Vec<String> {
+    let Ok(bytes) = std::fs::read(out.join(RUN_RECORD)) else {
+        return Vec::new();
+    };
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return Vec::new();
+    };
+    v["outputs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|o| o.as_str())
+        .filter(|r| crate::formats::archive::check_member_name(r).is_ok())
+        .map(str::to_string)
+        .collect()
+}
+
 /// `analyze`: compute everything first; write nothing unless all analyses succeeded.
 pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
     let requests = a.analyses.requests(plan, true)?;
@@ -28,19 +50,33 @@ pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<
     let import = crate::graph::capture::import_diagnostics(&db, run)?;
     crate::capture::import_check::warn(&import);
     mark_import_problems(&mut texts, &import);
-    let record = db.ctx.engine.finish();
-    files.push((
-        "pipeline-run.json".into(),
-        serde_json::to_vec_pretty(&record)?,
-    ));
+    let mut record = db.ctx.engine.finish();
     if !import.is_empty() {
         files.push((
             crate::capture::import_check::MEMBER.into(),
             serde_json::to_vec_pretty(&import)?,
         ));
     }
+    record.inputs = a.inputs.iter().map(|p| p.display().to_string()).collect();
+    record.outputs = files
+        .iter()
+        .map(|(rel, _)| rel.to_string_lossy().replace('\\', "/"))
+        .chain([RUN_RECORD.to_string()])
+        .collect();
+    let earlier = earlier_outputs(&a.output);
+    files.push((RUN_RECORD.into(), serde_json::to_vec_pretty(&record)?));
     for (rel, bytes) in &files {
         crate::tmpfiles::write_atomic(&a.output.join(rel), bytes)?;
+    }
+    // What an earlier run wrote here and this one did not is stale: removed.
+    for rel in earlier.iter().filter(|r| !record.outputs.contains(r)) {
+        let path = a.output.join(rel);
+        if std::fs::remove_file(&path).is_ok()
+            && let Some(dir) = path.parent().filter(|d| *d != a.output)
+        {
+            // Only when emptied.
+            let _ = std::fs::remove_dir(dir);
+        }
     }
     if let (Some(l), Some(dir)) = (&a.label, &cache_dir) {
         crate::labels::record(dir, l, &a.inputs, &a.capture.dumps)?;

@@ -29,6 +29,12 @@ pub struct RunRecord {
     pub executed: usize,
     pub reused: usize,
     pub wall_ms: f64,
+    /// The inputs of the run, as given (filled by the command that writes the record).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<String>,
+    /// The files the run wrote in its output folder, relative to it (this record included).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<String>,
 }
 
 #[derive(Default)]
@@ -52,6 +58,8 @@ impl RunLog {
             executed,
             nodes,
             wall_ms,
+            inputs: Vec::new(),
+            outputs: Vec::new(),
         }
     }
 }

@@ -316,6 +316,18 @@ impl Archive {
                 return Ok(stems.into_iter().map(Some).collect());
             }
         }
+        // A folder holding a capture (a report and its dump) rather than an archive.
+        let reports: Vec<&str> = self
+            .members()
+            .filter(|m| m.ends_with(".nsys-rep") && !m.contains('/'))
+            .collect();
+        if let [report] = reports.as_slice() {
+            bail!(
+                "{}: no {TRACE} and no push/pop trace: not an nsys-jax archive (it holds a report: pass {} instead)",
+                self.path.display(),
+                self.path.join(report).display()
+            )
+        }
         bail!(
             "{}: no {TRACE} and no push/pop trace: not an nsys-jax archive",
             self.path.display()
