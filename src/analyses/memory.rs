@@ -291,11 +291,7 @@ impl Share for MemoryShare {
     type Value = MemoryPartial;
 
     fn map(&self, p: &ProcessView, _: &()) -> Result<MemoryPartial> {
-        let Some(steady) = p.steady else {
-            return Ok(MemoryPartial::default());
-        };
-        let programs = (p.programs)()?;
-        Ok(partial(steady, &programs))
+        p.with_programs(partial)
     }
 }
 

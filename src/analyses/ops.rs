@@ -612,11 +612,10 @@ impl Share for OpsShare {
     type Value = OpsPartial;
 
     fn map(&self, p: &ProcessView, _: &()) -> Result<OpsPartial> {
-        let Some(steady) = p.steady else {
+        if p.steady.is_none() {
             return Ok(OpsPartial::default());
-        };
-        let programs = (p.programs)()?;
-        let mut part = partial(steady, &programs);
+        }
+        let mut part = p.with_programs(partial)?;
         part.command_buffer_notes = p
             .frame_notes
             .iter()

@@ -292,11 +292,7 @@ impl Share for PgleShare {
     type Value = PglePartial;
 
     fn map(&self, p: &ProcessView, _: &()) -> Result<PglePartial> {
-        let Some(steady) = p.steady else {
-            return Ok(PglePartial::default());
-        };
-        let programs = (p.programs)()?;
-        Ok(partial(steady, &programs))
+        p.with_programs(partial)
     }
 }
 

@@ -43,6 +43,18 @@ pub struct ProcessView<'a> {
     pub programs: &'a (dyn Fn() -> Result<Arc<Programs>> + 'a),
 }
 
+impl ProcessView<'_> {
+    /// `f` of the steady-state frames and the decoded programs; the default value for a
+    /// process without a GPU projection.
+    pub fn with_programs<T: Default>(&self, f: impl FnOnce(&Steady, &Programs) -> T) -> Result<T> {
+        let Some(steady) = self.steady else {
+            return Ok(T::default());
+        };
+        let programs = (self.programs)()?;
+        Ok(f(steady, &programs))
+    }
+}
+
 /// The map step of an analysis, for one process.
 pub trait Share: Sync + 'static {
     /// The node kind of its values.

@@ -462,11 +462,7 @@ impl Share for StacksShare {
     type Value = StacksPartial;
 
     fn map(&self, p: &ProcessView, _: &()) -> Result<StacksPartial> {
-        let Some(steady) = p.steady else {
-            return Ok(StacksPartial::default());
-        };
-        let programs = (p.programs)()?;
-        Ok(partial(steady, &programs))
+        p.with_programs(partial)
     }
 }
 
