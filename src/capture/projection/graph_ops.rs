@@ -3,19 +3,17 @@
 //! and correlation id) and to the innermost NVTX range of the call's thread that encloses the
 //! call — for XLA, the command-buffer thunk that launched the graph.
 //!
-//! The innermost enclosing range of each call is found by one sweep per thread, as the
-//! parents of ranges are ([`super::tightest_parents`]): ranges by start are inserted into a
-//! Fenwick tree over their end times (largest first) that keeps the shortest range per
-//! prefix; a call, once every range starting no later than it is in, looks up the prefix of
-//! ends at or after its own end.
+//! The innermost enclosing range of each call is found by one sweep per thread with the tree
+//! that finds range parents ([`super::ShortestByEnd`]): ranges by start are inserted; a call,
+//! once every range starting no later than it is in, asks for the shortest one ending at or
+//! after its own end.
 
-use std::cmp::Reverse;
 use std::sync::Arc;
 
 use anyhow::Result;
 use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, StringBuilder};
 
-use super::{PROCESS_MASK, Range, Strings, range_id, thread_groups};
+use super::{PROCESS_MASK, Range, ShortestByEnd, Strings, range_id, thread_groups};
 use crate::formats::graph_ops::{self as g, MEMCPY as MEMCPY_NAME, MEMSET as MEMSET_NAME};
 use crate::formats::nsys_export::{ExportTables, KERNEL, MEMCPY, MEMSET, RUNTIME, int64_column};
 
@@ -173,10 +171,8 @@ fn innermost_ranges(
     calls: &[(i64, i64, i64, u32)],
     keys: usize,
 ) -> Vec<Option<u32>> {
-    const EMPTY: (i64, i64) = (i64::MAX, i64::MAX);
     let mut out = vec![None; keys];
-    let mut ends: Vec<i64> = Vec::new();
-    let mut fenwick: Vec<(i64, i64)> = Vec::new();
+    let mut shortest = ShortestByEnd::default();
     let mut c = 0;
     for (offset, group) in thread_groups(ranges) {
         let thread = group[0].thread;
@@ -190,36 +186,14 @@ fn innermost_ranges(
         if first == c {
             continue;
         }
-        ends.clear();
-        ends.extend(group.iter().map(|r| r.end));
-        ends.sort_unstable_by_key(|&e| Reverse(e));
-        ends.dedup();
-        fenwick.clear();
-        fenwick.resize(ends.len() + 1, EMPTY);
+        shortest.reset(group);
         let mut next = 0;
         for &(_, start, end, key) in &calls[first..c] {
             while next < group.len() && group[next].start <= start {
-                let r = &group[next];
-                let item = (r.end - r.start, -((offset + next) as i64));
-                let mut i = ends.partition_point(|&e| e > r.end) + 1;
-                while i < fenwick.len() {
-                    if item < fenwick[i] {
-                        fenwick[i] = item;
-                    }
-                    i += i & i.wrapping_neg();
-                }
+                shortest.insert(&group[next], offset + next);
                 next += 1;
             }
-            // Ranges ending at or after the call's end.
-            let mut i = ends.partition_point(|&e| e >= end);
-            let mut best = EMPTY;
-            while i > 0 {
-                best = best.min(fenwick[i]);
-                i &= i - 1;
-            }
-            if best != EMPTY {
-                out[key as usize] = Some((-best.1) as u32);
-            }
+            out[key as usize] = shortest.query(end);
         }
     }
     out

@@ -495,10 +495,9 @@ impl Tree {
     /// `ranges` sorted as [`Nvtx::ranges`] sorts them.
     fn new(ranges: &[Range]) -> Self {
         let mut parent = vec![None; ranges.len()];
-        let mut ends = Vec::new();
-        let mut fenwick = Vec::new();
+        let mut shortest = ShortestByEnd::default();
         for (offset, group) in thread_groups(ranges) {
-            tightest_parents(group, offset, &mut parent, &mut ends, &mut fenwick);
+            tightest_parents(group, offset, &mut parent, &mut shortest);
         }
         // Parents come before their children in the sorted order.
         let mut level = vec![0u32; ranges.len()];
@@ -521,49 +520,67 @@ fn thread_groups(ranges: &[Range]) -> impl Iterator<Item = (usize, &[Range])> {
     })
 }
 
-/// Parents within one thread's ranges (sorted by start, end descending, row).
-///
-/// A Fenwick tree over the distinct end times, largest first, holds for each prefix the
-/// shortest range inserted so far (ties: the latest inserted). Querying the prefix of ends
-/// `>= range.end` before inserting the range gives the shortest enclosing range among those
-/// sorted before it, which are all the ranges that enclose it.
+/// Parents within one thread's ranges (sorted by start, end descending, row): querying the
+/// shortest range ending at or after a range's end before inserting it gives the shortest
+/// enclosing range among those sorted before it, which are all the ranges that enclose it.
 fn tightest_parents(
     group: &[Range],
     offset: usize,
     parent: &mut [Option<u32>],
-    ends: &mut Vec<i64>,
-    fenwick: &mut Vec<(i64, i64)>,
+    shortest: &mut ShortestByEnd,
 ) {
-    const EMPTY: (i64, i64) = (i64::MAX, i64::MAX);
-    ends.clear();
-    ends.extend(group.iter().map(|r| r.end));
-    ends.sort_unstable_by_key(|&e| Reverse(e));
-    ends.dedup();
-    fenwick.clear();
-    fenwick.resize(ends.len() + 1, EMPTY);
-    // 1-based Fenwick position of an end time: its rank among the ends, largest first.
-    let position = |ends: &[i64], end: i64| -> usize { ends.partition_point(|&e| e > end) + 1 };
+    shortest.reset(group);
     for (k, r) in group.iter().enumerate() {
-        let at = position(ends, r.end);
-        // Query the prefix [1, at]: ranges ending at or after r.end.
-        let mut best = EMPTY;
-        let mut i = at;
-        while i > 0 {
-            best = best.min(fenwick[i]);
-            i &= i - 1;
+        if let Some(p) = shortest.query(r.end) {
+            parent[offset + k] = Some(p);
         }
-        if best != EMPTY {
-            parent[offset + k] = Some((-best.1) as u32);
-        }
-        // Insert r, keyed by (duration, later first).
-        let key = (r.end - r.start, -((offset + k) as i64));
-        let mut i = at;
-        while i < fenwick.len() {
-            if key < fenwick[i] {
-                fenwick[i] = key;
+        shortest.insert(r, offset + k);
+    }
+}
+
+/// A Fenwick tree over the distinct end times of one thread's ranges, largest first, that
+/// holds for each prefix the shortest range inserted so far (ties: the latest inserted).
+#[derive(Default)]
+struct ShortestByEnd {
+    ends: Vec<i64>,
+    tree: Vec<(i64, i64)>,
+}
+
+impl ShortestByEnd {
+    const EMPTY: (i64, i64) = (i64::MAX, i64::MAX);
+
+    /// Empties the tree for the ranges of `group`.
+    fn reset(&mut self, group: &[Range]) {
+        self.ends.clear();
+        self.ends.extend(group.iter().map(|r| r.end));
+        self.ends.sort_unstable_by_key(|&e| Reverse(e));
+        self.ends.dedup();
+        self.tree.clear();
+        self.tree.resize(self.ends.len() + 1, Self::EMPTY);
+    }
+
+    /// Inserts range `r` (one of the group's), `index` being its place among all ranges.
+    fn insert(&mut self, r: &Range, index: usize) {
+        let key = (r.end - r.start, -(index as i64));
+        // 1-based position of its end: the rank among the ends, largest first.
+        let mut i = self.ends.partition_point(|&e| e > r.end) + 1;
+        while i < self.tree.len() {
+            if key < self.tree[i] {
+                self.tree[i] = key;
             }
             i += i & i.wrapping_neg();
         }
+    }
+
+    /// The index of the shortest range inserted so far that ends at or after `end`.
+    fn query(&self, end: i64) -> Option<u32> {
+        let mut best = Self::EMPTY;
+        let mut i = self.ends.partition_point(|&e| e >= end);
+        while i > 0 {
+            best = best.min(self.tree[i]);
+            i &= i - 1;
+        }
+        (best != Self::EMPTY).then(|| (-best.1) as u32)
     }
 }
 
