@@ -1,7 +1,8 @@
 //! Hashes every source file under src/ so that each graph node's version follows the code
 //! that implements it: editing one analysis re-executes only the nodes built from that file.
 //! And tells the tests what this machine has: `cfg(test_fixtures)` when the shared fixtures
-//! are there, `cfg(test_nsys)` when an Nsight Systems CLI is; the tests that need one are
+//! are there, `cfg(test_nsys)` when an Nsight Systems CLI is, `cfg(test_chromium)` when a
+//! Chromium browser is; the tests that need one are
 //! marked ignored without it, so that `cargo test` counts them as ignored.
 
 use std::fmt::Write;
@@ -30,7 +31,11 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
         let path = entry.unwrap().path();
         if path.is_dir() {
             collect(root, &path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
+        } else if path
+            .extension()
+            .is_some_and(|e| e == "rs" || e == "css" || e == "js")
+        {
+            // Sources, and the styles and scripts the HTML report includes.
             let bytes = std::fs::read(&path).unwrap();
             let rel = path
                 .strip_prefix(root)
@@ -46,7 +51,8 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
 fn test_resources() {
     println!("cargo::rustc-check-cfg=cfg(test_fixtures)");
     println!("cargo::rustc-check-cfg=cfg(test_nsys)");
-    for var in ["NSYS_JAX_PIPE_FIXTURES", "NSYS", "PATH"] {
+    println!("cargo::rustc-check-cfg=cfg(test_chromium)");
+    for var in ["NSYS_JAX_PIPE_FIXTURES", "NSYS", "PATH", "CHROMIUM"] {
         println!("cargo:rerun-if-env-changed={var}");
     }
     let manifest = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -72,5 +78,21 @@ fn test_resources() {
     }
     if candidates.iter().any(|c| c.is_file()) {
         println!("cargo:rustc-cfg=test_nsys");
+    }
+    // A browser for the HTML report (the names `src/testutil.rs` looks for).
+    let mut browsers: Vec<std::path::PathBuf> = std::env::var_os("CHROMIUM")
+        .filter(|p| !p.is_empty())
+        .map(std::path::PathBuf::from)
+        .into_iter()
+        .collect();
+    if let Some(path) = std::env::var_os("PATH") {
+        for d in std::env::split_paths(&path) {
+            for n in ["chromium", "chromium-browser", "google-chrome"] {
+                browsers.push(d.join(n));
+            }
+        }
+    }
+    if browsers.iter().any(|c| c.is_file()) {
+        println!("cargo:rustc-cfg=test_chromium");
     }
 }

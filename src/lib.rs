@@ -6,6 +6,7 @@
 //! - [`graph`]: the salsa query graph that wires every node together;
 //! - [`formats`]: readers and writers of file formats (archives, parquet tables, HLO);
 //! - [`frames`]: the data model built from the raw tables (module, thunk, compile, communication);
+//! - [`report`]: the HTML report's page, tables and charts (each analysis draws its sections);
 //! - [`analyses`]: one module per analysis;
 //! - [`capture`]: the capture stage: profiling a program under Nsight Systems (the `run`
 //!   command), finding `nsys`, exporting and projecting its report, and `nsys-jax` command lines;
@@ -25,7 +26,9 @@ pub mod interrupt;
 pub mod labels;
 pub mod nvtx;
 pub mod pipeline;
+pub mod report;
 pub mod stats;
 pub mod table;
 pub mod testutil;
 pub mod tmpfiles;
+pub mod units;

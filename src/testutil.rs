@@ -58,3 +58,26 @@ pub fn nsys_path() -> Option<PathBuf> {
     }
     skip("no Nsight Systems CLI (set NSYS, or run scripts/install-nsys.sh .nsys)")
 }
+
+/// Names a Chromium-family browser goes by on `PATH`.
+pub const CHROMIUM_NAMES: &[&str] = &["chromium", "chromium-browser", "google-chrome"];
+
+/// A headless-capable browser for the HTML report's tests: `$CHROMIUM`, else the first of
+/// [`CHROMIUM_NAMES`] on `PATH` (`scripts/install-chromium.sh` installs Debian's); `None`
+/// (with a loud notice) when there is none.
+pub fn chromium_path() -> Option<PathBuf> {
+    let from_env = std::env::var_os("CHROMIUM")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from);
+    let on_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .flat_map(|d| CHROMIUM_NAMES.iter().map(move |n| d.join(n)));
+    for c in from_env.into_iter().chain(on_path) {
+        if c.is_file() {
+            return Some(c);
+        }
+    }
+    skip("no Chromium (set CHROMIUM, or run scripts/install-chromium.sh)")
+}

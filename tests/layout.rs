@@ -21,9 +21,10 @@ const MAX_LINES: usize = 800;
 /// own layer or of lower ones, never of a higher one.
 ///
 /// - `engine`: the graph engine and the utilities everything may use: errors, tables,
-///   statistics, NVTX name parsing, temporary files, interrupts, test helpers, and `nsys`
+///   statistics, units, NVTX name parsing, temporary files, interrupts, test helpers, and `nsys`
 ///   (finding the Nsight Systems CLI, needed wherever a report is exported).
-/// - `formats`: readers and writers of file formats.
+/// - `formats`: readers and writers of file formats, and `report` (the HTML report's page,
+///   tables and charts).
 /// - `frames`: the data model built from the raw tables.
 /// - `analyses`: the analyses, and `capture` (a report and XLA dump turned into archive
 ///   members: a product the graph computes, so it sits below the graph).
@@ -45,9 +46,10 @@ const LAYERS: &[(&str, &[&str])] = &[
             "table",
             "testutil",
             "tmpfiles",
+            "units",
         ],
     ),
-    ("formats", &["formats"]),
+    ("formats", &["formats", "report"]),
     ("frames", &["frames"]),
     ("analyses", &["analyses", "capture"]),
     ("graph", &["graph"]),

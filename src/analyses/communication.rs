@@ -14,8 +14,11 @@ use crate::frames::gpu::{
     THUNK_INDEX,
 };
 use crate::frames::warmup::Steady;
+use crate::report::charts::{self, Series};
+use crate::report::{Cell, HtmlTable, Section};
 use crate::stats::{group_by, mean, std};
 use crate::table::{Table, round_sig};
+use crate::units::sig3;
 use anyhow::Result;
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::{Float64Type, Int32Type, Int64Type};
@@ -310,4 +313,81 @@ impl Analysis for CommunicationAnalysis {
     fn render(&self, c: &Communication) -> String {
         render(c)
     }
+
+    fn sections(&self, c: &Communication) -> Result<Vec<Section>> {
+        Ok(vec![section(c)?])
+    }
+}
+
+/// The report's section: bus bandwidth against message size per collective (log axis), the
+/// hidden fractions, and the bandwidth table.
+fn section(c: &Communication) -> Result<Section> {
+    let mut sec = Section::new("communication", "Communication");
+    sec.notes(&c.notes);
+    if c.bandwidth.is_empty() {
+        sec.para("No steady-state communication in the profile.");
+        return Ok(sec);
+    }
+    let mut series: Vec<Series> = Vec::new();
+    for r in &c.bandwidth {
+        let point = (r.message_size_bytes as f64, r.bus_bandwidth_gbps);
+        match series.iter_mut().find(|s| s.name == r.collective) {
+            Some(s) => s.points.push(point),
+            None => series.push(Series {
+                name: r.collective.clone(),
+                points: vec![point],
+            }),
+        }
+    }
+    sec.heading("Bus bandwidth against message size");
+    sec.chart(charts::lines(
+        &series,
+        Some(2.0),
+        ("message size", &|v| crate::units::bytes(v)),
+        ("bus bandwidth [GB/s]", &|v| sig3(v)),
+    )?);
+    if !c.hidden_fraction.is_empty() {
+        sec.heading("Communication hidden behind computation");
+        let mut bars: Vec<(String, f64)> = c
+            .hidden_fraction
+            .iter()
+            .map(|(k, v)| (k.clone(), v * 100.0))
+            .collect();
+        if let Some(all) = c.overall_hidden_fraction {
+            bars.push(("all collectives".into(), all * 100.0));
+        }
+        sec.para(
+            "Share of each collective's time during which computation ran on the same device \
+             (time-weighted over its executions).",
+        );
+        sec.chart(charts::bars(&bars, "hidden [%]", &|v| {
+            format!("{} %", sig3(v))
+        })?);
+    }
+    let mut t = HtmlTable::new(&[
+        "collective",
+        "message size",
+        "bus bandwidth",
+        "± std. error",
+        "executions",
+    ])
+    .limit(100, Some("communication.json"));
+    for r in &c.bandwidth {
+        t.row(vec![
+            Cell::text(&r.collective),
+            Cell::num(
+                crate::units::bytes(r.message_size_bytes as f64),
+                r.message_size_bytes as f64,
+            ),
+            Cell::num(
+                format!("{} GB/s", sig3(r.bus_bandwidth_gbps)),
+                r.bus_bandwidth_gbps,
+            ),
+            Cell::opt(r.stderr_gbps, |e| format!("{} GB/s", sig3(e))),
+            Cell::count(r.instances),
+        ]);
+    }
+    sec.heading("Bandwidth per collective and message size");
+    sec.table(&t);
+    Ok(sec)
 }

@@ -24,6 +24,7 @@ pub struct Params {
     pub detail: bool,
 }
 
+use crate::report::Section;
 use anyhow::Result;
 use arrow::array::{Array, RecordBatch, StringArray};
 use serde::{Deserialize, Serialize};
@@ -51,7 +52,7 @@ pub struct Row {
 }
 
 /// nsys-jax's summary compilation tables.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CompilationTables {
     /// Sum of the non-child time of all ranges: the compilation wall time.
     pub total_ms: f64,
@@ -558,6 +559,10 @@ impl Share for CompilationsShare {
 #[derive(Serialize)]
 pub struct CompilationResult {
     pub compilations: Vec<CompilationEntry>,
+    /// The compile-time tables over every compilation (the report's pass table; the summary
+    /// analysis writes them).
+    #[serde(skip)]
+    pub tables: CompilationTables,
 }
 
 /// The `compilation` analysis.
@@ -570,7 +575,10 @@ impl Analysis for CompilationAnalysis {
     type Result = CompilationResult;
 
     fn shares(&self, params: &Params) -> Vec<ShareUse> {
-        vec![ShareUse::of(&CompilationsShare, params)]
+        vec![
+            ShareUse::of(&CompilationsShare, params),
+            ShareUse::of(&RangeSumsShare, &()),
+        ]
     }
 
     fn reduce(&self, run: &dyn RunShares, params: &Params) -> Result<Reduced<CompilationResult>> {
@@ -579,10 +587,22 @@ impl Analysis for CompilationAnalysis {
             .iter()
             .flat_map(|c| c.0.iter().cloned())
             .collect();
+        let sums: Vec<RangeSums> = run
+            .sums(&RangeSumsShare)?
+            .iter()
+            .map(|s| s.as_ref().clone())
+            .collect();
         Ok(Reduced {
-            result: CompilationResult { compilations },
+            result: CompilationResult {
+                compilations,
+                tables: reduce_summary(&sums),
+            },
             notes: vec![],
         })
+    }
+
+    fn sections(&self, r: &CompilationResult) -> Result<Vec<Section>> {
+        Ok(vec![section(r)?])
     }
 
     fn render(&self, r: &CompilationResult) -> String {
@@ -596,6 +616,113 @@ impl Analysis for CompilationAnalysis {
             serde_json::to_string_pretty(&serde_json::to_value(r)?)?,
         )])
     }
+}
+
+/// Compilations drawn at most, the longest first; range kinds named in the legend at most
+/// (the rest are drawn as one, "other").
+const DRAWN: usize = 20;
+const KINDS: usize = 9;
+
+/// The report's section: compile time per compilation as bars stacked by range kind, the
+/// high-level split and the pass table.
+fn section(r: &CompilationResult) -> Result<Section> {
+    use crate::report::{Cell, HtmlTable, charts};
+    use crate::units::{duration_ms, percent};
+    let mut sec = Section::new("compilation", "Compilation");
+    if r.compilations.is_empty() {
+        sec.para("No XLA compilation in the profile.");
+        return Ok(sec);
+    }
+    let total: f64 = r.compilations.iter().map(|c| c.wall_s).sum();
+    sec.para(&format!(
+        "{} in {} (wall time of the compile ranges; parallel work counted once).",
+        crate::table::count(r.compilations.len(), "compilation", "compilations"),
+        duration_ms(total * 1e3)
+    ));
+    let mut order: Vec<&CompilationEntry> = r.compilations.iter().collect();
+    order.sort_by(|a, b| b.wall_s.total_cmp(&a.wall_s));
+    let drawn = &order[..order.len().min(DRAWN)];
+    // Range kinds by their time over the drawn compilations, largest first.
+    let mut kinds: Vec<(String, f64)> = Vec::new();
+    for c in drawn {
+        for p in &c.parts {
+            match kinds.iter_mut().find(|k| k.0 == p.kind) {
+                Some(k) => k.1 += p.seconds,
+                None => kinds.push((p.kind.clone(), p.seconds)),
+            }
+        }
+    }
+    kinds.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let mut names: Vec<String> = kinds.iter().take(KINDS).map(|k| k.0.clone()).collect();
+    let other = kinds.len() > KINDS;
+    if other {
+        names.push("other".into());
+    }
+    let bars: Vec<(String, Vec<f64>)> = drawn
+        .iter()
+        .map(|c| {
+            let label = format!("{} ({})", c.module.as_deref().unwrap_or(&c.name), c.process);
+            let named = &names[..names.len() - usize::from(other)];
+            let mut values: Vec<f64> = named
+                .iter()
+                .map(|k| {
+                    c.parts
+                        .iter()
+                        .filter(|p| &p.kind == k)
+                        .map(|p| p.seconds * 1e3)
+                        .sum()
+                })
+                .collect();
+            if other {
+                values.push(
+                    c.parts
+                        .iter()
+                        .filter(|p| !named.contains(&p.kind))
+                        .map(|p| p.seconds * 1e3)
+                        .sum(),
+                );
+            }
+            (label, values)
+        })
+        .collect();
+    sec.heading(&format!(
+        "Compile time per compilation, by range kind{}",
+        if order.len() > DRAWN {
+            format!(" (the {DRAWN} longest of {})", order.len())
+        } else {
+            String::new()
+        }
+    ));
+    sec.chart(charts::stacked_bars(&bars, &names, "compile time", &|v| {
+        duration_ms(v)
+    })?);
+    let t = &r.tables;
+    if !t.high_level.is_empty() {
+        sec.heading("Where compile time goes");
+        let mut h = HtmlTable::new(&["stage", "time", "share"]).limit(25, Some("summary.json"));
+        for row in &t.high_level {
+            h.row(vec![
+                Cell::text(&row.name),
+                Cell::ms(row.non_child_ms),
+                Cell::num(percent(row.percent / 100.0), row.percent),
+            ]);
+        }
+        sec.table(&h);
+    }
+    if !t.passes.is_empty() {
+        sec.heading("XLA passes");
+        let mut p =
+            HtmlTable::new(&["pass", "time", "share of pass time"]).limit(60, Some("summary.json"));
+        for row in &t.passes {
+            p.row(vec![
+                Cell::text(&row.name),
+                Cell::ms(row.non_child_ms),
+                Cell::num(percent(row.percent / 100.0), row.percent),
+            ]);
+        }
+        sec.table(&p);
+    }
+    Ok(sec)
 }
 
 #[cfg(test)]

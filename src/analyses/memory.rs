@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::report::Section;
 use anyhow::Result;
 use arrow::array::AsArray;
 use arrow::datatypes::Int64Type;
@@ -321,6 +322,79 @@ impl Analysis for MemoryAnalysis {
     fn render(&self, m: &Memory) -> String {
         render(m)
     }
+
+    fn sections(&self, m: &Memory) -> Result<Vec<Section>> {
+        Ok(vec![section(m)?])
+    }
+}
+
+/// Heap curves drawn at most (the longest-running programs first), and their points.
+const CURVES_DRAWN: usize = 6;
+const CHART_POINTS: usize = 600;
+
+/// The report's section: each program's heap curve with its peak, and the table of peaks.
+fn section(m: &Memory) -> Result<Section> {
+    use crate::report::{Cell, HtmlTable, charts};
+    use crate::units::bytes;
+    let mut sec = Section::new("memory", "Memory");
+    if m.modules.is_empty() {
+        sec.para("No program with a heap simulation trace ran in the steady state.");
+        return Ok(sec);
+    }
+    sec.para(
+        "Bytes live on the device heap of each program as XLA's buffer assignment plans it, \
+         over the program's order of operations.",
+    );
+    let mut t = HtmlTable::new(&[
+        "module",
+        "program",
+        "peak",
+        "allocated (XLA)",
+        "at the peak",
+    ])
+    .limit(100, Some("memory.json"));
+    for p in &m.modules {
+        t.row(vec![
+            Cell::text(&p.name),
+            Cell::text(short_id(&p.program_id)),
+            Cell::num(bytes(p.peak_bytes as f64), p.peak_bytes as f64),
+            Cell::opt(p.allocated_bytes.map(|b| b as f64), bytes),
+            Cell::text(
+                p.at_peak
+                    .first()
+                    .map(|a| format!("{} ({})", a.op_name, bytes(a.bytes as f64)))
+                    .unwrap_or_default(),
+            ),
+        ]);
+    }
+    sec.table(&t);
+    for p in m.modules.iter().take(CURVES_DRAWN) {
+        sec.heading(&format!("{}: peak {}", p.name, bytes(p.peak_bytes as f64)));
+        // Thinned for drawing: each run of points keeps its largest, so the peak stays.
+        let run = p.curve.len().div_ceil(CHART_POINTS).max(1);
+        let points = p
+            .curve
+            .chunks(run)
+            .filter_map(|c| c.iter().max_by_key(|x| x.1))
+            .map(|&(i, b)| (i as f64, b as f64))
+            .collect();
+        sec.chart(charts::lines(
+            &[charts::Series {
+                name: p.name.clone(),
+                points,
+            }],
+            None,
+            ("heap trace step", &|v| format!("{v:.0}")),
+            ("live", &|v| bytes(v)),
+        )?);
+    }
+    if m.modules.len() > CURVES_DRAWN {
+        sec.para(&format!(
+            "The curves of the other {} programs are in memory.json.",
+            m.modules.len() - CURVES_DRAWN
+        ));
+    }
+    Ok(sec)
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ pub mod thunks;
 #[cfg(test)]
 mod toy;
 
+use crate::report::Section;
 use anyhow::{Result, anyhow};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -55,6 +56,12 @@ pub trait Analysis: Sync + 'static {
     fn shares(&self, params: &Self::Params) -> Vec<ShareUse>;
     fn reduce(&self, run: &dyn RunShares, params: &Self::Params) -> Result<Reduced<Self::Result>>;
     fn render(&self, result: &Self::Result) -> String;
+    /// Its sections of the HTML report (`crate::report`), drawn from its result; none unless
+    /// it says otherwise. The notes of its reduce are listed at the top of the first.
+    fn sections(&self, result: &Self::Result) -> Result<Vec<Section>> {
+        let _ = result;
+        Ok(Vec::new())
+    }
     /// Its files, written under the output folder: `<name>.json` unless it says otherwise.
     fn files(&self, result: &Self::Result) -> Result<Vec<(String, String)>> {
         Ok(vec![(
@@ -85,13 +92,14 @@ impl ShareUse {
     }
 }
 
-/// The result of an analysis: its terminal text and files.
+/// The result of an analysis: its terminal text, files and report sections.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct AnalysisOutput {
     pub name: String,
     /// File name -> content, written under the output folder (e.g. `summary.json`).
     pub files: Vec<(String, String)>,
     pub text: String,
+    pub sections: Vec<Section>,
 }
 /// Stored as length-prefixed fields, not JSON: the files of an analysis can be megabytes of
 /// text (flame graphs, folded stacks) that JSON would escape on the way in and out.
@@ -112,6 +120,7 @@ impl crate::engine::value::Value for AnalysisOutput {
         };
         put(self.name.as_bytes());
         put(self.text.as_bytes());
+        put(&serde_json::to_vec(&self.sections)?);
         put(&(self.files.len() as u64).to_le_bytes());
         for (n, c) in &self.files {
             put(n.as_bytes());
@@ -139,6 +148,7 @@ impl crate::engine::value::Value for AnalysisOutput {
         let text = |b: &[u8]| -> Result<String> { Ok(std::str::from_utf8(b)?.to_string()) };
         let name = text(take()?)?;
         let out_text = text(take()?)?;
+        let sections = serde_json::from_slice(take()?)?;
         let n: [u8; 8] = take()?
             .try_into()
             .map_err(|_| anyhow!("bad file count in analysis output"))?;
@@ -152,11 +162,12 @@ impl crate::engine::value::Value for AnalysisOutput {
             name,
             files,
             text: out_text,
+            sections,
         })
     }
 }
 
-const OUTPUT_MAGIC: &[u8] = b"nsys-jax-pipe analysis output 1\n";
+const OUTPUT_MAGIC: &[u8] = b"nsys-jax-pipe analysis output 2\n";
 
 /// An analysis with its types erased, as the registry holds it and the graph runs it.
 pub trait Registered: Sync {
@@ -181,7 +192,9 @@ impl<A: Analysis> Registered for A {
         A::NAME
     }
     fn sources(&self) -> Vec<&'static str> {
+        // Every analysis draws its report sections with the report's tables, charts and units.
         let mut s: Vec<&'static str> = A::SOURCES.to_vec();
+        s.extend(["report/", "units.rs"]);
         let defaults = self
             .canonical_params(&serde_json::json!({}))
             .unwrap_or_default();
@@ -209,10 +222,19 @@ impl<A: Analysis> Registered for A {
             text.push_str(&format!("note: {n}\n"));
         }
         text.push_str(&self.render(&r.result));
+        let mut sections = self.sections(&r.result)?;
+        if let Some(first) = sections.first_mut()
+            && !r.notes.is_empty()
+        {
+            let mut notes = Section::new("", "");
+            notes.notes(&r.notes);
+            first.html.insert_str(0, &notes.html);
+        }
         Ok(AnalysisOutput {
             name: A::NAME.to_string(),
             files: self.files(&r.result)?,
             text,
+            sections,
         })
     }
 }
@@ -309,6 +331,7 @@ mod tests {
                 ("b.svg".into(), String::new()),
             ],
             text: "line\n".into(),
+            sections: vec![Section::new("x", "X")],
         };
         assert_eq!(AnalysisOutput::decode(&o.encode().unwrap()).unwrap(), o);
         let bytes = o.encode().unwrap();

@@ -16,6 +16,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::report::Section;
 use anyhow::Result;
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::{Int32Type, Int64Type};
@@ -654,4 +655,96 @@ impl Analysis for OpsAnalysis {
     fn render(&self, o: &Ops) -> String {
         render(o)
     }
+
+    fn sections(&self, o: &Ops) -> Result<Vec<Section>> {
+        Ok(vec![section(o)?])
+    }
+}
+
+/// Opcodes drawn at most.
+const OPCODES_DRAWN: usize = 25;
+
+/// The report's section: GPU time by category and by opcode, and the top thunks.
+fn section(o: &Ops) -> Result<Section> {
+    use crate::report::{Cell, HtmlTable, charts};
+    use crate::units::{duration_ms, percent};
+    let mut sec = Section::new("ops", "Where the GPU time goes");
+    sec.notes(&o.notes);
+    if o.by_opcode.is_empty() {
+        sec.para("No steady-state module execution in the profile.");
+        return Ok(sec);
+    }
+    let t = &o.totals;
+    sec.para(&format!(
+        "Steady state: {} in XLA modules over {} of wall time; thunks cover {}.",
+        duration_ms(t.modules_ms),
+        duration_ms(t.wall_ms),
+        duration_ms(t.thunks_ms)
+    ));
+    if o.command_buffers.thunks > 0 {
+        let c = &o.command_buffers;
+        sec.para(&format!(
+            "{}: {} of which {} attributed to the HLO instructions inside.",
+            crate::table::count(c.thunks as usize, "command buffer", "command buffers"),
+            duration_ms(c.ms),
+            duration_ms(c.attributed_ms)
+        ));
+    }
+    let ms = |v: f64| duration_ms(v);
+    sec.heading("By category");
+    let cats: Vec<(String, f64)> = o
+        .by_category
+        .iter()
+        .map(|r| (r.category.clone(), r.ms))
+        .collect();
+    sec.chart(charts::bars(&cats, "GPU time", &ms)?);
+    sec.heading(&format!(
+        "By opcode{}",
+        if o.by_opcode.len() > OPCODES_DRAWN {
+            format!(" (the {OPCODES_DRAWN} largest of {})", o.by_opcode.len())
+        } else {
+            String::new()
+        }
+    ));
+    let ops: Vec<(String, f64)> = o
+        .by_opcode
+        .iter()
+        .take(OPCODES_DRAWN)
+        .map(|r| (r.opcode.clone(), r.ms))
+        .collect();
+    sec.chart(charts::bars(&ops, "GPU time", &ms)?);
+    sec.heading("Top thunks");
+    let mut table = HtmlTable::new(&[
+        "module",
+        "thunk",
+        "opcode",
+        "op name",
+        "executions",
+        "total",
+        "mean",
+        "share",
+    ])
+    .limit(50, Some("ops.json"));
+    for r in &o.top_thunks {
+        table.row(vec![
+            Cell::text(&r.module),
+            Cell::text(&r.thunk),
+            Cell::text(&r.opcode),
+            Cell::text(&r.op_name),
+            Cell::count(r.executions),
+            Cell::ms(r.total_ms),
+            Cell::num(
+                match r.std_ms {
+                    Some(s) if s > 0.0 => {
+                        format!("{} ± {}", duration_ms(r.mean_ms), duration_ms(s))
+                    }
+                    _ => duration_ms(r.mean_ms),
+                },
+                r.mean_ms,
+            ),
+            Cell::num(percent(r.percent / 100.0), r.percent),
+        ]);
+    }
+    sec.table(&table);
+    Ok(sec)
 }

@@ -15,6 +15,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::report::Section;
 use anyhow::Result;
 use arrow::array::AsArray;
 use arrow::datatypes::Int64Type;
@@ -321,6 +322,40 @@ impl Analysis for PgleAnalysis {
 
     fn render(&self, p: &Pgle) -> String {
         render(p)
+    }
+
+    /// The profiles written, and how to use them.
+    fn sections(&self, p: &Pgle) -> Result<Vec<Section>> {
+        use crate::report::{Cell, HtmlTable};
+        let mut sec = Section::new("pgle", "Profile-guided latency estimation");
+        sec.notes(&p.notes);
+        if p.modules.is_empty() {
+            sec.para("No profile written.");
+            return Ok(vec![sec]);
+        }
+        sec.para(
+            "One profile per program, in the output folder: give XLA the folder with \
+             --xla_gpu_pgle_profile_file_or_directory_path so its scheduler uses measured \
+             instruction costs.",
+        );
+        let mut t = HtmlTable::new(&[
+            "module",
+            "file",
+            "instructions",
+            "communication",
+            "without scheduling name",
+        ]);
+        for m in &p.modules {
+            t.row(vec![
+                Cell::text(&m.name),
+                Cell::text(&m.file),
+                Cell::count(m.instructions as u64),
+                Cell::count(m.communication as u64),
+                Cell::count(m.without_scheduling_name as u64),
+            ]);
+        }
+        sec.table(&t);
+        Ok(vec![sec])
     }
 
     fn files(&self, p: &Pgle) -> Result<Vec<(String, String)>> {

@@ -15,6 +15,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use crate::report::Section;
 use anyhow::Result;
 use arrow::array::AsArray;
 use serde::{Deserialize, Serialize};
@@ -496,6 +497,40 @@ impl Analysis for SourcesAnalysis {
 
     fn render(&self, s: &Sources) -> String {
         render(s)
+    }
+
+    /// The two flame graphs (the files this analysis writes, shown as they are), and the
+    /// source lines that take the most GPU time.
+    fn sections(&self, s: &Sources) -> Result<Vec<Section>> {
+        use crate::report::{Cell, HtmlTable};
+        let mut source = Section::new("flamegraph-source", "GPU time by Python source");
+        source.notes(&s.notes);
+        source.para(
+            "Each box is a Python frame of the code that emitted the HLO operations, as wide \
+             as their steady-state GPU time. Click a box to zoom in, Search (or Ctrl-F) to \
+             highlight frames matching a pattern, Reset Zoom to go back.",
+        );
+        source.flame_graph("flamegraph-source.svg");
+        if !s.lines.is_empty() {
+            source.heading("Source lines with the most GPU time");
+            let mut t =
+                HtmlTable::new(&["frame", "GPU time", "share"]).limit(30, Some("sources.json"));
+            for l in &s.lines {
+                t.row(vec![
+                    Cell::text(&l.frame),
+                    Cell::ms(l.ms),
+                    Cell::num(crate::units::percent(l.percent / 100.0), l.percent),
+                ]);
+            }
+            source.table(&t);
+        }
+        let mut op_name = Section::new("flamegraph-op_name", "GPU time by op_name");
+        op_name.para(
+            "The same time by the hierarchical op_name JAX gives each operation \
+             (jit(train_step)/jvp(...)/dot_general).",
+        );
+        op_name.flame_graph("flamegraph-op_name.svg");
+        Ok(vec![source, op_name])
     }
 
     fn files(&self, s: &Sources) -> Result<Vec<(String, String)>> {

@@ -18,7 +18,9 @@
 //!   lateness_us_p90, lateness_us_max}],
 //!   "per_module": [{program_id, name, instances, wait_ms, module_ms, wait_percent}],
 //!   "worst": [{program_id, execution, thunk, thunk_execution, last_device, late_by_us,
-//!   margin_us}], "notes": [..]}`
+//!   margin_us}], "wait_histograms": [{collective, waits, mean_us, max_us, bins_us:
+//!   [[low, high, count]]}], "notes": [..]}`; a wait histogram counts, for the collectives
+//!   (thunk names) with the most waiting, how long each device that was not last waited.
 
 use crate::analyses::{
     Analysis, NoParams, ProcessView, Reads, Reduced, RunShares, Share, ShareUse,
@@ -28,6 +30,7 @@ use crate::frames::gpu::{
     PROJ_START, THUNK_EXECUTION,
 };
 use crate::frames::warmup::Steady;
+use crate::report::Section;
 use crate::table::{Table, round_sig};
 use arrow::array::AsArray;
 use arrow::datatypes::{Int32Type, Int64Type};
@@ -142,8 +145,25 @@ pub struct Stragglers {
     pub per_device: Vec<DeviceRow>,
     pub per_module: Vec<ModuleWait>,
     pub worst: Vec<Straggler>,
+    pub wait_histograms: Vec<WaitHistogram>,
     pub notes: Vec<String>,
 }
+
+/// How long devices waited at one collective (thunk name), over its executions.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct WaitHistogram {
+    pub collective: String,
+    /// Waits counted: one per device that was not last, per execution.
+    pub waits: u64,
+    pub mean_us: f64,
+    pub max_us: f64,
+    /// `(low, high, count)` per bin.
+    pub bins_us: Vec<(f64, f64, u64)>,
+}
+
+/// Collectives given a wait histogram (those with the most waiting), and its bins.
+const HISTOGRAMS: usize = 8;
+const HISTOGRAM_BINS: usize = 30;
 
 impl crate::engine::value::JsonValue for Stragglers {}
 
@@ -188,6 +208,7 @@ pub fn reduce(partials: &[StragglersPartial]) -> Stragglers {
         per_device: vec![],
         per_module: vec![],
         worst: vec![],
+        wait_histograms: vec![],
         notes: vec![],
     };
     if n < 2 {
@@ -235,6 +256,7 @@ pub fn reduce(partials: &[StragglersPartial]) -> Stragglers {
     let mut lateness: BTreeMap<i32, Vec<f64>> = BTreeMap::new();
     let mut last_count: BTreeMap<i32, u64> = BTreeMap::new();
     let mut wait_ns: BTreeMap<&str, (u64, f64)> = BTreeMap::new();
+    let mut waits_us: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut worst = Vec::new();
     for ((prog, exec, thunk, texec), arrivals) in &by_instance {
         if arrivals.len() < 2 {
@@ -256,6 +278,16 @@ pub fn reduce(partials: &[StragglersPartial]) -> Stragglers {
         let w = wait_ns.entry(prog).or_default();
         w.0 += 1;
         w.1 += t.iter().map(|(_, x)| last - x).sum::<f64>();
+        let waits = waits_us.entry(thunk).or_default();
+        let mut last_seen = false;
+        for (d, x) in &t {
+            // The last device does not wait (once, should two arrive together).
+            if *d == last_dev && !last_seen {
+                last_seen = true;
+                continue;
+            }
+            waits.push((last - x) * 1e-3);
+        }
         worst.push(Straggler {
             program_id: prog.to_string(),
             execution: *exec,
@@ -327,6 +359,23 @@ pub fn reduce(partials: &[StragglersPartial]) -> Stragglers {
     });
     worst.truncate(WORST);
     out.worst = worst;
+    let mut by_total: Vec<(&str, Vec<f64>)> = waits_us.into_iter().collect();
+    by_total.sort_by(|a, b| {
+        let sum = |v: &[f64]| v.iter().sum::<f64>();
+        sum(&b.1).total_cmp(&sum(&a.1)).then(a.0.cmp(b.0))
+    });
+    out.wait_histograms = by_total
+        .into_iter()
+        .take(HISTOGRAMS)
+        .filter(|(_, w)| !w.is_empty())
+        .map(|(thunk, w)| WaitHistogram {
+            collective: thunk.to_string(),
+            waits: w.len() as u64,
+            mean_us: w.iter().sum::<f64>() / w.len() as f64,
+            max_us: w.iter().copied().fold(f64::NAN, f64::max),
+            bins_us: crate::report::charts::bin(&w, HISTOGRAM_BINS),
+        })
+        .collect();
     out.notes = notes;
     out
 }
@@ -454,6 +503,107 @@ impl Analysis for StragglersAnalysis {
     fn render(&self, s: &Stragglers) -> String {
         render(s)
     }
+
+    fn sections(&self, s: &Stragglers) -> anyhow::Result<Vec<Section>> {
+        Ok(vec![section(s)?])
+    }
+}
+
+/// The report's section: per-device lateness and clock offsets, the wait-time histogram of
+/// each collective with the most waiting, and the modules' waiting.
+fn section(s: &Stragglers) -> anyhow::Result<Section> {
+    use crate::report::{Cell, HtmlTable, charts};
+    use crate::units::{duration_ns, percent};
+    let us = |v: f64| duration_ns(v * 1e3);
+    let mut sec = Section::new("stragglers", "Stragglers and waiting");
+    sec.notes(&s.notes);
+    if s.per_device.is_empty() {
+        return Ok(sec);
+    }
+    sec.para(&format!(
+        "{} devices; clocks aligned on {} collectives spanning all of them. A device's \
+         lateness at a collective is its arrival minus the first device's.",
+        s.devices, s.aligned_instances
+    ));
+    let label = |d: i32| format!("device {d}");
+    sec.heading("Mean lateness per device");
+    let late: Vec<(String, f64)> = s
+        .per_device
+        .iter()
+        .map(|d| (label(d.device), d.lateness_us_mean))
+        .collect();
+    sec.chart(charts::bars(&late, "mean lateness", &us)?);
+    let mut t = HtmlTable::new(&[
+        "device",
+        "clock offset",
+        "collectives",
+        "times last",
+        "mean",
+        "median",
+        "p90",
+        "max",
+    ]);
+    for d in &s.per_device {
+        let offset = s
+            .offsets_us
+            .get(&d.device.to_string())
+            .copied()
+            .unwrap_or(0.0);
+        t.row(vec![
+            Cell::num(label(d.device), d.device as f64),
+            Cell::num(us(offset), offset),
+            Cell::count(d.instances),
+            Cell::count(d.times_last),
+            Cell::num(us(d.lateness_us_mean), d.lateness_us_mean),
+            Cell::num(us(d.lateness_us_median), d.lateness_us_median),
+            Cell::num(us(d.lateness_us_p90), d.lateness_us_p90),
+            Cell::num(us(d.lateness_us_max), d.lateness_us_max),
+        ]);
+    }
+    sec.table(&t);
+    sec.heading("Clock offsets");
+    let offsets: Vec<(String, f64)> = s
+        .offsets_us
+        .iter()
+        .map(|(d, o)| (format!("device {d}"), *o))
+        .collect();
+    sec.para(&format!(
+        "Each device's median end-time skew at the collectives spanning every device: {}.",
+        offsets
+            .iter()
+            .map(|(d, o)| format!("{d} {}", us(*o)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    for h in &s.wait_histograms {
+        sec.heading(&format!(
+            "Waiting at {}: {} waits, mean {}, max {}",
+            h.collective,
+            h.waits,
+            us(h.mean_us),
+            us(h.max_us)
+        ));
+        sec.chart(charts::histogram(
+            &h.bins_us,
+            "wait for the last device",
+            &us,
+        )?);
+    }
+    if !s.per_module.is_empty() {
+        sec.heading("Waiting per module (summed over devices)");
+        let mut m = HtmlTable::new(&["module", "collectives", "wait", "module time", "wait share"]);
+        for w in &s.per_module {
+            m.row(vec![
+                Cell::text(&w.name),
+                Cell::count(w.instances),
+                Cell::ms(w.wait_ms),
+                Cell::ms(w.module_ms),
+                Cell::num(percent(w.wait_percent / 100.0), w.wait_percent),
+            ]);
+        }
+        sec.table(&m);
+    }
+    Ok(sec)
 }
 
 #[cfg(test)]

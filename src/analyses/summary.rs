@@ -15,8 +15,10 @@ use crate::frames::gpu::{
     NAME, NUM_THUNKS, PROGRAM_EXECUTION, PROGRAM_ID, PROGRAM_NAME, PROJ_DUR, THUNK_EXECUTION,
 };
 use crate::frames::warmup::Steady;
+use crate::report::{Cell, HtmlTable, Section};
 use crate::stats::{group_by, mean, std};
 use crate::table::{Table, mean_std, round_sig};
+use crate::units::{duration_ms, percent, sig3};
 use anyhow::Result;
 use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::{Int32Type, Int64Type};
@@ -419,4 +421,56 @@ impl Analysis for SummaryAnalysis {
     fn render(&self, s: &Summary) -> String {
         render(s)
     }
+
+    fn sections(&self, s: &Summary) -> Result<Vec<Section>> {
+        Ok(vec![modules_section(s)])
+    }
+}
+
+/// The report's module table: every module's steady-state time, sortable.
+fn modules_section(s: &Summary) -> Section {
+    let mut sec = Section::new("modules", "XLA modules");
+    if s.modules.is_empty() {
+        sec.para(NO_MODULES);
+        return sec;
+    }
+    sec.para(
+        "Steady state (the first execution of each module left out). Duration: mean ± standard \
+         deviation of one execution; share: of the time in all modules. Wait: time in \
+         collectives spent waiting for the other devices, per execution. Click a header to sort.",
+    );
+    let ms_pm = |m: f64, s: Option<f64>| match s {
+        Some(s) if s > 0.0 => format!("{} ± {}", duration_ms(m), duration_ms(s)),
+        _ => duration_ms(m),
+    };
+    let mut t = HtmlTable::new(&[
+        "module",
+        "program",
+        "executions",
+        "thunks",
+        "duration",
+        "total",
+        "share",
+        "wait",
+        "wait share",
+    ])
+    .limit(200, Some("summary.json"));
+    for m in &s.modules {
+        t.row(vec![
+            Cell::text(&m.name),
+            Cell::text(short_id(&m.program_id)),
+            Cell::count(m.executions),
+            Cell::num(sig3(m.thunks_mean), m.thunks_mean),
+            Cell::num(
+                ms_pm(m.duration_ms_mean, m.duration_ms_std),
+                m.duration_ms_mean,
+            ),
+            Cell::ms(m.duration_ms_sum),
+            Cell::num(percent(m.duration_percent / 100.0), m.duration_percent),
+            Cell::opt(m.wait_ms_mean, |w| ms_pm(w, m.wait_ms_std)),
+            Cell::opt(m.wait_percent, |w| percent(w / 100.0)),
+        ]);
+    }
+    sec.table(&t);
+    sec
 }

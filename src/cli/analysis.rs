@@ -30,6 +30,8 @@ pub(super) struct AnalysisResults {
     pub files: Vec<(PathBuf, Vec<u8>)>,
     pub in_archive: Vec<PathBuf>,
     pub texts: Vec<(String, String)>,
+    /// The built-in analyses' outputs, in order (what the HTML report shows).
+    pub outputs: Vec<graph::Out<crate::analyses::AnalysisOutput>>,
 }
 
 /// Run the requested analyses on a run. Per-process work runs in parallel up front, unless
@@ -60,6 +62,7 @@ pub(super) fn run_analyses(
     let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
     let mut in_archive: Vec<PathBuf> = Vec::new();
     let mut texts: Vec<(String, String)> = Vec::new();
+    let mut outputs = Vec::new();
     for req in requests {
         if req.is_script() {
             let path = PathBuf::from(&req.name);
@@ -84,12 +87,14 @@ pub(super) fn run_analyses(
                 files.push((PathBuf::from(name), content.clone().into_bytes()));
             }
             texts.push((req.name.clone(), out.value.text.clone()));
+            outputs.push(out);
         }
     }
     Ok(AnalysisResults {
         files,
         in_archive,
         texts,
+        outputs,
     })
 }
 
@@ -124,4 +129,33 @@ pub(super) fn analysis_entries(
             )
         })
         .collect()
+}
+
+/// The archive member holding the HTML report of the analyses stored in an archive.
+pub(super) const REPORT_MEMBER: &str = "report.html";
+
+/// The HTML report of `run` with the analyses' `results` (see [`crate::graph::report`]).
+pub(super) fn html_report(
+    db: &graph::Db,
+    run: graph::Run,
+    results: &AnalysisResults,
+) -> Result<std::sync::Arc<crate::engine::value::Bytes>> {
+    let mut names: Vec<String> = Vec::new();
+    for p in run.processes(db) {
+        let path = &p.archive_ref(db).path;
+        let name = path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_else(|| path.display().to_string());
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    let shown = if names.len() > 3 {
+        format!("{} and {} more", names[..3].join(", "), names.len() - 3)
+    } else {
+        names.join(", ")
+    };
+    let title = format!("nsys-jax-pipe: {shown}");
+    Ok(graph::html_report(db, run, &title, &results.outputs)?.value)
 }

@@ -1,6 +1,8 @@
 //! `analyze`: run analyses on the processes of a run and write their outputs to a folder.
 
-use super::analysis::{AnalysisResults, mark_import_problems, open_inputs, run_analyses};
+use super::analysis::{
+    AnalysisResults, html_report, mark_import_problems, open_inputs, run_analyses,
+};
 use super::args::AnalyzeArgs;
 use super::output::{finish, graph_work};
 use crate::engine::Engine;
@@ -42,11 +44,16 @@ pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<
     let (db, run) = open_inputs(engine, &a.inputs, &a.capture)?;
 
     // Compute everything first; write nothing unless all analyses succeeded.
+    let results = run_analyses(&db, run, &requests)?;
+    let html = match &a.html.html {
+        Some(_) => Some(html_report(&db, run, &results)?),
+        None => None,
+    };
     let AnalysisResults {
         mut files,
         mut texts,
         ..
-    } = run_analyses(&db, run, &requests)?;
+    } = results;
     let import = crate::graph::capture::import_diagnostics(&db, run)?;
     crate::capture::import_check::warn(&import);
     mark_import_problems(&mut texts, &import);
@@ -78,6 +85,9 @@ pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<
             let _ = std::fs::remove_dir(dir);
         }
     }
+    if let (Some(page), Some(path)) = (&html, &a.html.html) {
+        crate::tmpfiles::write_atomic(path, &page.0)?;
+    }
     if let (Some(l), Some(dir)) = (&a.label, &cache_dir) {
         crate::labels::record(dir, l, &a.inputs, &a.capture.dumps)?;
     }
@@ -88,7 +98,15 @@ pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<
         a.explain.explain,
         &record,
         &[],
-        &format!("wrote {} ({})", a.output.display(), graph_work(&record)),
+        &format!(
+            "wrote {}{} ({})",
+            a.output.display(),
+            match &a.html.html {
+                Some(p) => format!(" and {}", p.display()),
+                None => String::new(),
+            },
+            graph_work(&record)
+        ),
     )?;
     // The process ends here: freeing the loaded profiles one allocation at a time would only
     // delay the exit.

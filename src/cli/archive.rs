@@ -1,7 +1,10 @@
 //! `archive`: an Nsight Systems report and its XLA dump as an nsys-jax archive; also how
 //! `run` writes its archive.
 
-use super::analysis::{analysis_entries, mark_import_problems, open_inputs, run_analyses};
+use super::analysis::{
+    AnalysisResults, REPORT_MEMBER, analysis_entries, html_report, mark_import_problems,
+    open_inputs, run_analyses,
+};
 use super::args::ArchiveArgs;
 use super::output::{finish, graph_work, refuse_existing, spinner};
 use crate::engine::Engine;
@@ -37,7 +40,15 @@ pub(super) fn archive(a: ArchiveArgs, plan: &[(String, Vec<String>)]) -> Result<
     let engine = Engine::new(cache_dir.as_deref())?;
     let (db, run) = open_inputs(engine, std::slice::from_ref(&a.report), &a.capture)?;
     let requests = a.analyses.requests(plan, false)?;
-    let written = write_archive(&db, run, &requests, &output, a.force, None)?;
+    let written = write_archive(
+        &db,
+        run,
+        &requests,
+        &output,
+        a.force,
+        None,
+        a.html.html.as_deref(),
+    )?;
     let record = db.ctx.engine.finish();
     finish(
         &written.texts,
@@ -77,6 +88,7 @@ pub(super) fn write_archive(
     output: &Path,
     force: bool,
     nsys_output: Option<&str>,
+    html: Option<&Path>,
 ) -> Result<Written> {
     let p = run.processes(db)[0];
     let start = std::time::Instant::now();
@@ -102,6 +114,9 @@ pub(super) fn write_archive(
     let analyses = start.elapsed();
     mark_import_problems(&mut results.texts, import.as_slice());
     contents.entries.extend(analysis_entries(&results));
+    contents
+        .entries
+        .extend(report_entry(db, run, &results, html)?);
     let members = contents.entries.len();
     crate::formats::archive_writer::write_zip(contents.entries, output, force)?;
     Ok(Written {
@@ -111,6 +126,27 @@ pub(super) fn write_archive(
         analyses,
         import,
     })
+}
+
+/// The HTML report stored in an archive (`report.html`) when analyses ran or one is asked
+/// for, also written to `html` when given.
+pub(super) fn report_entry(
+    db: &graph::Db,
+    run: graph::Run,
+    results: &AnalysisResults,
+    html: Option<&Path>,
+) -> Result<Option<crate::formats::archive_writer::Entry>> {
+    if results.outputs.is_empty() && html.is_none() {
+        return Ok(None);
+    }
+    let page = html_report(db, run, results)?;
+    if let Some(path) = html {
+        crate::tmpfiles::write_atomic(path, &page.0)?;
+    }
+    Ok(Some(crate::formats::archive_writer::Entry::deflated(
+        REPORT_MEMBER,
+        page.0.clone(),
+    )))
 }
 
 /// What is known of an incomplete import of the capture of `run` (one process): what nsys

@@ -60,6 +60,15 @@ pub(super) struct Quiet {
     pub quiet: bool,
 }
 
+/// `--html`.
+#[derive(clap::Args, Debug)]
+pub(super) struct Html {
+    /// Also write the report as one self-contained HTML page: charts, tables and flame
+    /// graphs, viewable offline in any browser.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}
+
 /// `--nsys`.
 #[derive(clap::Args, Debug)]
 pub(super) struct NsysPath {
@@ -170,6 +179,8 @@ pub(super) struct ArchiveArgs {
     #[command(flatten)]
     pub analyses: AnalysisSelection,
     #[command(flatten)]
+    pub html: Html,
+    #[command(flatten)]
     pub quiet: Quiet,
     #[command(flatten)]
     pub capture: CaptureArgs,
@@ -226,6 +237,8 @@ pub(super) struct RunArgs {
     #[arg(long)]
     pub label: Option<String>,
     #[command(flatten)]
+    pub html: Html,
+    #[command(flatten)]
     pub quiet: Quiet,
     #[command(flatten)]
     pub explain: Explain,
@@ -260,6 +273,8 @@ pub(super) struct CombineArgs {
     pub keep_nsys_rep: crate::combine::KeepReports,
     #[command(flatten)]
     pub analyses: AnalysisSelection,
+    #[command(flatten)]
+    pub html: Html,
     /// The per-process inputs: archives (.zip or extracted folders) or reports (.nsys-rep).
     #[arg(required = true, num_args = 2..)]
     pub inputs: Vec<PathBuf>,
@@ -331,6 +346,8 @@ pub(super) struct CompareArgs {
     #[arg(long)]
     pub resamples: Option<usize>,
     #[command(flatten)]
+    pub html: Html,
+    #[command(flatten)]
     pub pipeline: PipelineFile,
     #[command(flatten)]
     pub nsys: NsysPath,
@@ -361,6 +378,8 @@ pub(super) struct AnalyzeArgs {
     /// Record these inputs under a label (e.g. a commit hash) that `compare` accepts.
     #[arg(long)]
     pub label: Option<String>,
+    #[command(flatten)]
+    pub html: Html,
     #[command(flatten)]
     pub cache: CacheArgs,
     #[command(flatten)]

@@ -32,6 +32,12 @@ pub(super) fn combine(a: CombineArgs, plan: &[(String, Vec<String>)]) -> Result<
     let mut entries = combined.entries;
     let results = run_analyses(&db, run, &requests)?;
     entries.extend(analysis_entries(&results));
+    entries.extend(super::archive::report_entry(
+        &db,
+        run,
+        &results,
+        a.html.html.as_deref(),
+    )?);
     let members = entries.len();
     // An existing output (with -f) that is, unchanged, what this would write stays as it is.
     let key = crate::formats::archive_writer::archive_key(&entries);

@@ -132,6 +132,10 @@ pub(super) fn compare(a: CompareArgs) -> Result<i32> {
     }
     crate::capture::import_check::warn(&import);
     let report = compare::compare(&db, base_run, head_run, rerun, &settings, sides)?;
+    let html = match &a.html.html {
+        Some(_) => Some(compare::html::page(&db, &report)?),
+        None => None,
+    };
     let record = db.ctx.engine.finish();
     crate::tmpfiles::write_atomic(
         &a.output.join("compare.json"),
@@ -143,6 +147,9 @@ pub(super) fn compare(a: CompareArgs) -> Result<i32> {
     }
     md.push_str(&compare::report::markdown(&report));
     crate::tmpfiles::write_atomic(&a.output.join("compare.md"), md.as_bytes())?;
+    if let (Some(path), Some(page)) = (&a.html.html, &html) {
+        crate::tmpfiles::write_atomic(path, &page.0)?;
+    }
     crate::tmpfiles::write_atomic(
         &a.output.join("pipeline-run.json"),
         &serde_json::to_vec_pretty(&record)?,

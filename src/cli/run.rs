@@ -145,6 +145,7 @@ pub(super) fn run(a: RunArgs, plan: &[(String, Vec<String>)]) -> Result<i32> {
                 &output,
                 a.force || reserved.is_some(),
                 Some(&profiled.output),
+                a.html.html.as_deref(),
             )?;
             Ok((db, w))
         });

@@ -13,6 +13,7 @@
 //! modules that changed, to say where a module's time went. Only the gated families decide
 //! the exit code.
 
+pub mod html;
 pub mod report;
 pub mod samples;
 

@@ -13,18 +13,18 @@ fn pct(x: f64) -> String {
     format!("{:+.1} %", 100.0 * x)
 }
 
-fn change(j: &Judged) -> String {
+pub(super) fn change(j: &Judged) -> String {
     j.row.stat.change.map(pct).unwrap_or_else(|| "–".into())
 }
 
-fn ci(j: &Judged) -> String {
+pub(super) fn ci(j: &Judged) -> String {
     match j.row.stat.ci {
         Some((lo, hi)) => format!("{} … {}", pct(lo), pct(hi)),
         None => "–".into(),
     }
 }
 
-fn p(j: &Judged) -> String {
+pub(super) fn p(j: &Judged) -> String {
     match j.row.stat.p_value {
         Some(p) if p < 1e-4 => "<0.0001".into(),
         Some(p) => format!("{p:.4}"),
@@ -32,12 +32,12 @@ fn p(j: &Judged) -> String {
     }
 }
 
-fn median(x: Option<f64>, family: Family) -> String {
+pub(super) fn median(x: Option<f64>, family: Family) -> String {
     x.map(|v| format!("{} {}", round_sig(v), family.unit()))
         .unwrap_or_else(|| "–".into())
 }
 
-fn what(r: &Report, j: &Judged) -> String {
+pub(super) fn what(r: &Report, j: &Judged) -> String {
     let row = &j.row;
     let mut module = row.module.clone();
     // Programs of the same name (e.g. one step function compiled twice): add the short
@@ -65,7 +65,7 @@ fn what(r: &Report, j: &Judged) -> String {
     s
 }
 
-fn verdict_word(v: Verdict) -> &'static str {
+pub(super) fn verdict_word(v: Verdict) -> &'static str {
     match v {
         Verdict::Regression => "regression",
         Verdict::Improvement => "improvement",
@@ -75,7 +75,7 @@ fn verdict_word(v: Verdict) -> &'static str {
 }
 
 /// The verdict, with the run-to-run noise that was added to the threshold when known.
-fn verdict_cell(j: &Judged) -> String {
+pub(super) fn verdict_cell(j: &Judged) -> String {
     match j.noise {
         Some(n) => format!(
             "{} (run-to-run ±{:.1} %)",
@@ -88,7 +88,7 @@ fn verdict_cell(j: &Judged) -> String {
 
 /// The metrics worth showing: everything that changed or is inconclusive, then the largest
 /// unchanged ones, up to [`TOP`].
-fn shown(r: &Report) -> Vec<&Judged> {
+pub(super) fn shown(r: &Report) -> Vec<&Judged> {
     r.metrics
         .iter()
         .filter(|m| !matches!(m.row.family, Family::Thunk | Family::Op))
@@ -98,7 +98,7 @@ fn shown(r: &Report) -> Vec<&Judged> {
 
 /// The thunks and op types of the changed modules that changed themselves, those that gained
 /// or lost the most time first.
-fn within(r: &Report) -> Vec<&Judged> {
+pub(super) fn within(r: &Report) -> Vec<&Judged> {
     let mut v: Vec<&Judged> = r
         .metrics
         .iter()
@@ -164,7 +164,7 @@ fn percent(t: f64) -> String {
     format!("{p} %")
 }
 
-fn gate_list(r: &Report) -> String {
+pub(super) fn gate_list(r: &Report) -> String {
     if r.settings.gate.is_empty() {
         return "nothing".into();
     }
@@ -176,7 +176,7 @@ fn gate_list(r: &Report) -> String {
         .join(", ")
 }
 
-fn threshold_text(r: &Report) -> String {
+pub(super) fn threshold_text(r: &Report) -> String {
     let mut ts: Vec<f64> = r.settings.thresholds.values().copied().collect();
     ts.dedup();
     if ts.len() == 1 {

@@ -48,6 +48,42 @@ pub fn metadata_files(t: &ExportTables) -> Result<Vec<(String, Vec<u8>)>> {
     ])
 }
 
+/// The text column `name` of a metadata file (any string type), or nothing without one.
+fn text_values(batch: &RecordBatch, name: &str) -> Result<Vec<Option<String>>> {
+    let Some(c) = batch.column_by_name(name) else {
+        return Ok(Vec::new());
+    };
+    let c = cast(c, &DataType::Utf8)?;
+    let c = c
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .expect("cast to Utf8 gives strings");
+    Ok(c.iter().map(|v| v.map(str::to_string)).collect())
+}
+
+/// The GPU name of each row of `device-metadata.parquet`.
+pub fn gpu_names(device_metadata: Vec<u8>) -> Result<Vec<String>> {
+    let batch = super::read_parquet(device_metadata)?;
+    Ok(
+        text_values(&batch, &format!("('{TARGET_INFO_GPU}', 'name')"))?
+            .into_iter()
+            .flatten()
+            .collect(),
+    )
+}
+
+/// The `(name, value)` entries of `system-metadata.parquet`.
+pub fn system_entries(system_metadata: Vec<u8>) -> Result<Vec<(String, String)>> {
+    let batch = super::read_parquet(system_metadata)?;
+    let names = text_values(&batch, "name")?;
+    let values = text_values(&batch, "value")?;
+    Ok(names
+        .into_iter()
+        .zip(values)
+        .filter_map(|(n, v)| Some((n?, v?)))
+        .collect())
+}
+
 /// Id → text of the report's string table (sorted ids, binary search).
 struct Strings {
     ids: Vec<(i64, u32)>,

@@ -10,6 +10,7 @@ use crate::frames;
 use crate::frames::command_buffers::GraphInputs;
 use anyhow::Context;
 use arrow::array::{Array, AsArray, RecordBatch, StringArray};
+use arrow::datatypes::{Int32Type, Int64Type};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -287,6 +288,12 @@ pub struct ProcessFacts {
     pub has_communication: bool,
     /// The programs this process executes.
     pub programs: BTreeSet<String>,
+    /// The devices its modules ran on.
+    pub devices: BTreeSet<i32>,
+    /// Its first module start and last module end (on its own clock) [ns].
+    pub span_ns: Option<(i64, i64)>,
+    /// Module executions (every device, warm-up included).
+    pub module_executions: u64,
 }
 impl JsonValue for ProcessFacts {}
 
@@ -308,6 +315,9 @@ pub fn process_facts(db: &dyn Graph, p: Process) -> NodeResult<ProcessFacts> {
             return Ok(ProcessFacts {
                 has_communication: false,
                 programs: BTreeSet::new(),
+                devices: BTreeSet::new(),
+                span_ns: None,
+                module_executions: 0,
             });
         };
         let thunk = g.value.get("thunk").expect("thunk frame");
@@ -323,9 +333,39 @@ pub fn process_facts(db: &dyn Graph, p: Process) -> NodeResult<ProcessFacts> {
             .expect("program id column")
             .as_string::<i32>();
         let programs = ids.iter().flatten().map(str::to_string).collect();
+        let int = |name: &str| {
+            module
+                .column_by_name(name)
+                .map(|c| c.as_primitive::<Int64Type>().clone())
+        };
+        let devices = module
+            .column_by_name(frames::gpu::DEVICE)
+            .map(|c| {
+                c.as_primitive::<Int32Type>()
+                    .values()
+                    .iter()
+                    .copied()
+                    .collect()
+            })
+            .unwrap_or_default();
+        let span_ns = match (int(frames::gpu::PROJ_START), int(frames::gpu::PROJ_DUR)) {
+            (Some(start), Some(dur)) if !start.is_empty() => Some(
+                start
+                    .values()
+                    .iter()
+                    .zip(dur.values())
+                    .fold((i64::MAX, i64::MIN), |(a, b), (&s, &d)| {
+                        (a.min(s), b.max(s.saturating_add(d)))
+                    }),
+            ),
+            _ => None,
+        };
         Ok(ProcessFacts {
             has_communication,
             programs,
+            devices,
+            span_ns,
+            module_executions: module.num_rows() as u64,
         })
     }))?;
     Ok(Out { key, value })

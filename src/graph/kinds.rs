@@ -288,3 +288,39 @@ impl Node for ScriptNode {
             .inputs(self.inputs.iter())
     }
 }
+
+/// The HTML report of a run: keyed by the analyses' outputs it shows and, for its overview,
+/// each process's facts and each input's content.
+pub struct ReportNode {
+    pub title: String,
+    pub outputs: Vec<Key>,
+    pub facts: Vec<Key>,
+    pub archives: Vec<Key>,
+}
+node_kind!(
+    ReportNode,
+    "html-report",
+    [
+        "graph/report.rs",
+        "report/",
+        "units.rs",
+        "formats/metadata.rs"
+    ],
+    Stored,
+    Bytes
+);
+impl ReportNode {
+    fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
+        let counts = format!(
+            "{} {} {}",
+            self.outputs.len(),
+            self.facts.len(),
+            self.archives.len()
+        );
+        kb.param("title", &self.title)
+            .param("counts", counts)
+            .inputs(self.outputs.iter())
+            .inputs(self.facts.iter())
+            .inputs(self.archives.iter())
+    }
+}

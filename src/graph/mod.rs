@@ -21,6 +21,7 @@ pub mod hlo;
 pub mod inputs;
 pub mod kinds;
 pub mod members;
+pub mod report;
 pub mod scheduler;
 pub mod shares;
 
@@ -32,6 +33,7 @@ pub use inputs::{
     input_paths_exist, open_run, open_runs,
 };
 pub use members::{derived_member, member_keys, read_archive_member};
+pub use report::html_report;
 pub use scheduler::{Needs, prepare_archives, prepare_processes, shares_stored};
 pub use shares::share;
 

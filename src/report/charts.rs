@@ -1,0 +1,542 @@
+//! Charts as SVG documents, drawn with `plotters` (its SVG backend, no fonts needed: text is
+//! left to the browser). Each function takes what it plots and how to print its values
+//! (the units of [`crate::units`]) and returns the SVG text.
+
+use anyhow::{Result, anyhow};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+/// Width of every chart, in pixels (the page scales it down on narrow screens).
+const WIDTH: u32 = 960;
+/// Height of one bar of a bar chart.
+const BAR: u32 = 22;
+/// Categorical colours (Tableau 10).
+const PALETTE: [RGBColor; 10] = [
+    RGBColor(78, 121, 167),
+    RGBColor(242, 142, 43),
+    RGBColor(225, 87, 89),
+    RGBColor(118, 183, 178),
+    RGBColor(89, 161, 79),
+    RGBColor(237, 201, 72),
+    RGBColor(176, 122, 161),
+    RGBColor(255, 157, 167),
+    RGBColor(156, 117, 95),
+    RGBColor(186, 176, 172),
+];
+/// A label longer than this is cut (with `…`).
+const LABEL_CHARS: usize = 48;
+
+pub fn color(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// How a chart prints values of an axis.
+pub type Fmt<'a> = &'a dyn Fn(f64) -> String;
+
+/// One line (or set of points) of a chart.
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
+    anyhow!("drawing a chart: {e:?}")
+}
+
+fn short(label: &str) -> String {
+    if label.chars().count() <= LABEL_CHARS {
+        label.to_string()
+    } else {
+        let cut: String = label.chars().take(LABEL_CHARS - 1).collect();
+        format!("{cut}…")
+    }
+}
+
+/// Room for the longest of `labels`, in pixels.
+fn label_width(labels: impl Iterator<Item = usize>) -> u32 {
+    let longest = labels.max().unwrap_or(4).min(LABEL_CHARS);
+    (longest as u32 * 7 + 16).clamp(60, 380)
+}
+
+fn draw<F>(height: u32, f: F) -> Result<String>
+where
+    F: FnOnce(&DrawingArea<SVGBackend, Shift>) -> Result<()>,
+{
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        f(&root)?;
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+fn upper(max: f64) -> f64 {
+    if max > 0.0 && max.is_finite() {
+        max * 1.05
+    } else {
+        1.0
+    }
+}
+
+/// Horizontal bars, one per `(label, value)`, in the order given.
+pub fn bars(items: &[(String, f64)], x_desc: &str, fmt: Fmt) -> Result<String> {
+    let parts = vec![String::new()];
+    let stacked: Vec<(String, Vec<f64>)> =
+        items.iter().map(|(l, v)| (l.clone(), vec![*v])).collect();
+    stacked_bars(&stacked, &parts, x_desc, fmt)
+}
+
+/// Horizontal stacked bars: each bar `(label, values)` has one value per part, drawn in
+/// order; a legend names the parts (unless there is one unnamed part).
+pub fn stacked_bars(
+    bars: &[(String, Vec<f64>)],
+    parts: &[String],
+    x_desc: &str,
+    fmt: Fmt,
+) -> Result<String> {
+    let n = bars.len().max(1);
+    let legend = parts.len() > 1 || parts.iter().any(|p| !p.is_empty());
+    let legend_h = if legend { legend_height(parts) } else { 0 };
+    let height = n as u32 * BAR + 70 + legend_h;
+    let max = bars
+        .iter()
+        .map(|(_, v)| v.iter().sum::<f64>())
+        .fold(0.0, f64::max);
+    let labels: Vec<String> = bars.iter().map(|(l, _)| short(l)).collect();
+    draw(height, |root| {
+        let (area, legend_area) = if legend {
+            let (l, a) = root.split_vertically(legend_h);
+            (a, Some(l))
+        } else {
+            (root.clone(), None)
+        };
+        let mut chart = ChartBuilder::on(&area)
+            .margin(8)
+            .margin_right(30)
+            .x_label_area_size(40)
+            .y_label_area_size(label_width(labels.iter().map(|l| l.chars().count())))
+            .build_cartesian_2d(0.0..upper(max), (0..n as i32).into_segmented())
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(n)
+            .y_label_formatter(&|v| top_down(&labels, v))
+            .x_label_formatter(&|v| fmt(*v))
+            .x_desc(x_desc)
+            .draw()
+            .map_err(err)?;
+        for (row, (_, values)) in bars.iter().enumerate() {
+            // The first bar on top.
+            let i = n - 1 - row;
+            let mut x0 = 0.0;
+            for (k, v) in values.iter().enumerate() {
+                let x1 = x0 + v.max(0.0);
+                let mut bar = Rectangle::new(
+                    [
+                        (x0, SegmentValue::Exact(i as i32)),
+                        (x1, SegmentValue::Exact(i as i32 + 1)),
+                    ],
+                    color(k).filled(),
+                );
+                // A gap between neighbouring bars.
+                bar.set_margin(3, 3, 0, 0);
+                chart.draw_series(std::iter::once(bar)).map_err(err)?;
+                x0 = x1;
+            }
+        }
+        if let Some(l) = legend_area {
+            draw_legend(&l, parts)?;
+        }
+        Ok(())
+    })
+}
+
+/// The label of a band of a category axis whose first category is drawn on top.
+fn top_down(labels: &[String], v: &SegmentValue<i32>) -> String {
+    match v {
+        SegmentValue::CenterOf(i) => labels
+            .len()
+            .checked_sub(1 + *i as usize)
+            .and_then(|k| labels.get(k))
+            .cloned()
+            .unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+/// Where each legend entry goes: `(row, x)`, rows of at most the chart's width.
+fn legend_layout(names: &[String]) -> Vec<(u32, i32)> {
+    let (mut row, mut x) = (0, 12);
+    names
+        .iter()
+        .map(|name| {
+            let w = 16 + short(name).chars().count() as i32 * 7 + 18;
+            if x > 12 && x + w > WIDTH as i32 - 12 {
+                row += 1;
+                x = 12;
+            }
+            let at = (row, x);
+            x += w;
+            at
+        })
+        .collect()
+}
+
+/// The legend's height in pixels.
+fn legend_height(names: &[String]) -> u32 {
+    legend_layout(names)
+        .last()
+        .map_or(0, |l| (l.0 + 1) * LEGEND_ROW)
+}
+
+const LEGEND_ROW: u32 = 22;
+
+/// Rows of coloured squares naming the parts.
+fn draw_legend(area: &DrawingArea<SVGBackend, Shift>, names: &[String]) -> Result<()> {
+    for (k, (name, (row, x))) in names.iter().zip(legend_layout(names)).enumerate() {
+        let y = (row * LEGEND_ROW) as i32 + 6;
+        area.draw(&Rectangle::new(
+            [(x, y), (x + 12, y + 12)],
+            color(k).filled(),
+        ))
+        .map_err(err)?;
+        area.draw(&Text::new(short(name), (x + 16, y), ("sans-serif", 13)))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Lines with markers through each series' points (sorted by x); `log_base` draws the x
+/// axis on a log scale of that base (positive x only; 2 puts byte sizes on round ticks).
+pub fn lines(
+    series: &[Series],
+    log_base: Option<f64>,
+    (x_desc, x_fmt): (&str, Fmt),
+    (y_desc, y_fmt): (&str, Fmt),
+) -> Result<String> {
+    let all = || series.iter().flat_map(|s| s.points.iter());
+    let (mut x0, mut x1) = all().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+        (a.min(p.0), b.max(p.0))
+    });
+    if !x0.is_finite() {
+        (x0, x1) = (1.0, 10.0);
+    }
+    if x1 <= x0 {
+        (x0, x1) = if log_base.is_some() {
+            (x0 / 2.0, x1 * 2.0)
+        } else {
+            (x0 - 1.0, x1 + 1.0)
+        };
+    }
+    let y1 = upper(all().map(|p| p.1).fold(0.0, f64::max));
+    let legend = series.len() > 1;
+    let names: Vec<String> = series.iter().map(|s| s.name.clone()).collect();
+    let legend_h = if legend { legend_height(&names) } else { 0 };
+    let height = 380 + legend_h;
+    draw(height, |root| {
+        let (area, legend_area) = if legend {
+            let (l, a) = root.split_vertically(legend_h);
+            (a, Some(l))
+        } else {
+            (root.clone(), None)
+        };
+        if let Some(base) = log_base {
+            let x0 = x0.max(f64::MIN_POSITIVE);
+            let mut chart = ChartBuilder::on(&area)
+                .margin(10)
+                .x_label_area_size(40)
+                .y_label_area_size(80)
+                .build_cartesian_2d((x0..x1).log_scale().base(base), 0.0..y1)
+                .map_err(err)?;
+            chart
+                .configure_mesh()
+                .x_label_formatter(&|v| x_fmt(*v))
+                .y_label_formatter(&|v| y_fmt(*v))
+                .x_desc(x_desc)
+                .y_desc(y_desc)
+                .draw()
+                .map_err(err)?;
+            for (k, s) in series.iter().enumerate() {
+                let pts: Vec<(f64, f64)> = sorted(&s.points).filter(|p| p.0 > 0.0).collect();
+                chart
+                    .draw_series(LineSeries::new(pts.iter().copied(), color(k)))
+                    .map_err(err)?;
+                chart
+                    .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color(k).filled())))
+                    .map_err(err)?;
+            }
+        } else {
+            let mut chart = ChartBuilder::on(&area)
+                .margin(10)
+                .x_label_area_size(40)
+                .y_label_area_size(80)
+                .build_cartesian_2d(x0..x1, 0.0..y1)
+                .map_err(err)?;
+            chart
+                .configure_mesh()
+                .x_label_formatter(&|v| x_fmt(*v))
+                .y_label_formatter(&|v| y_fmt(*v))
+                .x_desc(x_desc)
+                .y_desc(y_desc)
+                .draw()
+                .map_err(err)?;
+            for (k, s) in series.iter().enumerate() {
+                chart
+                    .draw_series(LineSeries::new(sorted(&s.points), color(k)))
+                    .map_err(err)?;
+            }
+        }
+        if let Some(l) = legend_area {
+            draw_legend(&l, &names)?;
+        }
+        Ok(())
+    })
+}
+
+fn sorted(points: &[(f64, f64)]) -> impl Iterator<Item = (f64, f64)> {
+    let mut p: Vec<(f64, f64)> = points
+        .iter()
+        .copied()
+        .filter(|p| p.0.is_finite() && p.1.is_finite())
+        .collect();
+    p.sort_by(|a, b| a.0.total_cmp(&b.0));
+    p.into_iter()
+}
+
+/// `values` counted in `n` equal bins over their range: `(low, high, count)` per bin.
+pub fn bin(values: &[f64], n: usize) -> Vec<(f64, f64, u64)> {
+    let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    let lo = finite.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if !lo.is_finite() {
+        return Vec::new();
+    }
+    // Counts of non-negative quantities (waits, durations) start at zero.
+    let lo = lo.min(0.0);
+    let (lo, hi) = if hi > lo {
+        (lo, hi)
+    } else {
+        (lo - 0.5, hi + 0.5)
+    };
+    let n = n.max(1);
+    let width = (hi - lo) / n as f64;
+    let mut counts = vec![0u64; n];
+    for v in &finite {
+        counts[(((v - lo) / width) as usize).min(n - 1)] += 1;
+    }
+    counts
+        .into_iter()
+        .enumerate()
+        .map(|(b, c)| (lo + b as f64 * width, lo + (b + 1) as f64 * width, c))
+        .collect()
+}
+
+/// A histogram of binned counts (see [`bin`]).
+pub fn histogram(bins: &[(f64, f64, u64)], x_desc: &str, fmt: Fmt) -> Result<String> {
+    let lo = bins.first().map_or(0.0, |b| b.0);
+    let hi = bins.last().map_or(1.0, |b| b.1);
+    let counts: Vec<u64> = bins.iter().map(|b| b.2).collect();
+    let most = counts.iter().copied().max().unwrap_or(0).max(1);
+    let top = most as f64 * 1.05;
+    draw(220, |root| {
+        let mut chart = ChartBuilder::on(root)
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(lo..hi, 0.0..top)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_label_formatter(&|v| fmt(*v))
+            .y_labels((most as usize + 1).min(6))
+            // Counts are whole: a tick between two is left unlabelled.
+            .y_label_formatter(&|v| {
+                if (v - v.round()).abs() < 1e-6 {
+                    format!("{v:.0}")
+                } else {
+                    String::new()
+                }
+            })
+            .x_desc(x_desc)
+            .y_desc("count")
+            .draw()
+            .map_err(err)?;
+        chart
+            .draw_series(
+                bins.iter().map(|&(x0, x1, c)| {
+                    Rectangle::new([(x0, 0.0), (x1, c as f64)], color(0).filled())
+                }),
+            )
+            .map_err(err)?;
+        Ok(())
+    })
+}
+
+/// How a forest plot colours a row: worse, better, or neither.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tone {
+    Worse,
+    Better,
+    Neither,
+}
+
+/// One row of a forest plot: a label, an estimate and its interval.
+pub struct Interval {
+    pub label: String,
+    pub estimate: f64,
+    pub low: f64,
+    pub high: f64,
+    pub tone: Tone,
+}
+
+/// A forest plot: per row (the first on top) a point with its interval, coloured by its
+/// tone, and a line at zero.
+pub fn forest(rows: &[Interval], x_desc: &str, fmt: Fmt) -> Result<String> {
+    let n = rows.len().max(1);
+    let height = n as u32 * BAR + 70;
+    let reach = rows
+        .iter()
+        .flat_map(|r| [r.estimate.abs(), r.low.abs(), r.high.abs()])
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max);
+    let reach = if reach > 0.0 { reach * 1.1 } else { 1.0 };
+    let labels: Vec<String> = rows.iter().map(|r| short(&r.label)).collect();
+    draw(height, |root| {
+        let mut chart = ChartBuilder::on(root)
+            .margin(8)
+            .margin_right(40)
+            .x_label_area_size(40)
+            .y_label_area_size(label_width(labels.iter().map(|l| l.chars().count())))
+            .build_cartesian_2d(-reach..reach, (0..n as i32).into_segmented())
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(n)
+            .y_label_formatter(&|v| top_down(&labels, v))
+            .x_label_formatter(&|v| fmt(*v))
+            .x_desc(x_desc)
+            .draw()
+            .map_err(err)?;
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![
+                    (0.0, SegmentValue::Exact(0)),
+                    (0.0, SegmentValue::Exact(n as i32)),
+                ],
+                BLACK.mix(0.6),
+            )))
+            .map_err(err)?;
+        for (row, r) in rows.iter().enumerate() {
+            let y = SegmentValue::CenterOf((n - 1 - row) as i32);
+            let c = match r.tone {
+                Tone::Worse => color(2),
+                Tone::Better => color(4),
+                Tone::Neither => RGBColor(120, 120, 120),
+            };
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(r.low, y.clone()), (r.high, y.clone())],
+                    c.stroke_width(2),
+                )))
+                .map_err(err)?;
+            chart
+                .draw_series(std::iter::once(Circle::new((r.estimate, y), 4, c.filled())))
+                .map_err(err)?;
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: f64) -> String {
+        crate::units::duration_ms(v)
+    }
+
+    #[test]
+    fn bars_draw_one_rectangle_per_value_with_labels() {
+        let svg = bars(
+            &[("fusion".into(), 2.0), ("all-gather".into(), 1.0)],
+            "time",
+            &ms,
+        )
+        .unwrap();
+        assert!(svg.starts_with("<svg"), "{}", &svg[..80]);
+        assert!(svg.contains("\nfusion\n</text>") && svg.contains("\nall-gather\n</text>"));
+        // The two bars (filled with the first colour), the first on top.
+        assert_eq!(svg.matches("fill=\"#4E79A7\"").count(), 2, "{svg}");
+        let y = |label: &str| {
+            let at = svg.find(&format!("\n{label}\n")).unwrap();
+            let tag = &svg[svg[..at].rfind("<text").unwrap()..at];
+            let y: f64 = tag
+                .split("y=\"")
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            y
+        };
+        assert!(y("fusion") < y("all-gather"));
+    }
+
+    #[test]
+    fn log_axis_lines_and_histograms_and_forests_draw() {
+        let s = Series {
+            name: "all-gather".into(),
+            points: vec![(1024.0, 10.0), (1048576.0, 80.0), (65536.0, 40.0)],
+        };
+        let svg = lines(
+            &[s],
+            Some(2.0),
+            ("size", &|v| crate::units::bytes(v)),
+            ("GB/s", &|v| format!("{v:.0}")),
+        )
+        .unwrap();
+        assert_eq!(svg.matches("<circle").count(), 3);
+        assert!(
+            svg.contains("\n1.00 MiB\n") && svg.contains("\n64.0 KiB\n"),
+            "{svg}"
+        );
+        let bins = bin(&[1.0, 2.0, 2.5, 9.0], 4);
+        assert_eq!(bins.iter().map(|b| b.2).collect::<Vec<_>>(), [2, 1, 0, 1]);
+        assert_eq!((bins[0].0, bins[3].1), (0.0, 9.0));
+        let h = histogram(&bins, "wait", &ms).unwrap();
+        assert!(h.contains("\ncount\n</text>"));
+        let row = |label: &str, estimate, low, high, tone| Interval {
+            label: label.into(),
+            estimate,
+            low,
+            high,
+            tone,
+        };
+        let f = forest(
+            &[
+                row("a", 5.0, 2.0, 8.0, Tone::Worse),
+                row("b", -1.0, -3.0, 1.0, Tone::Neither),
+            ],
+            "change",
+            &|v| format!("{v:.0} %"),
+        )
+        .unwrap();
+        assert_eq!(f.matches("<circle").count(), 2);
+        // Worse in red.
+        assert_eq!(f.matches("fill=\"#E15759\"").count(), 1, "{f}");
+    }
+
+    #[test]
+    fn long_labels_are_cut() {
+        let l = "x".repeat(100);
+        assert_eq!(short(&l).chars().count(), LABEL_CHARS);
+        assert!(short(&l).ends_with('…'));
+    }
+}

@@ -1,0 +1,100 @@
+//! Numbers for people: three significant figures and a unit chosen per value (µs / ms / s,
+//! B / KiB / MiB / GiB), as the HTML report and the terminal tables print them.
+
+/// `x` with three significant figures, without an exponent: `1.23`, `12.3`, `123`, `12300`,
+/// `0.00123`.
+pub fn sig3(x: f64) -> String {
+    if !x.is_finite() {
+        return format!("{x}");
+    }
+    if x == 0.0 {
+        return "0".to_string();
+    }
+    let mag = x.abs().log10().floor() as i32;
+    // Rounding may carry into the next magnitude (9.996 -> 10.0): decide on the rounded value.
+    let decimals = (2 - mag).max(0) as usize;
+    let rounded: f64 = format!("{x:.decimals$}").parse().unwrap_or(x);
+    let mag = if rounded == 0.0 {
+        mag
+    } else {
+        rounded.abs().log10().floor() as i32
+    };
+    if mag >= 2 {
+        let scale = 10f64.powi(mag - 2);
+        format!("{:.0}", (x / scale).round() * scale)
+    } else {
+        format!("{x:.*}", (2 - mag) as usize)
+    }
+}
+
+/// A duration given in nanoseconds: `850 ns`, `1.23 µs`, `45.6 ms`, `2.50 s`.
+pub fn duration_ns(ns: f64) -> String {
+    let a = ns.abs();
+    let (v, unit) = if a >= 999.5e6 {
+        (ns / 1e9, "s")
+    } else if a >= 999.5e3 {
+        (ns / 1e6, "ms")
+    } else if a >= 999.5 {
+        (ns / 1e3, "µs")
+    } else {
+        (ns, "ns")
+    };
+    format!("{} {unit}", sig3(v))
+}
+
+/// A duration given in milliseconds (see [`duration_ns`]).
+pub fn duration_ms(ms: f64) -> String {
+    duration_ns(ms * 1e6)
+}
+
+/// A byte count: `512 B`, `1.50 MiB`, `15.3 GiB`.
+pub fn bytes(b: f64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut x = b;
+    let mut u = 0;
+    while x.abs() >= 1023.5 && u + 1 < units.len() {
+        x /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{} B", x.round())
+    } else {
+        format!("{} {}", sig3(x), units[u])
+    }
+}
+
+/// A fraction as a percentage: `12.3 %`.
+pub fn percent(fraction: f64) -> String {
+    format!("{} %", sig3(fraction * 100.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn three_significant_figures() {
+        assert_eq!(sig3(1.23456), "1.23");
+        assert_eq!(sig3(12.3456), "12.3");
+        assert_eq!(sig3(123.456), "123");
+        assert_eq!(sig3(12345.6), "12300");
+        assert_eq!(sig3(0.00123456), "0.00123");
+        assert_eq!(sig3(-4.5678), "-4.57");
+        assert_eq!(sig3(9.996), "10.0");
+        assert_eq!(sig3(99.96), "100");
+        assert_eq!(sig3(0.0), "0");
+    }
+
+    #[test]
+    fn scaled_units() {
+        assert_eq!(duration_ns(850.0), "850 ns");
+        assert_eq!(duration_ns(1234.0), "1.23 µs");
+        assert_eq!(duration_ns(999.9), "1.00 µs");
+        assert_eq!(duration_ms(45.61), "45.6 ms");
+        assert_eq!(duration_ms(2500.0), "2.50 s");
+        assert_eq!(bytes(512.0), "512 B");
+        assert_eq!(bytes(1.5 * 1024.0 * 1024.0), "1.50 MiB");
+        assert_eq!(bytes(16384076800.0), "15.3 GiB");
+        assert_eq!(percent(0.6657), "66.6 %");
+    }
+}
