@@ -2,7 +2,7 @@
 //! that implements it: editing one analysis re-executes only the nodes built from that file.
 //! And tells the tests what this machine has: `cfg(test_fixtures)` when the shared fixtures
 //! are there, `cfg(test_nsys)` when an Nsight Systems CLI is, `cfg(test_chromium)` when a
-//! Chromium browser is; the tests that need one are
+//! Chromium browser is, `cfg(test_jax)` when a Python with JAX is; the tests that need one are
 //! marked ignored without it, so that `cargo test` counts them as ignored.
 
 use std::fmt::Write;
@@ -52,7 +52,14 @@ fn test_resources() {
     println!("cargo::rustc-check-cfg=cfg(test_fixtures)");
     println!("cargo::rustc-check-cfg=cfg(test_nsys)");
     println!("cargo::rustc-check-cfg=cfg(test_chromium)");
-    for var in ["NSYS_JAX_PIPE_FIXTURES", "NSYS", "PATH", "CHROMIUM"] {
+    println!("cargo::rustc-check-cfg=cfg(test_jax)");
+    for var in [
+        "NSYS_JAX_PIPE_FIXTURES",
+        "NSYS",
+        "PATH",
+        "CHROMIUM",
+        "NSYS_JAX_PIPE_PYTHON",
+    ] {
         println!("cargo:rerun-if-env-changed={var}");
     }
     let manifest = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -94,5 +101,13 @@ fn test_resources() {
     }
     if browsers.iter().any(|c| c.is_file()) {
         println!("cargo:rustc-cfg=test_chromium");
+    }
+    // A Python with JAX for the real `run` test (where `src/testutil.rs` looks).
+    let python = std::env::var_os("NSYS_JAX_PIPE_PYTHON")
+        .filter(|p| !p.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| manifest.join(".jax/bin/python"));
+    if python.is_file() {
+        println!("cargo:rustc-cfg=test_jax");
     }
 }

@@ -81,3 +81,21 @@ pub fn chromium_path() -> Option<PathBuf> {
     }
     skip("no Chromium (set CHROMIUM, or run scripts/install-chromium.sh)")
 }
+
+/// A Python with JAX for the test that runs `run` for real: `$NSYS_JAX_PIPE_PYTHON`, else the
+/// checkout's `.jax/bin/python` (where `scripts/install-jax.sh .jax` puts it); `None` (with a
+/// loud notice) when there is none.
+pub fn jax_python() -> Option<PathBuf> {
+    let checkout = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let candidates = std::env::var_os("NSYS_JAX_PIPE_PYTHON")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([checkout.join(".jax/bin/python")]);
+    for c in candidates {
+        if c.is_file() {
+            return Some(c);
+        }
+    }
+    skip("no Python with JAX (set NSYS_JAX_PIPE_PYTHON, or run scripts/install-jax.sh .jax)")
+}

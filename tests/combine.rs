@@ -70,9 +70,16 @@ fn check_layout(combined: &Path, inputs: &[PathBuf], stems: &[&str]) {
         .filter(|m| m.starts_with("analysis/"))
         .count();
     let reports = members.iter().filter(|m| m.ends_with(".nsys-rep")).count();
+    // The HTML report of the analyses, when they ran.
+    let page = usize::from(members.iter().any(|m| m == "report.html"));
+    assert_eq!(
+        page,
+        usize::from(analyses > 0),
+        "report.html with the analyses"
+    );
     assert_eq!(
         members.len(),
-        expected + analyses + reports,
+        expected + analyses + reports + page,
         "no other members"
     );
 }
@@ -294,6 +301,7 @@ fn two_process_captures_combine_end_to_end() {
         "report_nvtx_pushpop_trace.parquet/rank1",
         "protos/xla_hlo_minimal.proto",
         "analysis/summary/summary.json",
+        "report.html",
     ] {
         assert!(members.contains(&m.to_string()), "{m} missing: {members:?}");
     }

@@ -414,3 +414,58 @@ fn an_nvtx_only_capture_and_a_long_capture_load() {
     has_all(&loaded, DEFAULT_SECTIONS, "long");
     eprintln!("long_1proc report load time: {:.0} ms", loaded.load_ms);
 }
+
+/// Without a browser: the example's report is one file that asks for nothing, has every
+/// default section in the pipeline's order with a link to each, carries each flame graph
+/// once, and is read back from the cache by an unchanged run.
+#[test]
+fn the_example_report_is_self_contained_and_cached() {
+    let tmp = tempfile::tempdir().unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mlp-fsdp-2gpu.zip");
+    let html = tmp.path().join("report.html");
+    let args = ["-q", "--html", html.to_str().unwrap()];
+    let cache = tmp.path().join("cache");
+    let out = tmp.path().join("out");
+    assert_ok(&analyze(
+        &cache,
+        &out,
+        &args,
+        std::slice::from_ref(&example),
+    ));
+    let page = std::fs::read_to_string(&html).unwrap();
+    let ids: Vec<&str> = page
+        .match_indices("<section id=\"")
+        .map(|(i, m)| page[i + m.len()..].split('"').next().unwrap())
+        .collect();
+    assert_eq!(ids, DEFAULT_SECTIONS);
+    for id in &ids {
+        assert!(
+            page.contains(&format!("<a href=\"#{id}\">")),
+            "no link to {id}"
+        );
+    }
+    assert!(page.contains("Content-Security-Policy\" content=\"default-src 'none'"));
+    for outside in ["src=\"http", "href=\"http", "url(http", "@import", "<link"] {
+        assert!(
+            !page.contains(outside),
+            "the page refers outside: {outside}"
+        );
+    }
+    for svg in ["flamegraph-source.svg", "flamegraph-op_name.svg"] {
+        let carried = format!("class=\"embed\" data-name=\"{svg}\"");
+        assert_eq!(page.matches(&carried).count(), 1, "{svg}");
+    }
+    assert!(page.contains("2 × NVIDIA H200"), "GPU model missing");
+    // Unchanged: everything, the page included, is read back.
+    let again = analyze(
+        &cache,
+        &out,
+        &[&args[..], &["--explain"]].concat(),
+        &[example],
+    );
+    assert_ok(&again);
+    let text = String::from_utf8_lossy(&again.stdout);
+    assert!(text.contains("html-report"), "{text}");
+    assert!(text.contains("0 nodes executed"), "{text}");
+    assert_eq!(std::fs::read_to_string(&html).unwrap(), page);
+}

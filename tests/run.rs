@@ -70,8 +70,14 @@ fn run_writes_the_archive_under_the_expanded_name() {
         "analysis/summary/summary.json",
         "analysis/communication/communication.json",
         "analysis/compilation/compilation.json",
+        "report.html",
     ] {
         assert!(members.contains(&m.to_string()), "{m} missing: {members:?}");
+    }
+    // The archive carries the HTML report of its analyses.
+    let page = String::from_utf8(zip_read(&zip, "report.html")).unwrap();
+    for id in ["overview", "modules", "communication", "compilation"] {
+        assert!(page.contains(&format!("<section id=\"{id}\">")), "{id}");
     }
     let dumped = members
         .iter()

@@ -725,7 +725,11 @@ fn section(o: &Ops) -> Result<Section> {
         "share",
     ])
     .limit(50, Some("ops.json"));
-    for r in &o.top_thunks {
+    for (i, r) in o.top_thunks.iter().enumerate() {
+        if table.is_full() {
+            table.more(o.top_thunks.len() - i);
+            break;
+        }
         table.row(vec![
             Cell::text(&r.module),
             Cell::text(&r.thunk),

@@ -515,7 +515,11 @@ impl Analysis for SourcesAnalysis {
             source.heading("Source lines with the most GPU time");
             let mut t =
                 HtmlTable::new(&["frame", "GPU time", "share"]).limit(30, Some("sources.json"));
-            for l in &s.lines {
+            for (i, l) in s.lines.iter().enumerate() {
+                if t.is_full() {
+                    t.more(s.lines.len() - i);
+                    break;
+                }
                 t.row(vec![
                     Cell::text(&l.frame),
                     Cell::ms(l.ms),

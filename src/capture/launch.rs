@@ -360,6 +360,17 @@ pub fn output_archive(name: &str, env: impl Fn(&str) -> Option<String>) -> (Path
 }
 
 /// What a profiled run left behind.
+/// Whether nsys said it could not turn the capture into a report for want of its importer
+/// (a CLI unpacked without the host package): "Importer error status: The importer binary and
+/// its dependencies were not found."
+pub fn importer_missing(nsys_output: &str) -> bool {
+    nsys_output.lines().any(|l| {
+        l.starts_with("Importer error status:")
+            && l.contains("importer binary")
+            && l.contains("not found")
+    })
+}
+
 pub struct Profiled {
     /// The report (it may be missing when nsys failed).
     pub report: PathBuf,
@@ -492,6 +503,15 @@ pub fn profile(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_missing_importer_is_recognised() {
+        let out = "Importer error status: The importer binary and its dependencies were not found.\nUnable to retrieve the importer version: skipping importation of the QDSTRM file.\n";
+        assert!(importer_missing(out));
+        assert!(!importer_missing(
+            "Importer error status: Importation succeeded with non-fatal errors."
+        ));
+    }
+
     use super::*;
     use proptest::prelude::*;
 

@@ -115,10 +115,17 @@ pub(super) fn run(a: RunArgs, plan: &[(String, Vec<String>)]) -> Result<i32> {
     }
     let failed_code = if succeeded { 0 } else { profiled.exit_code };
     if !profiled.report.is_file() {
-        eprintln!(
-            "nsys-jax-pipe: error: nsys profile wrote no report (exit code {}); no archive written",
-            profiled.exit_code
-        );
+        if launch::importer_missing(&profiled.output) {
+            eprintln!(
+                "nsys-jax-pipe: error: {}: this Nsight Systems has no importer (host-linux-x64/QdstrmImporter and its libraries), so nsys profile wrote only a .qdstrm capture, not a report; no archive written. Install a complete Nsight Systems, or add the importer with scripts/install-nsys.sh DIR",
+                nsys.path.display()
+            );
+        } else {
+            eprintln!(
+                "nsys-jax-pipe: error: nsys profile wrote no report (exit code {}); no archive written",
+                profiled.exit_code
+            );
+        }
         return Ok(if failed_code != 0 {
             failed_code
         } else {

@@ -231,6 +231,11 @@ pub fn lines(
             (x0 - 1.0, x1 + 1.0)
         };
     }
+    // Room around the outermost points, so that their markers and labels are not cut.
+    (x0, x1) = match log_base {
+        Some(_) => (x0 / 1.3, x1 * 1.3),
+        None => (x0 - 0.02 * (x1 - x0), x1 + 0.02 * (x1 - x0)),
+    };
     let y1 = upper(all().map(|p| p.1).fold(0.0, f64::max));
     let legend = series.len() > 1;
     let names: Vec<String> = series.iter().map(|s| s.name.clone()).collect();
@@ -247,6 +252,7 @@ pub fn lines(
             let x0 = x0.max(f64::MIN_POSITIVE);
             let mut chart = ChartBuilder::on(&area)
                 .margin(10)
+                .margin_right(30)
                 .x_label_area_size(40)
                 .y_label_area_size(80)
                 .build_cartesian_2d((x0..x1).log_scale().base(base), 0.0..y1)
@@ -271,6 +277,7 @@ pub fn lines(
         } else {
             let mut chart = ChartBuilder::on(&area)
                 .margin(10)
+                .margin_right(30)
                 .x_label_area_size(40)
                 .y_label_area_size(80)
                 .build_cartesian_2d(x0..x1, 0.0..y1)

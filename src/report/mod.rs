@@ -1,4 +1,5 @@
-//! The HTML report: one self-contained page (styles, scripts, charts and data inline; nothing
+//! The HTML report (docs/design.md, "HTML report"): one self-contained page (styles, scripts,
+//! charts and data inline; nothing
 //! fetched) made of sections. Each analysis draws its own sections
 //! ([`crate::analyses::Analysis::sections`]); this module holds what they share: the section
 //! type, tables, charts ([`charts`], SVG drawn with `plotters`) and the page around them.
@@ -152,7 +153,10 @@ impl Cell {
 /// A table whose columns sort on a click of their header.
 pub struct HtmlTable {
     header: Vec<String>,
+    /// The rows shown (at most `limit`).
     rows: Vec<Vec<Cell>>,
+    /// Every row, shown or not.
+    count: usize,
     /// Rows shown at most; the rest are counted in a last line.
     limit: usize,
     /// Where the full table is (a file of the output), said when rows are left out.
@@ -164,6 +168,7 @@ impl HtmlTable {
         HtmlTable {
             header: header.iter().map(|s| s.to_string()).collect(),
             rows: Vec::new(),
+            count: 0,
             limit: 50,
             full: None,
         }
@@ -173,14 +178,27 @@ impl HtmlTable {
         self.full = full.map(str::to_string);
         self
     }
+    /// A row: kept when fewer than `limit` are, else only counted.
     pub fn row(&mut self, cells: Vec<Cell>) {
-        self.rows.push(cells);
+        if self.rows.len() < self.limit {
+            self.rows.push(cells);
+        }
+        self.count += 1;
+    }
+    /// Whether another row would be shown (a caller with many rows stops making them, and
+    /// counts the rest with [`HtmlTable::more`]).
+    pub fn is_full(&self) -> bool {
+        self.rows.len() >= self.limit
+    }
+    /// Count `n` rows that are not shown.
+    pub fn more(&mut self, n: usize) {
+        self.count += n;
     }
     pub fn len(&self) -> usize {
-        self.rows.len()
+        self.count
     }
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
+        self.count == 0
     }
 
     pub fn render(&self) -> String {
@@ -189,7 +207,7 @@ impl HtmlTable {
             s.push_str(&format!("<th>{}</th>", escape(h)));
         }
         s.push_str("</tr></thead><tbody>\n");
-        for row in self.rows.iter().take(self.limit) {
+        for row in &self.rows {
             s.push_str("<tr>");
             for c in row {
                 match c.value {
@@ -208,15 +226,15 @@ impl HtmlTable {
             s.push_str("</tr>\n");
         }
         s.push_str("</tbody></table>\n");
-        if self.rows.len() > self.limit {
+        if self.count > self.rows.len() {
             let rest = match &self.full {
                 Some(f) => format!("; all of them are in {f}"),
                 None => String::new(),
             };
             s.push_str(&format!(
                 "<p class=\"more\">{} of {} rows shown{}.</p>\n",
-                self.limit,
                 self.rows.len(),
+                self.count,
                 escape(&rest)
             ));
         }
@@ -246,5 +264,10 @@ mod tests {
         assert!(html.contains("data-v=\"1.5\">1.50 ms</td>"), "{html}");
         assert!(!html.contains("<td>b</td>"), "{html}");
         assert!(html.contains("1 of 2 rows shown; all of them are in ops.json."));
+        let mut t = HtmlTable::new(&["n"]).limit(1, None);
+        t.row(vec![Cell::count(1)]);
+        assert!(t.is_full());
+        t.more(9);
+        assert!(t.render().contains("1 of 10 rows shown."));
     }
 }
