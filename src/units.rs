@@ -63,6 +63,85 @@ pub fn bytes(b: f64) -> String {
     }
 }
 
+/// A mean and its standard deviation in milliseconds, each with its unit: `127 ms ± 660 µs`
+/// (the mean alone when the deviation is unknown or zero).
+pub fn ms_pm(mean: f64, std: Option<f64>) -> String {
+    match std {
+        Some(s) if s > 0.0 && s.is_finite() => {
+            format!("{} ± {}", duration_ms(mean), duration_ms(s))
+        }
+        _ => duration_ms(mean),
+    }
+}
+
+/// A rate given in GB/s, with its standard error when known, in the unit the rate needs:
+/// `54.1 ± 0.536 GB/s`, `353 ± 47.2 kB/s`.
+pub fn rate_gbps(gbps: f64, err: Option<f64>) -> String {
+    let a = gbps.abs();
+    let (scale, unit) = if a >= 0.9995 || a == 0.0 {
+        (1.0, "GB/s")
+    } else if a >= 0.9995e-3 {
+        (1e3, "MB/s")
+    } else {
+        (1e6, "kB/s")
+    };
+    match err {
+        Some(e) if e.is_finite() => format!("{} ± {} {unit}", sig3(gbps * scale), sig3(e * scale)),
+        _ => format!("{} {unit}", sig3(gbps * scale)),
+    }
+}
+
+/// A percentage (given in percent) for a table column: three significant figures, at most
+/// seven characters (`84.0`, `0.232`, `<0.001`).
+pub fn pct(p: f64) -> String {
+    if p != 0.0 && p.abs() < 0.001 {
+        "<0.001".to_string()
+    } else {
+        sig3(p)
+    }
+}
+
+/// `text` cut to `n` characters, its end kept (`…` marks the cut).
+pub fn fit(text: &str, n: usize) -> String {
+    let count = text.chars().count();
+    if count <= n {
+        return text.to_string();
+    }
+    let cut: String = text.chars().take(n.saturating_sub(1)).collect();
+    format!("{cut}…")
+}
+
+/// `text` wrapped at `width` columns (words kept whole where they fit), later lines indented
+/// by `indent` spaces.
+pub fn wrap(text: &str, width: usize, indent: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let room = if out.is_empty() {
+            width
+        } else {
+            width - indent
+        };
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > room {
+            if !out.is_empty() {
+                out.push_str(&" ".repeat(indent));
+            }
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !out.is_empty() {
+        out.push_str(&" ".repeat(indent));
+    }
+    out.push_str(&line);
+    out
+}
+
 /// A fraction as a percentage: `12.3 %`.
 pub fn percent(fraction: f64) -> String {
     format!("{} %", sig3(fraction * 100.0))
@@ -96,5 +175,14 @@ mod tests {
         assert_eq!(bytes(1.5 * 1024.0 * 1024.0), "1.50 MiB");
         assert_eq!(bytes(16384076800.0), "15.3 GiB");
         assert_eq!(percent(0.6657), "66.6 %");
+        assert_eq!(ms_pm(126.51, Some(0.66)), "127 ms ± 660 µs");
+        assert_eq!(ms_pm(0.002271, None), "2.27 µs");
+        assert_eq!(rate_gbps(54.0943, Some(0.536376)), "54.1 ± 0.536 GB/s");
+        assert_eq!(rate_gbps(0.000352573, Some(0.000047219)), "353 ± 47.2 kB/s");
+        assert_eq!(rate_gbps(0.0162842, None), "16.3 MB/s");
+        assert_eq!(pct(0.0000910), "<0.001");
+        assert_eq!(pct(0.0837), "0.0837");
+        assert_eq!(fit("pjit__wrapped_step_fn", 10), "pjit__wra…");
+        assert_eq!(wrap("note: aaa bbb ccc", 10, 2), "note: aaa\n  bbb ccc");
     }
 }

@@ -17,7 +17,7 @@ use crate::frames::warmup::Steady;
 use crate::report::charts::{self, Series};
 use crate::report::{Cell, HtmlTable, Section};
 use crate::stats::{group_by, mean, std};
-use crate::table::{Table, round_sig};
+use crate::table::Table;
 use crate::units::sig3;
 use anyhow::Result;
 use arrow::array::{Array, AsArray};
@@ -221,41 +221,36 @@ pub fn render(c: &Communication) -> String {
         v.dedup();
         v
     };
-    let mut header = vec!["size [B]"];
+    let mut header = vec!["message size"];
     header.extend(collectives.iter());
     let mut t = Table::new(&header);
     t.align_right(&(0..header.len()).collect::<Vec<_>>());
     for (sz, rows) in group_by(c.bandwidth.len(), |i| c.bandwidth[i].message_size_bytes) {
-        let mut cells = vec![sz.to_string()];
+        let mut cells = vec![crate::units::bytes(sz as f64)];
         for cl in &collectives {
             cells.push(
                 rows.iter()
                     .map(|&i| &c.bandwidth[i])
                     .find(|r| r.collective == *cl)
-                    .map(|r| match r.stderr_gbps {
-                        Some(e) => {
-                            format!("{} ± {}", round_sig(r.bus_bandwidth_gbps), round_sig(e))
-                        }
-                        None => round_sig(r.bus_bandwidth_gbps),
-                    })
+                    .map(|r| crate::units::rate_gbps(r.bus_bandwidth_gbps, r.stderr_gbps))
                     .unwrap_or_else(|| "-".into()),
             );
         }
         t.row(cells);
     }
-    out.push_str(
-        "== Bus bandwidth [GB/s] (fastest device per instance; mean ± standard error) ==\n",
-    );
+    out.push_str("== Bus bandwidth (fastest device per instance; mean ± standard error) ==\n");
     out.push_str(&t.render());
-    let mut t = Table::new(&["collective", "hidden / total"]);
+    let mut t = Table::new(&["collective", "hidden"]);
     t.align_right(&[1]);
     for (cl, f) in &c.hidden_fraction {
-        t.row(vec![cl.clone(), format!("{f:.4}")]);
+        t.row(vec![cl.clone(), crate::units::percent(*f)]);
     }
     if let Some(o) = c.overall_hidden_fraction {
-        t.row(vec!["(overall)".into(), format!("{o:.4}")]);
+        t.row(vec!["(overall)".into(), crate::units::percent(o)]);
     }
-    out.push('\n');
+    out.push_str(
+        "\nhidden: share of a collective's time that computation overlaps (Σ hidden ÷ Σ time)\n",
+    );
     out.push_str(&t.render());
     out
 }

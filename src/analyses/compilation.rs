@@ -483,34 +483,82 @@ pub fn per_compilation(
 
 /// Terminal rendering of the per-compilation breakdown.
 pub fn render(entries: &[CompilationEntry]) -> String {
-    use crate::table::{Table, round_sig};
+    use crate::table::Table;
+    use crate::units::{duration_ms, sig3};
     if entries.is_empty() {
         return "No XLA compilation in the profile.\n".into();
     }
-    let mut t = Table::new(&["process", "module", "program", "wall [s]", "top parts"]);
+    let mut order: Vec<&CompilationEntry> = entries.iter().collect();
+    order.sort_by(|a, b| b.wall_s.total_cmp(&a.wall_s));
+    let mut t = Table::new(&["process", "module", "program", "wall", "top parts [%]"]);
     t.align_right(&[3]);
-    for e in entries {
+    for e in order.iter().take(SHOWN) {
         let parts: Vec<String> = e
             .parts
             .iter()
-            .take(3)
-            .map(|p| format!("{} {:.0}%", p.kind, p.percent))
+            .take(2)
+            .map(|p| format!("{} {}", p.kind.trim_start_matches("Xla"), sig3(p.percent)))
             .collect();
         t.row(vec![
-            e.process.clone(),
-            e.module.clone().unwrap_or_default(),
+            crate::units::fit(&e.process, 16),
+            crate::units::fit(e.module.as_deref().unwrap_or_default(), 28),
             e.program_id.map(|p| p.to_string()).unwrap_or_default(),
-            round_sig(e.wall_s),
+            duration_ms(e.wall_s * 1e3),
             parts.join(", "),
         ]);
     }
     let total: f64 = entries.iter().map(|e| e.wall_s).sum();
-    format!(
-        "== Compilations: {} in {} s ==\n{}",
+    let mut out = format!(
+        "== Compilations: {} in {}, the longest first ==\n{}",
         entries.len(),
-        round_sig(total),
+        duration_ms(total * 1e3),
         t.render()
-    )
+    );
+    if entries.len() > SHOWN {
+        out.push_str(&format!(
+            "… and {} more (all of them in compilation.json)\n",
+            entries.len() - SHOWN
+        ));
+    }
+    out
+}
+
+/// Compilations the terminal lists.
+const SHOWN: usize = 10;
+
+/// A compile range's NVTX name for people: `XlaPass:#name=algsimp,program_id=19#` →
+/// `XlaPass algsimp (program 19)`; a name that is not one is returned as it is.
+pub fn range_label(name: &str) -> String {
+    let Some(c) = crate::nvtx::parse_compile(name) else {
+        return name.to_string();
+    };
+    let mut s = c.kind.to_string();
+    for v in [c.name, c.module].into_iter().flatten() {
+        s.push(' ');
+        s.push_str(v);
+    }
+    if let Some(p) = c.program_id {
+        s.push_str(&format!(" (program {p})"));
+    }
+    s
+}
+
+/// The pass table summed per pass name over programs and modules: `(pass, ms, % of pass
+/// time)`, the longest first.
+pub fn passes_by_name(rows: &[Row]) -> Vec<(String, f64, f64)> {
+    let mut by: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for r in rows {
+        let name = crate::nvtx::parse_compile(&r.name)
+            .and_then(|c| c.name)
+            .unwrap_or(&r.name)
+            .to_string();
+        let e = by.entry(name).or_default();
+        e.0 += r.non_child_ms;
+        e.1 += r.percent;
+    }
+    let mut v: Vec<(String, f64, f64)> = by.into_iter().map(|(n, (ms, p))| (n, ms, p)).collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    v
 }
 
 // ---------------------------------------------------------------- shares and the analysis
@@ -727,6 +775,36 @@ fn section(r: &CompilationResult) -> Result<Section> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn range_names_read_as_words_and_passes_sum_by_name() {
+        assert_eq!(
+            range_label("XlaPass:#name=algsimp,program_id=19#"),
+            "XlaPass algsimp (program 19)"
+        );
+        assert_eq!(
+            range_label("XlaEmitLlvmIr:#module=jit_f,program_id=40#"),
+            "XlaEmitLlvmIr jit_f (program 40)"
+        );
+        assert_eq!(range_label("XlaPasses"), "XlaPasses");
+        let row = |name: &str, ms, percent| Row {
+            name: name.into(),
+            non_child_ms: ms,
+            percent,
+        };
+        let v = passes_by_name(&[
+            row("XlaPass:#name=algsimp,program_id=19#", 1.0, 10.0),
+            row("XlaPass:#name=fusion,program_id=19#", 3.0, 30.0),
+            row("XlaPass:#name=algsimp,program_id=40#", 4.0, 40.0),
+        ]);
+        assert_eq!(
+            v,
+            [
+                ("algsimp".to_string(), 5.0, 50.0),
+                ("fusion".to_string(), 3.0, 30.0)
+            ]
+        );
+    }
+
     use super::*;
     use crate::formats::pushpop::read_csv_xz;
     use crate::frames::compile::build_compile_frame;

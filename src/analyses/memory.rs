@@ -233,13 +233,7 @@ pub fn reduce(parts: &[&MemoryPartial]) -> Memory {
 
 /// Bytes readably (decimal units, as the notebook's GB).
 fn bytes(b: i64) -> String {
-    let x = b as f64;
-    match x.abs() {
-        v if v >= 1e9 => format!("{:.3} GB", x / 1e9),
-        v if v >= 1e6 => format!("{:.3} MB", x / 1e6),
-        v if v >= 1e3 => format!("{:.3} kB", x / 1e3),
-        _ => format!("{b} B"),
-    }
+    crate::units::bytes(b as f64)
 }
 
 /// The last `n` characters of `s` (the innermost part of an op_name), marked when cut.
@@ -265,10 +259,17 @@ pub fn render(m: &Memory) -> String {
         let top = x
             .at_peak
             .first()
-            .map(|l| format!("{} ({})", tail(&l.op_name, 60), bytes(l.bytes)))
+            .map(|l| format!("{} ({})", tail(&l.op_name, 33), bytes(l.bytes)))
             .unwrap_or_default();
         t.row(vec![
-            format!("{} ({})", x.name, short_id(&x.program_id)),
+            crate::units::fit(
+                &format!(
+                    "{} [{}]",
+                    x.name,
+                    crate::analyses::summary::tiny_id(&x.program_id)
+                ),
+                34,
+            ),
             bytes(x.peak_bytes),
             x.allocated_bytes.map(bytes).unwrap_or_else(|| "-".into()),
             top,

@@ -71,6 +71,9 @@ pub trait Analysis: Sync + 'static {
     }
 }
 
+/// The width analyses keep their terminal text within.
+pub const TEXT_WIDTH: usize = 100;
+
 /// What a reduce finds, and the notes to print before its table.
 pub struct Reduced<R> {
     pub result: R,
@@ -219,7 +222,8 @@ impl<A: Analysis> Registered for A {
         let r = self.reduce(run, &typed::<A::Params>(A::NAME, params)?)?;
         let mut text = String::new();
         for n in &r.notes {
-            text.push_str(&format!("note: {n}\n"));
+            text.push_str(&crate::units::wrap(&format!("note: {n}"), TEXT_WIDTH, 6));
+            text.push('\n');
         }
         text.push_str(&self.render(&r.result));
         let mut sections = self.sections(&r.result)?;

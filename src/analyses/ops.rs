@@ -22,7 +22,6 @@ use arrow::array::{Array, AsArray};
 use arrow::datatypes::{Int32Type, Int64Type};
 use serde::{Deserialize, Serialize};
 
-use crate::analyses::summary::short_id;
 use crate::analyses::{
     Analysis, NoParams, ProcessView, Reads, Reduced, RunShares, Share, ShareUse,
 };
@@ -34,7 +33,7 @@ use crate::frames::gpu::{
 };
 use crate::frames::warmup::Steady;
 use crate::stats::group_by;
-use crate::table::{Table, round_sig};
+use crate::table::Table;
 
 /// The share of the module time that the top modules make up (as nsys-jax's notebook).
 pub const TOP_FRACTION: f64 = 0.99;
@@ -542,7 +541,7 @@ pub fn reduce(parts: &[&OpsPartial]) -> Ops {
 
 /// A time in ms, readably.
 fn ms(x: f64) -> String {
-    format!("{} ms", round_sig(x))
+    crate::units::duration_ms(x)
 }
 
 /// Terminal rendering: totals, top 10 thunks, time per opcode and per category.
@@ -552,20 +551,27 @@ pub fn render(o: &Ops) -> String {
         return "No steady-state thunks in the profile: no GPU time to break down.\n".into();
     }
     s.push_str(&format!(
-        "GPU time of the top modules: {} in thunks, {} in modules, {} first start to last end (summed over devices)\n\n",
+        "GPU time of the top modules (summed over devices): {} in thunks, {} in modules,\n\
+         {} from the first start to the last end\n\n",
         ms(o.totals.thunks_ms),
         ms(o.totals.modules_ms),
         ms(o.totals.wall_ms)
     ));
-    let mut t = Table::new(&["module", "thunk", "opcode", "total", "%", "mean", "execs"]);
-    t.align_right(&[3, 4, 5, 6]);
+    let mut t = Table::new(&["module", "thunk", "total", "[%]", "mean", "execs"]);
+    t.align_right(&[2, 3, 4, 5]);
     for r in o.top_thunks.iter().take(10) {
         t.row(vec![
-            format!("{} ({})", r.module, short_id(&r.program_id)),
-            r.thunk.clone(),
-            r.opcode.clone(),
+            crate::units::fit(
+                &format!(
+                    "{} [{}]",
+                    r.module,
+                    crate::analyses::summary::tiny_id(&r.program_id)
+                ),
+                34,
+            ),
+            crate::units::fit(&r.thunk, 32),
             ms(r.total_ms),
-            format!("{:.1}", r.percent),
+            crate::units::pct(r.percent),
             ms(r.mean_ms),
             r.executions.to_string(),
         ]);
@@ -578,7 +584,7 @@ pub fn render(o: &Ops) -> String {
         t.row(vec![
             r.opcode.clone(),
             ms(r.ms),
-            format!("{:.2}", r.percent),
+            crate::units::pct(r.percent),
         ]);
     }
     s.push_str("\nGPU time by HLO opcode (% of module time):\n");
@@ -589,7 +595,7 @@ pub fn render(o: &Ops) -> String {
         t.row(vec![
             r.category.clone(),
             ms(r.ms),
-            format!("{:.2}", r.percent),
+            crate::units::pct(r.percent),
         ]);
     }
     s.push_str("\nBy category (% of first start to last end):\n");

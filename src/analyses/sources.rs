@@ -27,7 +27,7 @@ use crate::analyses::{
 use crate::frames::gpu::{NAME, PROGRAM_ID, Programs};
 use crate::frames::warmup::Steady;
 use crate::stats::group_by;
-use crate::table::{Table, round_sig};
+use crate::table::Table;
 
 pub const GPU_ACTIVE: &str = "[GPU active]";
 pub const UNKNOWN: &str = "[Unknown]";
@@ -435,14 +435,14 @@ pub fn render(s: &Sources) -> String {
         for r in s.lines.iter().take(10) {
             t.row(vec![
                 r.frame.clone(),
-                format!("{} ms", round_sig(r.ms)),
-                format!("{:.1}", r.percent),
+                crate::units::duration_ms(r.ms),
+                crate::units::pct(r.percent),
             ]);
         }
         out.push_str("GPU time by source line (top modules):\n");
         out.push_str(&t.render());
     }
-    out.push_str("Flame graphs: flamegraph-source.svg, flamegraph-op_name.svg (folded stacks: source.folded, op_name.folded)\n");
+    out.push_str("Flame graphs: flamegraph-source.svg, flamegraph-op_name.svg\n(folded stacks: source.folded, op_name.folded)\n");
     for n in &s.notes {
         out.push_str(&format!("note: {n}\n"));
     }

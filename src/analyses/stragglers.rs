@@ -31,7 +31,7 @@ use crate::frames::gpu::{
 };
 use crate::frames::warmup::Steady;
 use crate::report::Section;
-use crate::table::{Table, round_sig};
+use crate::table::Table;
 use arrow::array::AsArray;
 use arrow::datatypes::{Int32Type, Int64Type};
 use serde::{Deserialize, Serialize};
@@ -392,12 +392,13 @@ pub fn render(s: &Stragglers) -> String {
         "== Arrival at collectives ({} devices; clocks aligned on {} collectives spanning all) ==\n",
         s.devices, s.aligned_instances
     ));
+    let us = |v: f64| crate::units::duration_ns(v * 1e3);
     let mut t = Table::new(&[
         "device",
-        "offset [us]",
+        "clock offset",
         "collectives",
         "last",
-        "late mean [us]",
+        "late: mean",
         "median",
         "p90",
         "max",
@@ -406,46 +407,42 @@ pub fn render(s: &Stragglers) -> String {
     for d in &s.per_device {
         t.row(vec![
             d.device.to_string(),
-            round_sig(
-                s.offsets_us
-                    .get(&d.device.to_string())
-                    .copied()
-                    .unwrap_or(0.0),
-            ),
+            us(s.offsets_us
+                .get(&d.device.to_string())
+                .copied()
+                .unwrap_or(0.0)),
             d.instances.to_string(),
             d.times_last.to_string(),
-            round_sig(d.lateness_us_mean),
-            round_sig(d.lateness_us_median),
-            round_sig(d.lateness_us_p90),
-            round_sig(d.lateness_us_max),
+            us(d.lateness_us_mean),
+            us(d.lateness_us_median),
+            us(d.lateness_us_p90),
+            us(d.lateness_us_max),
         ]);
     }
     out.push_str(&t.render());
-    let mut t = Table::new(&[
-        "module",
-        "collectives",
-        "wait [ms]",
-        "module [ms]",
-        "wait [%]",
-    ]);
+    let mut t = Table::new(&["module", "collectives", "wait", "module time", "wait [%]"]);
     t.align_right(&[1, 2, 3, 4]);
     for m in &s.per_module {
         t.row(vec![
             m.name.clone(),
             m.instances.to_string(),
-            round_sig(m.wait_ms),
-            round_sig(m.module_ms),
-            format!("{:.2}", m.wait_percent),
+            crate::units::duration_ms(m.wait_ms),
+            crate::units::duration_ms(m.module_ms),
+            crate::units::sig3(m.wait_percent),
         ]);
     }
     out.push_str("\n== Waiting for the last arrival, per module (summed over devices) ==\n");
+    out.push_str(
+        "wait: Σ over collectives and devices of (last arrival − the device's arrival); wait [%]:\n\
+         of the module's time summed over devices (summary's wait is the spread of exposed time)\n",
+    );
     out.push_str(&t.render());
     let mut t = Table::new(&[
         "collective",
         "execution",
         "last device",
-        "late by [us]",
-        "margin [us]",
+        "late by",
+        "margin",
     ]);
     t.align_right(&[1, 2, 3, 4]);
     for w in s.worst.iter().take(10) {
@@ -453,8 +450,8 @@ pub fn render(s: &Stragglers) -> String {
             format!("{}#{}", w.thunk, w.thunk_execution),
             w.execution.to_string(),
             w.last_device.to_string(),
-            round_sig(w.late_by_us),
-            round_sig(w.margin_us),
+            us(w.late_by_us),
+            us(w.margin_us),
         ]);
     }
     out.push_str("\n== Latest arrivals ==\n");

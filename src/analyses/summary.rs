@@ -17,8 +17,8 @@ use crate::frames::gpu::{
 use crate::frames::warmup::Steady;
 use crate::report::{Cell, HtmlTable, Section};
 use crate::stats::{group_by, mean, std};
-use crate::table::{Table, mean_std, round_sig};
-use crate::units::{duration_ms, percent, sig3};
+use crate::table::Table;
+use crate::units::{duration_ms, fit, ms_pm, pct, percent, sig3};
 use anyhow::Result;
 use arrow::array::{AsArray, RecordBatch};
 use arrow::datatypes::{Int32Type, Int64Type};
@@ -251,6 +251,17 @@ pub const NO_MODULES: &str =
 /// What it says instead when Nsight Systems could not import the capture's GPU work.
 pub const NO_MODULES_IMPORT: &str = "No GPU module executions in the profile: Nsight Systems could not import the capture's GPU work (see the warning); no module table.";
 
+/// Rows of each compile-time table the terminal shows.
+const TOP_ROWS: usize = 10;
+
+/// What the module table's columns mean (printed under it).
+pub const MODULE_COLUMNS: &str = "\
+execs: steady-state executions, summed over devices. duration: mean ± std of one execution;
+[%]: of the time in all modules. wait: per execution, the sum over its collectives of the
+spread (longest − shortest) of their exposed time across devices, as nsys-jax's summary
+computes it; wait% = wait ÷ duration, so above 100 when devices differ by more than the
+module's own time (a straggler). The stragglers analysis measures waiting from arrival times.";
+
 /// The terminal rendering.
 pub fn render(s: &Summary) -> String {
     let mut out = String::new();
@@ -259,91 +270,92 @@ pub fn render(s: &Summary) -> String {
         out.push('\n');
     } else {
         let have_wait = s.modules.iter().any(|m| m.wait_ms_mean.is_some());
-        let mut header = vec![
-            "program",
-            "name",
-            "#execs",
-            "thunks",
-            "duration [ms]",
-            "duration [%]",
-        ];
+        let mut header = vec!["program", "name", "execs", "thunks", "duration", "[%]"];
         if have_wait {
-            header.extend(["wait [ms]", "wait [%]"]);
+            header.extend(["wait", "wait%"]);
         }
         let mut t = Table::new(&header);
         t.align_right(&[2, 3, 4, 5, 6, 7][..header.len() - 2]);
         for m in &s.modules {
             let mut row = vec![
-                short_id(&m.program_id),
-                m.name.clone(),
+                tiny_id(&m.program_id),
+                fit(&m.name, 22),
                 m.executions.to_string(),
-                mean_std(Some(m.thunks_mean), m.thunks_std),
-                mean_std(Some(m.duration_ms_mean), m.duration_ms_std),
-                format!("{:.3}", m.duration_percent),
+                sig3(m.thunks_mean),
+                ms_pm(m.duration_ms_mean, m.duration_ms_std),
+                pct(m.duration_percent),
             ];
             if have_wait {
-                row.push(mean_std(m.wait_ms_mean, m.wait_ms_std));
-                row.push(
-                    m.wait_percent
-                        .map(|w| format!("{w:.3}"))
-                        .unwrap_or_else(|| "—".into()),
-                );
+                row.push(match m.wait_ms_mean {
+                    Some(w) => ms_pm(w, m.wait_ms_std),
+                    None => "—".into(),
+                });
+                row.push(m.wait_percent.map(pct).unwrap_or_else(|| "—".into()));
             }
             t.row(row);
         }
         out.push_str("== Module execution summary (steady state) ==\n");
         out.push_str(&t.render());
+        out.push_str(MODULE_COLUMNS);
+        out.push('\n');
     }
     let c = &s.compilation;
     if c.ranges.is_empty() {
         out.push_str("\nNo compilation in the profile.\n");
     } else {
         out.push_str(&format!(
-            "\n== Compilation: {} ms in total ==\n",
-            round_sig(c.total_ms)
+            "\n== Compilation: {} in total ==\n",
+            duration_ms(c.total_ms)
         ));
-        let top = |title: &str, pct: &str, rows: &mut dyn Iterator<Item = (&str, f64, f64)>| {
-            let mut t = Table::new(&[title, "non-child [ms]", pct]);
+        let top = |title: &str, share: &str, rows: Vec<(String, f64, f64)>| {
+            let mut t = Table::new(&[title, "self time", share]);
             t.align_right(&[1, 2]);
-            for (name, ms, percent) in rows.take(10) {
-                t.row(vec![
-                    name.to_string(),
-                    round_sig(ms),
-                    format!("{percent:.2}"),
-                ]);
+            for (name, ms, percent) in rows.iter().take(TOP_ROWS) {
+                t.row(vec![fit(name, 64), duration_ms(*ms), pct(*percent)]);
             }
-            t.render()
+            let mut text = t.render();
+            if rows.len() > TOP_ROWS {
+                text.push_str(&format!("… and {} more\n", rows.len() - TOP_ROWS));
+            }
+            text
         };
+        let label = crate::analyses::compilation::range_label;
         out.push_str(&top(
             "top ranges",
-            "%",
-            &mut c
-                .ranges
+            "[%]",
+            c.ranges
                 .iter()
-                .map(|r| (r.name.as_str(), r.non_child_ms, r.percent)),
+                .map(|r| (label(&r.name), r.non_child_ms, r.percent))
+                .collect(),
         ));
         out.push('\n');
         out.push_str(&top(
-            "without pass detail",
-            "%",
-            &mut c
-                .high_level
+            "by stage (passes together)",
+            "[%]",
+            c.high_level
                 .iter()
-                .map(|r| (r.name.as_str(), r.non_child_ms, r.percent)),
+                .map(|r| (label(&r.name), r.non_child_ms, r.percent))
+                .collect(),
         ));
         if !c.passes.is_empty() {
             out.push('\n');
             out.push_str(&top(
-                "top XLA passes",
+                "XLA passes (over all programs)",
                 "% of passes",
-                &mut c
-                    .passes
-                    .iter()
-                    .map(|r| (r.name.as_str(), r.non_child_ms, r.percent)),
+                crate::analyses::compilation::passes_by_name(&c.passes),
             ));
         }
     }
     out
+}
+
+/// A program in a narrow column: a fingerprint's first 8 characters (else the id, cut).
+pub fn tiny_id(id: &str) -> String {
+    if id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        id[..8].to_string()
+    } else {
+        fit(id, 8)
+    }
 }
 
 /// Fingerprints are long; tables show their first 12 characters.

@@ -48,6 +48,55 @@ const NSYS_JAX_SHARED: [&str; 5] = [
 /// The hidden `run` flag that selects nsys-jax's behaviour (no default analyses).
 pub const NSYS_JAX_FLAG: &str = "--nsys-jax-compat";
 
+/// `nsys-jax --help` (before any `--`): nsys-jax's own options, which `run --help` does not
+/// show under their nsys-jax names. `None` for any other command line.
+pub fn nsys_jax_help(argv: &[OsString]) -> Option<String> {
+    let invoked_as = Path::new(argv.first()?)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let rest = match (invoked_as.as_str(), argv.get(1).and_then(|a| a.to_str())) {
+        ("nsys-jax", _) => &argv[1..],
+        (_, Some("nsys-jax")) => &argv[2..],
+        _ => return None,
+    };
+    let options = rest.iter().take_while(|a| *a != "--");
+    // Only up to the program: a program's own --help is the program's.
+    let mut asked = false;
+    for a in options {
+        match a.to_str() {
+            Some("-h" | "--help") => asked = true,
+            Some(o) if o.starts_with('-') => {}
+            _ => break,
+        }
+    }
+    asked.then(|| {
+        format!(
+            "Profile a program with Nsight Systems and write its nsys-jax archive, as NVIDIA's \
+nsys-jax does (nsys-jax-pipe's `run`, without default analyses)
+
+Usage: nsys-jax [OPTIONS] [NSYS PROFILE OPTIONS] -- PROGRAM [ARGS]...
+
+Options:
+  -o, --output <NAME>                The archive to write, NAME.zip (%q{{VAR}}: the environment
+                                     variable VAR). Default: a new nsys-jax-report-XXXXXX.zip
+  -f, --force-overwrite              Replace an existing archive
+      --nsys-jax-analysis <NAME>     An analysis to run on the profile and store in the
+                                     archive: {}, or the path of a script. Repeatable
+      --nsys-jax-analysis-arg <ARG>  An argument of the --nsys-jax-analysis before it
+                                     (KEY=VALUE for a built-in one). Repeatable
+      --nsys-jax-condition <EXPR>    Profile only when this bash test holds ([[ EXPR ]], e.g.
+                                     '$SLURM_LOCALID == 0'); else run the program unprofiled
+  -h, --help                         Print help
+
+Every other option before `--` goes to `nsys profile` as given; `nsys-jax-pipe run`'s own
+options are accepted too (see `nsys-jax-pipe run --help`).
+",
+            crate::analyses::builtin_names()
+        )
+    })
+}
+
 /// Rewrite `argv` (see the module documentation). `run_options` are `run`'s options.
 pub fn rewrite(argv: Vec<OsString>, run_options: &[OptionSpec]) -> Result<Vec<OsString>> {
     let Some(argv0) = argv.first() else {
@@ -205,6 +254,25 @@ fn classify(token: &str, run_options: &[OptionSpec], mode: Mode) -> Option<bool>
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn nsys_jax_help_shows_its_own_options() {
+        let argv = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        let help = nsys_jax_help(&argv(&["/usr/bin/nsys-jax", "--help"])).unwrap();
+        for o in [
+            "--nsys-jax-analysis <NAME>",
+            "--nsys-jax-condition",
+            "-o, --output",
+        ] {
+            assert!(help.contains(o), "{o}: {help}");
+        }
+        assert!(help.contains("stragglers"), "{help}");
+        assert!(nsys_jax_help(&argv(&["nsys-jax-pipe", "nsys-jax", "-o", "x", "-h"])).is_some());
+        // The program's own --help, or run's, is not nsys-jax's.
+        assert!(nsys_jax_help(&argv(&["nsys-jax", "--", "python3", "--help"])).is_none());
+        assert!(nsys_jax_help(&argv(&["nsys-jax", "python3", "--help"])).is_none());
+        assert!(nsys_jax_help(&argv(&["nsys-jax-pipe", "run", "--help"])).is_none());
+    }
+
     use super::*;
 
     fn specs() -> Vec<OptionSpec> {

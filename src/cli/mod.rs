@@ -70,6 +70,10 @@ pub fn main() -> i32 {
 
 /// [`main`] on the command line `argv` (the program name first).
 pub fn main_with(argv: Vec<std::ffi::OsString>) -> i32 {
+    if let Some(help) = crate::capture::compat::nsys_jax_help(&argv) {
+        print!("{help}");
+        return 0;
+    }
     let argv = match crate::capture::compat::rewrite(argv, &run_options()) {
         Ok(a) => a,
         Err(e) => {

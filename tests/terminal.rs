@@ -1,0 +1,80 @@
+//! What a newcomer reads: the terminal output of every analysis on the four pax archives,
+//! pinned as a golden file, within 100 columns and with no number longer than 8 characters.
+
+mod common;
+use common::*;
+
+const ALL: &[&str] = &[
+    "summary",
+    "communication",
+    "compilation",
+    "stragglers",
+    "ops",
+    "sources",
+    "pgle",
+    "memory",
+];
+
+/// Runs of digits (with `.` and `,`) longer than 8 characters.
+fn long_numbers(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for c in text.chars().chain(std::iter::once(' ')) {
+        if c.is_ascii_digit() || (!cur.is_empty() && (c == '.' || c == ',')) {
+            cur.push(c);
+        } else {
+            let n = cur.trim_end_matches(['.', ',']);
+            if n.len() > 8 {
+                out.push(n.to_string());
+            }
+            cur.clear();
+        }
+    }
+    out
+}
+
+#[test]
+#[cfg_attr(not(test_fixtures), ignore = "needs the shared fixtures")]
+fn the_pax_terminal_output_fits_100_columns_with_short_numbers() {
+    let Some(f) = fixtures() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args: Vec<&str> = Vec::new();
+    for a in ALL {
+        args.extend(["--analysis", a]);
+    }
+    let o = analyze(
+        &tmp.path().join("cache"),
+        &tmp.path().join("out"),
+        &args,
+        &pax_archives(&f),
+    );
+    assert_ok(&o);
+    let text = String::from_utf8_lossy(&o.stdout);
+    let text: Vec<&str> = text.lines().filter(|l| !l.starts_with("wrote ")).collect();
+    let wide: Vec<String> = text
+        .iter()
+        .filter(|l| l.chars().count() > 100)
+        .map(|l| format!("{} columns: {l}", l.chars().count()))
+        .collect();
+    assert!(
+        wide.is_empty(),
+        "lines wider than 100 columns:\n{}",
+        wide.join("\n")
+    );
+    // Fingerprints (hex with letters) are not numbers; the rest must be short.
+    let long = long_numbers(&text.join("\n"));
+    assert!(
+        long.is_empty(),
+        "numbers longer than 8 characters: {long:?}"
+    );
+    insta::assert_snapshot!("pax_analyze_stdout", text.join("\n"));
+}
+
+#[test]
+fn long_numbers_are_found() {
+    assert_eq!(
+        long_numbers("a 123456789 b 1.5 c 0.000352573"),
+        ["123456789", "0.000352573"]
+    );
+    assert!(long_numbers("6f8097e242d8 12.3 ms, 1,234").is_empty());
+}
