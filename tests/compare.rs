@@ -216,13 +216,13 @@ fn a_ten_percent_slower_module_is_a_regression_naming_its_thunks() {
     // Terminal, and the pull-request comment: the verdict first, naming module and thunks.
     let text = stdout(&o);
     assert!(
-        text.starts_with("1 regression(s): module jit_train_step +10."),
+        text.starts_with("1 regression: module jit_train_step +10."),
         "{text}"
     );
     let md = std::fs::read_to_string(out.join("compare.md")).unwrap();
     let first = md.lines().next().unwrap();
     assert!(
-        first.starts_with("❌ **1 regression(s): module jit_train_step +10."),
+        first.starts_with("❌ **1 regression: module jit_train_step +10."),
         "{first}"
     );
     assert!(md.contains("### Where the time went"));

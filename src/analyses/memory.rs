@@ -220,7 +220,8 @@ pub fn reduce(parts: &[&MemoryPartial]) -> Memory {
         .count();
     if no_report > 0 {
         notes.push(format!(
-            "{no_report} program(s) without XLA's memory usage report in the dump (older XLA, or a damaged report): allocated bytes unknown"
+            "{} without XLA's memory usage report in the dump (older XLA, or a damaged report): allocated bytes unknown",
+            crate::table::count(no_report, "program", "programs")
         ));
     }
     modules.sort_by(|a, b| {
@@ -439,13 +440,9 @@ mod tests {
         assert_eq!(r.modules[0].peak_bytes, 120);
         assert_eq!(r.modules[0].steady_ns, 10);
         assert_eq!(r.notes.len(), 3, "{:?}", r.notes);
-        assert!(
-            r.notes[2].starts_with("1 program(s) without"),
-            "{:?}",
-            r.notes
-        );
+        assert!(r.notes[2].starts_with("1 program without"), "{:?}", r.notes);
         assert_eq!(tail("abcdef", 4), "…def");
         assert_eq!(tail("abc", 4), "abc");
-        assert_eq!(bytes(16384076800), "16.384 GB");
+        assert_eq!(bytes(16384076800), "15.3 GiB");
     }
 }

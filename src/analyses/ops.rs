@@ -509,14 +509,15 @@ pub fn reduce(parts: &[&OpsPartial]) -> Ops {
             .map(|p| p.missing.1.clone())
             .unwrap_or_default();
         notes.push(format!(
-            "{missing} thunk(s) name HLO instructions missing from their module's dump (e.g. {example}): opcode [unknown]"
+            "{} naming HLO instructions missing from their module's dump (e.g. {example}): opcode [unknown]",
+            crate::table::count(missing as usize, "thunk", "thunks")
         ));
     }
     if cb.0 > cb.1 {
         notes.push(format!(
-            "{} of the time of {} command buffer(s) (CUDA graphs) ({:.1} %) is not attributed to HLO instructions: counted as opcode {COMMAND_BUFFER_OPCODE}, compute",
+            "{} of the time of {} (CUDA graphs) ({:.1} %) is not attributed to HLO instructions: counted as opcode {COMMAND_BUFFER_OPCODE}, compute",
             ms((cb.0 - cb.1) as f64 * MS),
-            buffers.len(),
+            crate::table::count(buffers.len(), "command buffer", "command buffers"),
             percent(cb.0 - cb.1, cb.0)
         ));
     }

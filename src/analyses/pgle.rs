@@ -217,25 +217,27 @@ pub fn reduce(parts: &[&PglePartial]) -> Pgle {
         }
         if written == 0 {
             notes.push(format!(
-                "{} ({}): none of its {} instruction(s) has a scheduling name in the dump (older XLA): no profile",
+                "{} ({}): none of its {} has a scheduling name in the dump (older XLA): no profile",
                 m.name,
                 crate::analyses::summary::short_id(id),
-                unnamed + missing
+                crate::table::count((unnamed + missing) as usize, "instruction", "instructions")
             ));
             continue;
         }
         if unnamed > 0 {
             notes.push(format!(
-                "{} ({}): {unnamed} instruction(s) without a scheduling name in the dump left out",
+                "{} ({}): {} without a scheduling name in the dump left out",
                 m.name,
-                crate::analyses::summary::short_id(id)
+                crate::analyses::summary::short_id(id),
+                crate::table::count(unnamed as usize, "instruction", "instructions")
             ));
         }
         if missing > 0 {
             notes.push(format!(
-                "{} ({}): {missing} thunk(s) name instructions missing from the dump; left out",
+                "{} ({}): {} naming instructions missing from the dump left out",
                 m.name,
-                crate::analyses::summary::short_id(id)
+                crate::analyses::summary::short_id(id),
+                crate::table::count(missing as usize, "thunk", "thunks")
             ));
         }
         modules.push(ModuleProfile {
@@ -459,7 +461,7 @@ mod tests {
         };
         let p2 = reduce(&[&old]);
         assert!(p2.modules.is_empty());
-        assert!(p2.notes[0].contains("none of its 1 instruction(s) has a scheduling name"));
+        assert!(p2.notes[0].contains("none of its 1 instruction has a scheduling name"));
         assert!(
             p.notes
                 .iter()

@@ -342,12 +342,14 @@ pub fn reduce(ops_parts: &[&OpsPartial], parts: &[&StacksPartial]) -> Sources {
     let mut notes = Vec::new();
     if unknown > 0 {
         notes.push(format!(
-            "{unknown} thunk(s) of the top modules have no HLO metadata (instruction not in the dump): counted under {UNKNOWN}"
+            "{} of the top modules without HLO metadata (instruction not in the dump): counted under {UNKNOWN}",
+            crate::table::count(unknown as usize, "thunk", "thunks")
         ));
     }
     if unmerged > 0 {
         notes.push(format!(
-            "{unmerged} thunk(s) differ in their instructions between dumps of one program: the first dump's metadata is used"
+            "{} whose instructions differ between dumps of one program: the first dump's metadata is used",
+            crate::table::count(unmerged as usize, "thunk", "thunks")
         ));
     }
     let mut lines: Vec<LineRow> = lines

@@ -60,13 +60,29 @@ pub fn nsys_jax_help(argv: &[OsString]) -> Option<String> {
         (_, Some("nsys-jax")) => &argv[2..],
         _ => return None,
     };
-    let options = rest.iter().take_while(|a| *a != "--");
-    // Only up to the program: a program's own --help is the program's.
+    // Only up to the program: a program's own --help is the program's. Before a `--`
+    // everything is an option; without one, the program is the first word that is neither an
+    // option nor the value of one of nsys-jax's own options.
+    let has_separator = rest.iter().any(|a| a == "--");
+    let takes_value = [
+        "-o",
+        "--output",
+        "--nsys-jax-analysis",
+        "--nsys-jax-analysis-arg",
+    ];
     let mut asked = false;
-    for a in options {
-        match a.to_str() {
-            Some("-h" | "--help") => asked = true,
-            Some(o) if o.starts_with('-') => {}
+    let mut value_next = false;
+    for a in rest.iter().take_while(|a| *a != "--") {
+        let a = a.to_str().unwrap_or("");
+        if value_next {
+            value_next = false;
+            continue;
+        }
+        match a {
+            "-h" | "--help" => asked = true,
+            o if takes_value.contains(&o) || o == "--nsys-jax-condition" => value_next = true,
+            o if o.starts_with('-') => {}
+            _ if has_separator => {}
             _ => break,
         }
     }

@@ -455,8 +455,8 @@ pub fn archive_contents(
     }
     if !sources.skipped.is_empty() {
         notes.push(format!(
-            "{name}: {} source file(s) named by the HLO stack frames not archived: {}",
-            sources.skipped.len(),
+            "{name}: {} named by the HLO stack frames not archived: {}",
+            crate::table::count(sources.skipped.len(), "source file", "source files"),
             sources
                 .skipped
                 .iter()

@@ -134,11 +134,19 @@ pub fn headline(r: &Report) -> String {
             r.settings.alpha
         );
         if improvements > 0 {
-            s.push_str(&format!(" {improvements} significant improvement(s)."));
+            s.push_str(&format!(
+                " {}.",
+                crate::table::count(
+                    improvements,
+                    "significant improvement",
+                    "significant improvements"
+                )
+            ));
         }
         if inconclusive > 0 {
             s.push_str(&format!(
-                " {inconclusive} gated metric(s) inconclusive (fewer than {} samples on a side).",
+                " {} inconclusive (fewer than {} samples on a side).",
+                crate::table::count(inconclusive, "gated metric", "gated metrics"),
                 r.settings.min_samples
             ));
         }
@@ -146,8 +154,8 @@ pub fn headline(r: &Report) -> String {
     } else {
         let first = gated[0];
         format!(
-            "{} regression(s): {} {} {} (95 % CI {}, p {}){}.",
-            gated.len(),
+            "{}: {} {} {} (95 % CI {}, p {}){}.",
+            crate::table::count(gated.len(), "regression", "regressions"),
             first.row.family.name(),
             what(r, first),
             change(first),

@@ -95,8 +95,9 @@ pub fn classify_inputs(paths: &[PathBuf], dumps: &[PathBuf]) -> Result<Vec<RunIn
     let reports = paths.iter().filter(|p| capture::is_report(p)).count();
     if !dumps.is_empty() && dumps.len() != reports {
         anyhow::bail!(
-            "{} --dump folder(s) for {reports} report(s): give one --dump per report, in the same order, or none",
-            dumps.len()
+            "{} for {}: give one --dump per report, in the same order, or none",
+            crate::table::count(dumps.len(), "--dump folder", "--dump folders"),
+            crate::table::count(reports, "report", "reports")
         );
     }
     let mut dumps = dumps.iter();
