@@ -367,10 +367,12 @@ fn measure(command: Cmd, n: usize, ranks: &[PathBuf], work: &Path) -> Result<Row
         let kind = node["kind"].as_str().unwrap_or("").to_string();
         let label = node["label"].as_str().unwrap_or("");
         // The reduces (and the group of 16 ranks the new one joins), the run's warm-up
-        // context, and decoding the HLO the new rank needs
-        // (decoded modules are cheaper to decode than to store: never stored).
+        // context, the HTML report of the reduces (a combined archive stores it), and
+        // decoding the HLO the new rank needs (decoded modules are cheaper to decode than to
+        // store: never stored).
         let run_wide = kind == "warmup-context"
             || kind.starts_with("analysis:")
+            || kind == "html-report"
             || kind == "compile-sums-group"
             || kind == "hlo-schema"
             || kind == "hlo-module";
