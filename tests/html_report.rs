@@ -24,16 +24,6 @@ const DEFAULT_SECTIONS: &[&str] = &[
     "flamegraph-op_name",
     "memory",
 ];
-const ALL_ANALYSES: &[&str] = &[
-    "summary",
-    "communication",
-    "compilation",
-    "stragglers",
-    "ops",
-    "sources",
-    "pgle",
-    "memory",
-];
 const MIB: u64 = 1024 * 1024;
 
 /// Where the screenshots go: kept after the test (printed), under the system's temp folder.

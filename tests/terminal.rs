@@ -4,17 +4,6 @@
 mod common;
 use common::*;
 
-const ALL: &[&str] = &[
-    "summary",
-    "communication",
-    "compilation",
-    "stragglers",
-    "ops",
-    "sources",
-    "pgle",
-    "memory",
-];
-
 /// Runs of digits (with `.` and `,`) longer than 8 characters.
 fn long_numbers(text: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -39,7 +28,7 @@ fn the_pax_terminal_output_fits_100_columns_with_short_numbers() {
     let Some(f) = fixtures() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let mut args: Vec<&str> = Vec::new();
-    for a in ALL {
+    for a in ALL_ANALYSES {
         args.extend(["--analysis", a]);
     }
     let o = analyze(

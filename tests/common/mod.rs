@@ -13,6 +13,18 @@ pub fn fixtures() -> Option<PathBuf> {
     nsys_jax_pipe::testutil::fixtures_dir()
 }
 
+/// Every built-in analysis.
+pub const ALL_ANALYSES: &[&str] = &[
+    "summary",
+    "communication",
+    "compilation",
+    "stragglers",
+    "ops",
+    "sources",
+    "pgle",
+    "memory",
+];
+
 pub fn pax_archives(f: &Path) -> Vec<PathBuf> {
     (0..4)
         .map(|i| f.join(format!("jaxtoolbox-pax-fsdp4-4proc/proc{i}.zip")))
