@@ -4,6 +4,8 @@
 
 use anyhow::{Result, anyhow};
 use plotters::coord::Shift;
+use plotters::coord::ranged1d::SegmentedCoord;
+use plotters::coord::types::{RangedCoordf64, RangedCoordi32};
 use plotters::prelude::*;
 
 /// Width of every chart, in pixels (the page scales it down on narrow screens).
@@ -112,22 +114,7 @@ pub fn stacked_bars(
         } else {
             (root.clone(), None)
         };
-        let mut chart = ChartBuilder::on(&area)
-            .margin(8)
-            .margin_right(30)
-            .x_label_area_size(40)
-            .y_label_area_size(label_width(labels.iter().map(|l| l.chars().count())))
-            .build_cartesian_2d(0.0..upper(max), (0..n as i32).into_segmented())
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .disable_y_mesh()
-            .y_labels(n)
-            .y_label_formatter(&|v| top_down(&labels, v))
-            .x_label_formatter(&|v| fmt(*v))
-            .x_desc(x_desc)
-            .draw()
-            .map_err(err)?;
+        let mut chart = category_chart(&area, 0.0..upper(max), &labels, 30, x_desc, fmt)?;
         for (row, (_, values)) in bars.iter().enumerate() {
             // The first bar on top.
             let i = n - 1 - row;
@@ -152,6 +139,38 @@ pub fn stacked_bars(
         }
         Ok(())
     })
+}
+
+/// A chart of one band per label (the first on top) over `x`, its axes drawn; `right` is the
+/// room kept right of the plot for the last tick's label.
+fn category_chart<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    x: std::ops::Range<f64>,
+    labels: &[String],
+    right: u32,
+    x_desc: &str,
+    fmt: Fmt,
+) -> Result<
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, SegmentedCoord<RangedCoordi32>>>,
+> {
+    let n = labels.len().max(1);
+    let mut chart = ChartBuilder::on(area)
+        .margin(8)
+        .margin_right(right)
+        .x_label_area_size(40)
+        .y_label_area_size(label_width(labels.iter().map(|l| l.chars().count())))
+        .build_cartesian_2d(x, (0..n as i32).into_segmented())
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(n)
+        .y_label_formatter(&|v| top_down(labels, v))
+        .x_label_formatter(&|v| fmt(*v))
+        .x_desc(x_desc)
+        .draw()
+        .map_err(err)?;
+    Ok(chart)
 }
 
 /// The label of a band of a category axis whose first category is drawn on top.
@@ -413,22 +432,7 @@ pub fn forest(rows: &[Interval], x_desc: &str, fmt: Fmt) -> Result<String> {
     let reach = if reach > 0.0 { reach * 1.1 } else { 1.0 };
     let labels: Vec<String> = rows.iter().map(|r| short(&r.label)).collect();
     draw(height, |root| {
-        let mut chart = ChartBuilder::on(root)
-            .margin(8)
-            .margin_right(40)
-            .x_label_area_size(40)
-            .y_label_area_size(label_width(labels.iter().map(|l| l.chars().count())))
-            .build_cartesian_2d(-reach..reach, (0..n as i32).into_segmented())
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .disable_y_mesh()
-            .y_labels(n)
-            .y_label_formatter(&|v| top_down(&labels, v))
-            .x_label_formatter(&|v| fmt(*v))
-            .x_desc(x_desc)
-            .draw()
-            .map_err(err)?;
+        let mut chart = category_chart(root, -reach..reach, &labels, 40, x_desc, fmt)?;
         chart
             .draw_series(std::iter::once(PathElement::new(
                 vec![
