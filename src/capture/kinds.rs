@@ -76,7 +76,7 @@ impl Node for DerivedNode {
             ],
             Producer::Pushpop => &[
                 "capture/projection/",
-                "formats/pushpop.rs",
+                "formats/pushpop/",
                 "formats/mod.rs",
             ],
             Producer::Metadata => &["formats/metadata.rs", "formats/mod.rs"],

@@ -147,6 +147,45 @@ pub fn read_capped<R: Read>(r: R, compressed: u64, declared: u64) -> Result<Vec<
     Ok(out)
 }
 
+/// A decompressing reader that fails (with [`ExpandError::TooLarge`] inside the
+/// `io::Error`) as soon as it has produced more than the member's limit: for consumers that
+/// parse as they decompress, and so never hold the whole output.
+pub struct Capped<R> {
+    inner: R,
+    left: u64,
+    limit: u64,
+    compressed: u64,
+}
+
+impl<R: Read> Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        match self.left.checked_sub(n as u64) {
+            Some(left) => {
+                self.left = left;
+                Ok(n)
+            }
+            None => Err(std::io::Error::other(ExpandError::TooLarge {
+                limit: self.limit,
+                compressed: self.compressed,
+                ratio: get().ratio,
+            })),
+        }
+    }
+}
+
+/// A streaming xz decoder over `bytes` (one or several concatenated streams), capped at the
+/// member's limit.
+pub fn xz_reader(bytes: &[u8]) -> Capped<xz2::read::XzDecoder<&[u8]>> {
+    let limit = get().for_member(bytes.len() as u64);
+    Capped {
+        inner: xz2::read::XzDecoder::new_multi_decoder(bytes),
+        left: limit,
+        limit,
+        compressed: bytes.len() as u64,
+    }
+}
+
 /// Decompress an xz stream (one or several concatenated), within the limit of its size.
 /// Errors say what is wrong in one line; the caller adds the member's name.
 pub fn xz_decompress(bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
@@ -205,6 +244,17 @@ mod tests {
         let mut enc = xz2::write::XzEncoder::new(Vec::new(), 1);
         enc.write_all(b"hello").unwrap();
         assert_eq!(xz_decompress(&enc.finish().unwrap()).unwrap(), b"hello");
+        // The streaming reader stops at the same limit, with the same message.
+        let mut sink = std::io::sink();
+        let e = std::io::copy(&mut xz_reader(&bomb), &mut sink).unwrap_err();
+        assert!(e.to_string().contains("decompression bomb"), "{e}");
+        let mut enc = xz2::write::XzEncoder::new(Vec::new(), 1);
+        enc.write_all(b"hello").unwrap();
+        let mut out = Vec::new();
+        xz_reader(&enc.finish().unwrap())
+            .read_to_end(&mut out)
+            .unwrap();
+        assert_eq!(out, b"hello");
     }
 
     #[test]

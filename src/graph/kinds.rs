@@ -174,7 +174,7 @@ pub struct CompileFrameNode {
 node_kind!(
     CompileFrameNode,
     "compile-frame",
-    ["frames/compile.rs", "formats/pushpop.rs"],
+    ["frames/compile.rs", "formats/pushpop/"],
     Volatile,
     Tables
 );

@@ -7,18 +7,17 @@
 //! derived from the others where that is possible (`Lvl` from `RangeStack`, `RangeStack` from
 //! `ParentId`, ...) and left null where it is not (`PID`).
 
-use std::io::Cursor;
 use std::sync::Arc;
 
 use anyhow::{Result, anyhow, bail};
 use arrow::array::{Array, ArrayRef, AsArray, Int32Array, Int64Array, StringArray};
 use arrow::compute::{CastOptions, cast_with_options, concat_batches};
-use arrow::csv::ReaderBuilder;
-use arrow::csv::reader::Format;
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::push_decoder::PushBuffers;
+
+mod csv;
 
 /// Range start, ns.
 pub const START: &str = "Start";
@@ -126,62 +125,15 @@ fn elementwise(a: &Int64Array, b: &Int64Array, f: impl Fn(i64, i64) -> i64) -> I
         .collect()
 }
 
-/// Reads the xz-compressed CSV variant.
+/// Reads the xz-compressed CSV variant, parsing as it decompresses (within the member's
+/// limit).
 pub fn read_csv_xz(bytes: &[u8]) -> Result<RecordBatch> {
-    let text = super::limits::xz_decompress(bytes)?;
-    read_csv(&text)
+    normalize(&csv::read(super::limits::xz_reader(bytes))?)
 }
 
 /// Reads the uncompressed CSV variant.
 pub fn read_csv(text: &[u8]) -> Result<RecordBatch> {
-    let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
-    if text.iter().all(|b| b.is_ascii_whitespace()) {
-        bail!("empty CSV (no header line)");
-    }
-    let (header, _) = Format::default()
-        .with_header(true)
-        .infer_schema(Cursor::new(text), Some(0))
-        .map_err(|e| anyhow!("bad CSV header: {e}"))?;
-    // Parse only the columns we know, with the types we want; everything else stays text and
-    // is projected away.
-    let mut projection = Vec::new();
-    let fields: Vec<Field> = header
-        .fields()
-        .iter()
-        .enumerate()
-        .map(|(i, f)| {
-            let data_type = match normalized_name(f.name()) {
-                Some(NAME | RANGE_STACK | "Domain") => {
-                    projection.push(i);
-                    DataType::Utf8
-                }
-                // nsys writes integers, pandas may write floats ("25205.0"); f64 reads both.
-                Some(PARENT_ID) => {
-                    projection.push(i);
-                    DataType::Float64
-                }
-                Some(_) => {
-                    projection.push(i);
-                    DataType::Int64
-                }
-                None => DataType::Utf8,
-            };
-            Field::new(f.name(), data_type, true)
-        })
-        .collect();
-    let schema = Arc::new(Schema::new(fields));
-    let reader = ReaderBuilder::new(schema)
-        .with_header(true)
-        .with_projection(projection)
-        .with_batch_size(64 * 1024)
-        .build(Cursor::new(text))
-        .map_err(|e| anyhow!("bad CSV: {e}"))?;
-    let out_schema = reader.schema();
-    let batches = reader
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| anyhow!("bad CSV: {e}"))?;
-    let batch = concat_batches(&out_schema, &batches).map_err(|e| anyhow!("bad CSV: {e}"))?;
-    normalize(&batch)
+    normalize(&csv::read(text)?)
 }
 
 /// Reads the parquet variant.
