@@ -17,7 +17,8 @@ use std::sync::Arc;
 
 use super::hlo::{programs, programs_key, programs_map};
 use super::kinds::{
-    CompileFrameNode, CompiledProgramsNode, GpuFramesNode, ProcessFactsNode, WarmupContextNode,
+    CompileFrameNode, CompiledNamesNode, CompiledProgramsNode, GpuFramesNode, ProcessFactsNode,
+    WarmupContextNode,
 };
 use super::members::{in_member, member_key, read_member};
 use super::{Db, Graph, NodeError, NodeResult, Out, Process, Run, fail};
@@ -226,6 +227,47 @@ pub fn compile_frame(db: &Db, p: Process) -> Result<Option<Out<Tables>>, NodeErr
     Ok(Some(Out { key, value }))
 }
 
+/// The (program id, module name) of each compilation in a process's compile frame, distinct
+/// and sorted: small and stored, so that the programs compiled in a profile are known without
+/// loading its compile frame again once its HLO dumps are decoded.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct CompiledNames(pub Vec<(i64, String)>);
+impl JsonValue for CompiledNames {}
+
+/// The [`CompiledNames`] of one process (empty without push/pop ranges).
+pub fn compiled_names(db: &Db, p: Process) -> Result<Out<CompiledNames>, NodeError> {
+    let Some(frame) = compile_frame_key(db, p)? else {
+        return Ok(Out {
+            key: super::kinds::NONE,
+            value: Arc::new(CompiledNames::default()),
+        });
+    };
+    let node = CompiledNamesNode {
+        compile_frame: frame,
+    };
+    let (key, value) = fail(db.engine().compute(&node, &p.label(db), || {
+        let cf = compile_frame(db, p)?.expect("the key implies a frame");
+        let b = cf.value.get("compile").expect("compile table");
+        let ids = b
+            .column_by_name("ProgramId")
+            .context("compile frame has no ProgramId")?;
+        let ids = arrow::compute::cast(ids, &arrow::datatypes::DataType::Int64)?;
+        let ids = ids.as_primitive::<arrow::datatypes::Int64Type>().clone();
+        let names = b
+            .column_by_name("ProgramName")
+            .context("compile frame has no ProgramName")?;
+        let names = names.as_string::<i32>();
+        let mut set = BTreeSet::new();
+        for i in 0..b.num_rows() {
+            if ids.is_valid(i) && ids.value(i) >= 0 {
+                set.insert((ids.value(i), names.value(i).to_string()));
+            }
+        }
+        Ok(CompiledNames(set.into_iter().collect()))
+    }))?;
+    Ok(Out { key, value })
+}
+
 fn compiled_node(db: &Db, p: Process) -> Result<CompiledProgramsNode, NodeError> {
     Ok(CompiledProgramsNode {
         compile_frame: compile_frame_key(db, p)?,
@@ -244,27 +286,18 @@ pub fn compiled_programs(db: &dyn Graph, p: Process) -> NodeResult<Vec<String>> 
     let db = db.db();
     let label = p.label(db);
     let (key, value) = fail(db.engine().compute(&compiled_node(db, p)?, &label, || {
-        let Some(cf) = compile_frame(db, p)? else {
+        let names = compiled_names(db, p)?;
+        if names.value.0.is_empty() {
             return Ok(vec![]);
-        };
+        }
         let progs = programs(db, p)?;
         let map = programs_map(&progs.value);
-        let b = cf.value.get("compile").expect("compile table");
-        let ids = b
-            .column_by_name("ProgramId")
-            .context("compile frame has no ProgramId")?;
-        let ids = arrow::compute::cast(ids, &arrow::datatypes::DataType::Int64)?;
-        let ids = ids.as_primitive::<arrow::datatypes::Int64Type>().clone();
-        let names = b
-            .column_by_name("ProgramName")
-            .context("compile frame has no ProgramName")?;
-        let names = names.as_string::<i32>();
-        let mut set = BTreeSet::new();
-        for i in 0..b.num_rows() {
-            if ids.is_valid(i) && ids.value(i) >= 0 {
-                set.insert(map.stable_id(Some(ids.value(i)), names.value(i)));
-            }
-        }
+        let set: BTreeSet<String> = names
+            .value
+            .0
+            .iter()
+            .map(|(id, name)| map.stable_id(Some(*id), name))
+            .collect();
         Ok(set.into_iter().collect())
     }))?;
     Ok(Out { key, value })

@@ -12,7 +12,7 @@ use crate::formats::archive::MemberKeys;
 use crate::formats::hlo::{HloModuleInfo, HloSchema};
 use std::sync::Arc;
 
-use super::frames::{ProcessFacts, WarmupContext};
+use super::frames::{CompiledNames, ProcessFacts, WarmupContext};
 
 /// A key standing for "none" among a node's inputs (no compile frame, no GPU frames).
 pub const NONE: Key = Key([0; 32]);
@@ -181,6 +181,23 @@ node_kind!(
 impl CompileFrameNode {
     fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.input(&self.pushpop)
+    }
+}
+
+/// The (program id, module name) of each compilation in one process's compile frame.
+pub struct CompiledNamesNode {
+    pub compile_frame: Key,
+}
+node_kind!(
+    CompiledNamesNode,
+    "compiled-names",
+    ["graph/frames.rs"],
+    Stored,
+    CompiledNames
+);
+impl CompiledNamesNode {
+    fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
+        kb.input(&self.compile_frame)
     }
 }
 

@@ -6,14 +6,13 @@
 use crate::analyses::{self, AnyShare, Reads, ShareUse};
 use crate::engine::Key;
 use crate::formats::archive::Archive;
-use crate::formats::hlo;
 use anyhow::Result;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::frames::{
-    compile_frame, compile_frame_stored, compiled_programs, gpu_frames, gpu_frames_stored,
-    process_facts, warmup_context,
+    compile_frame, compile_frame_stored, compiled_names, compiled_programs, gpu_frames,
+    gpu_frames_stored, process_facts, warmup_context,
 };
 use super::hlo::{HloMember, decode_dump, hlo_members, hlo_schema, schema_key};
 use super::members::member_keys;
@@ -77,9 +76,54 @@ fn is_stored(db: &Db, run: Run, p: Process, u: &ShareUse) -> Result<bool, NodeEr
     Ok(db.engine().stored(u.share.kind(), &key))
 }
 
-/// Compute the per-process nodes of a run in parallel (one thread per process). Called at the
-/// top level, outside any query, before analyses whose results are not stored; the analyses
-/// then find these values memoised.
+/// One piece of the first, flat pass over a run's processes.
+enum Task {
+    /// Compile an archive's protobuf schema (what its decodes wait for).
+    Schema(InputArchive),
+    /// A process's compile frame, and what reads it while it is in memory.
+    Compile(Process),
+    /// One distinct HLO dump (by schema, content and memory report), with its size.
+    Decode(InputArchive, Arc<Archive>, Key, HloMember, u64),
+}
+
+/// Run `tasks` on every thread of the pool, each thread taking the next task in list order
+/// (greedy list scheduling: the order is the priority). Stops at the first error.
+fn run_in_order(
+    db: &Db,
+    tasks: &[Task],
+    run_one: &(dyn Fn(&Db, &Task) -> Result<(), NodeError> + Sync),
+) -> Result<(), NodeError> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let first_error: Mutex<Option<NodeError>> = Mutex::new(None);
+    let workers = rayon::current_num_threads().min(tasks.len());
+    let dbs: Vec<Db> = (0..workers).map(|_| db.clone()).collect();
+    let (next, first_error) = (&next, &first_error);
+    rayon::scope(move |s| {
+        for db in dbs {
+            s.spawn(move |_| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(task) = tasks.get(i) else { break };
+                    if let Err(e) = run_one(&db, task) {
+                        next.store(tasks.len(), Ordering::Relaxed);
+                        first_error.lock().unwrap().get_or_insert(e);
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    match first_error.lock().unwrap().take() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Compute the per-process nodes of a run in parallel. Called at the top level, outside any
+/// query, before analyses whose results are not stored; the analyses then find these values
+/// memoised.
 pub fn prepare_processes(
     db: &Db,
     run: Run,
@@ -88,66 +132,65 @@ pub fn prepare_processes(
 ) -> Result<()> {
     use rayon::prelude::*;
     let procs = run.processes(db).clone();
-    // First, in one flat parallel pass, the work that would otherwise make ranks wait for each
-    // other: decoding the HLO dumps (each distinct dump once, largest first) of the ranks whose
-    // frames are not stored yet, and building the compile frames.
+    // First, one flat pass over the work that is independent between processes, in an order
+    // that keeps every thread busy and none waiting: the schemas (decodes need them), the
+    // compile frames (which need no decoded dump), then each distinct HLO dump once, the
+    // largest first, of the processes whose GPU frames are not stored yet.
     let engine = db.engine();
-    enum Task {
-        Decode(Arc<Archive>, Arc<hlo::HloSchema>, Key, HloMember, u64),
-        Compile(Process),
-    }
-    let mut tasks = Vec::new();
+    let mut schemas = Vec::new();
+    let mut compiles = Vec::new();
+    let mut decodes = Vec::new();
     let mut seen = BTreeSet::new();
     for &p in &procs {
         if !gpu_frames_stored(db, p)? {
-            let members = hlo_members(db, p)?;
-            if !members.is_empty() {
-                let schema = hlo_schema(db, p.archive(db))?;
-                let schema_key = schema_key(db, p.archive(db))?;
-                let archive = p.archive_ref(db);
-                for m in members {
-                    if seen.insert((schema_key, m.content, m.report.as_ref().map(|r| r.1))) {
-                        let size = archive.member_size(&m.member);
-                        tasks.push(Task::Decode(
-                            archive.clone(),
-                            schema.clone(),
-                            schema_key,
-                            m,
-                            size,
-                        ));
+            let a = p.archive(db);
+            let schema_key = schema_key(db, a)?;
+            let archive = p.archive_ref(db);
+            for m in hlo_members(db, p)? {
+                if seen.insert((schema_key, m.content, m.report.as_ref().map(|r| r.1))) {
+                    if !schemas.iter().any(|t| matches!(t, Task::Schema(x) if *x == a)) {
+                        schemas.push(Task::Schema(a));
                     }
+                    let size = archive.member_size(&m.member);
+                    decodes.push(Task::Decode(a, archive.clone(), schema_key, m, size));
                 }
             }
         }
         if !compile_frame_stored(db, p)? {
-            tasks.push(Task::Compile(p));
+            compiles.push(Task::Compile(p));
         }
     }
-    tasks.sort_by_key(|t| {
-        std::cmp::Reverse(match t {
-            Task::Decode(.., size) => *size,
-            Task::Compile(_) => u64::MAX,
-        })
+    // One schema per distinct schema key.
+    let mut schema_keys = BTreeSet::new();
+    schemas.retain(|t| match t {
+        Task::Schema(a) => schema_key(db, *a).is_ok_and(|k| schema_keys.insert(k)),
+        _ => true,
     });
-    tasks
-        .par_iter()
-        .map_with(db.clone(), |db, t| -> Result<(), NodeError> {
-            match t {
-                Task::Decode(archive, schema, schema_key, dump, _) => {
-                    fail(decode_dump(engine, archive, schema, schema_key, dump))?;
-                }
-                Task::Compile(p) => {
-                    // Everything read from the compile frame while it is in memory.
-                    let _frame = compile_frame(db, *p)?;
-                    compiled_programs(db, *p)?;
-                    for u in needs.reading(Reads::Compile) {
-                        share_any(db, run, *p, u.share, &u.param)?;
-                    }
+    decodes.sort_by_key(|t| match t {
+        Task::Decode(.., size) => std::cmp::Reverse(*size),
+        _ => std::cmp::Reverse(0),
+    });
+    let tasks: Vec<Task> = schemas.into_iter().chain(compiles).chain(decodes).collect();
+    run_in_order(db, &tasks, &|db, t| {
+        match t {
+            Task::Schema(a) => {
+                hlo_schema(db, *a)?;
+            }
+            Task::Compile(p) => {
+                // Everything read from the compile frame while it is in memory.
+                let _frame = compile_frame(db, *p)?;
+                compiled_names(db, *p)?;
+                for u in needs.reading(Reads::Compile) {
+                    share_any(db, run, *p, u.share, &u.param)?;
                 }
             }
-            Ok(())
-        })
-        .collect::<Result<Vec<()>, _>>()?;
+            Task::Decode(a, archive, schema_key, dump, _) => {
+                let schema = hlo_schema(db, *a)?;
+                fail(decode_dump(engine, archive, &schema, schema_key, dump))?;
+            }
+        }
+        Ok(())
+    })?;
     // Then what the warm-up context of the run needs from each process (small and stored:
     // a process whose facts are stored is not loaded), the context, and each process's
     // shares of the analyses (a stored share is not recomputed, and its process's frames are
