@@ -30,25 +30,26 @@ fn body<'a>(name: &'a str, kind: &str) -> Option<&'a str> {
 }
 
 /// Split off a trailing `,key=value` (or a whole `key=value`) whose value satisfies `ok`.
+/// Candidates are found from their `=` backwards (a byte search; called for every thunk).
 fn split_last<'a>(
     body: &'a str,
     key: &str,
     ok: impl Fn(&str) -> bool,
 ) -> Option<(&'a str, &'a str)> {
-    let pat = format!("{key}=");
+    let bytes = body.as_bytes();
     let mut search_end = body.len();
-    while let Some(pos) = body[..search_end].rfind(&pat) {
-        if pos == 0 || body.as_bytes()[pos - 1] == b',' {
-            let value = &body[pos + pat.len()..];
+    while let Some(eq) = bytes[..search_end].iter().rposition(|&b| b == b'=') {
+        search_end = eq;
+        let Some(pos) = eq.checked_sub(key.len()) else {
+            break;
+        };
+        if &bytes[pos..eq] == key.as_bytes() && (pos == 0 || bytes[pos - 1] == b',') {
+            let value = &body[eq + 1..];
             if ok(value) {
                 let rest = if pos == 0 { "" } else { &body[..pos - 1] };
                 return Some((rest, value));
             }
         }
-        if pos == 0 {
-            break;
-        }
-        search_end = pos;
     }
     None
 }

@@ -537,7 +537,7 @@ pub fn build(
             command_buffer: None,
         });
     }
-    let (mut ts, _) = cb::expand(
+    let (ts, _) = cb::expand(
         ts,
         |r| range_id.value(r),
         |t| programs.hlo(t.numeric, &prog_id_of[&t.module].1),
@@ -545,63 +545,65 @@ pub fn build(
         &mut notes.0,
     );
     // Thunk index and per-name execution counters: sort by (program, execution, device,
-    // RangeId) and sweep.
-    ts.sort_by(|a, b| {
-        (&a.prog, a.exec, a.dev, range_id.value(a.row), a.sub).cmp(&(
-            &b.prog,
-            b.exec,
-            b.dev,
-            range_id.value(b.row),
-            b.sub,
-        ))
-    });
+    // RangeId) and sweep. Programs and instructions are compared by their rank among the
+    // distinct names (the order of the names), so the sorts compare integers.
+    let prog_rank = ranks(ts.iter().map(|t| &*t.prog));
+    let op_rank = ranks(ts.iter().map(|t| &*t.op));
+    let mut keys: Vec<(u32, i32, i32, i64, u32, usize)> = ts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (prog_rank[i], t.exec, t.dev, range_id.value(t.row), t.sub, i))
+        .collect();
+    keys.sort_unstable();
+    let sorted: Vec<usize> = keys.iter().map(|k| k.5).collect();
+    let ts = permute(ts, &sorted);
+    let prog_rank: Vec<u32> = sorted.iter().map(|&i| prog_rank[i]).collect();
+    let op_rank: Vec<u32> = sorted.iter().map(|&i| op_rank[i]).collect();
     let mut thunk_index = vec![0i32; ts.len()];
     for i in 1..ts.len() {
-        let same = ts[i].prog == ts[i - 1].prog
+        let same = prog_rank[i] == prog_rank[i - 1]
             && ts[i].exec == ts[i - 1].exec
             && ts[i].dev == ts[i - 1].dev;
         thunk_index[i] = if same { thunk_index[i - 1] + 1 } else { 0 };
     }
-    let mut by_name: Vec<usize> = (0..ts.len()).collect();
-    by_name.sort_by(|&a, &b| {
-        (
-            &ts[a].prog,
-            ts[a].exec,
-            ts[a].dev,
-            &ts[a].op,
-            range_id.value(ts[a].row),
-            ts[a].sub,
-        )
-            .cmp(&(
-                &ts[b].prog,
-                ts[b].exec,
-                ts[b].dev,
-                &ts[b].op,
-                range_id.value(ts[b].row),
-                ts[b].sub,
-            ))
-    });
+    let mut by_name: Vec<(u32, i32, i32, u32, i64, u32, usize)> = ts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let (p, o) = (prog_rank[i], op_rank[i]);
+            (p, t.exec, t.dev, o, range_id.value(t.row), t.sub, i)
+        })
+        .collect();
+    by_name.sort_unstable();
     let mut thunk_exec = vec![0i32; ts.len()];
     for w in 1..by_name.len() {
-        let (a, b) = (by_name[w - 1], by_name[w]);
-        let same = ts[a].prog == ts[b].prog
-            && ts[a].exec == ts[b].exec
-            && ts[a].dev == ts[b].dev
-            && ts[a].op == ts[b].op;
-        thunk_exec[b] = if same { thunk_exec[a] + 1 } else { 0 };
+        let (a, b) = (&by_name[w - 1], &by_name[w]);
+        let same = a.0 == b.0 && a.1 == b.1 && a.2 == b.2 && a.3 == b.3;
+        thunk_exec[b.6] = if same { thunk_exec[a.6] + 1 } else { 0 };
     }
 
-    // Communication classification from the HLO.
+    // Communication classification from the HLO, looked up once per (program, instruction).
     let mut missing_ops = 0usize;
+    let mut looked_up: HashMap<(u32, u32), Option<&crate::formats::hlo::HloInstructionInfo>> =
+        HashMap::new();
     let comm: Vec<Option<&crate::formats::hlo::CommunicationInfo>> = ts
         .iter()
-        .map(|t| {
+        .enumerate()
+        .map(|(i, t)| {
             if &*t.prog == UNKNOWN_PROGRAM {
                 return None;
             }
-            let hlo = programs.hlo(t.numeric, &prog_id_of[&t.module].1)?;
-            match hlo.instruction(&t.op) {
+            let instruction = *looked_up
+                .entry((prog_rank[i], op_rank[i]))
+                .or_insert_with(|| {
+                    programs
+                        .hlo(t.numeric, &prog_id_of[&t.module].1)
+                        .map(|hlo| hlo.instruction(&t.op))
+                        .unwrap_or(None)
+                });
+            match instruction {
                 Some(i) => i.communication.as_ref(),
+                None if programs.hlo(t.numeric, &prog_id_of[&t.module].1).is_none() => None,
                 None if cb::is_command_buffer(&t.op) => None,
                 None => {
                     missing_ops += 1;
@@ -690,6 +692,23 @@ pub fn build(
         thunk,
         notes,
     })
+}
+
+/// The rank of each name among the distinct names, in their order (equal names, equal
+/// ranks; the ranks order as the names do).
+fn ranks<'a>(names: impl Iterator<Item = &'a str> + Clone) -> Vec<u32> {
+    let mut distinct: Vec<&str> = names.clone().collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    names
+        .map(|n| distinct.binary_search(&n).map_or(0, |r| r as u32))
+        .collect()
+}
+
+/// `rows` in the order of `order` (a permutation of its indices).
+fn permute<T>(rows: Vec<T>, order: &[usize]) -> Vec<T> {
+    let mut slots: Vec<Option<T>> = rows.into_iter().map(Some).collect();
+    order.iter().filter_map(|&i| slots[i].take()).collect()
 }
 
 /// Hidden time of each communication interval: the total overlap with the compute intervals

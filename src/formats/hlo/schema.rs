@@ -42,7 +42,8 @@ pub(super) fn import_name(path: &str) -> String {
 ///
 /// `files` are `(path relative to the protos root, contents)`, e.g. `("xla/service/hlo.proto",
 /// ...)`. Imports resolve among the given files and protobuf's well-known types
-/// (`google/protobuf/*.proto`). The set holds every given file and everything it imports.
+/// (`google/protobuf/*.proto`). When some files define `xla.HloProto`, the set holds those
+/// and everything they import; else every given file and everything it imports.
 /// Errors name the offending `.proto` file and say what is wrong, on one line.
 pub fn compile_protos(files: &[(String, Vec<u8>)]) -> Result<Vec<u8>> {
     let mut sources = HashMap::with_capacity(files.len());
@@ -52,7 +53,17 @@ pub fn compile_protos(files: &[(String, Vec<u8>)]) -> Result<Vec<u8>> {
             .map_err(|_| anyhow!("{name}: .proto source is not valid UTF-8"))?;
         sources.insert(name, text);
     }
-    let mut names: Vec<String> = sources.keys().cloned().collect();
+    // The files defining `xla.HloProto` are all a decode needs (their imports come with
+    // them): an archive's `protos/` holds some seventy files, most unrelated. Without such a
+    // file, every file is compiled (and the schema says what it lacks).
+    let mut names: Vec<String> = sources
+        .iter()
+        .filter(|(_, text)| defines_hlo_proto(text))
+        .map(|(name, _)| name.clone())
+        .collect();
+    if names.is_empty() {
+        names = sources.keys().cloned().collect();
+    }
     names.sort();
 
     let mut resolver = protox::file::ChainFileResolver::new();
@@ -66,6 +77,24 @@ pub fn compile_protos(files: &[(String, Vec<u8>)]) -> Result<Vec<u8>> {
             .map_err(|e| anyhow!("{}", protox_error_line(&e, name)))?;
     }
     Ok(compiler.encode_file_descriptor_set())
+}
+
+/// Whether a `.proto` source declares `package xla;` and a top-level `message HloProto`.
+pub(super) fn defines_hlo_proto(text: &str) -> bool {
+    let mut package = false;
+    let mut message = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("package") {
+            package |= rest.trim().trim_end_matches(';').trim() == "xla";
+        } else if let Some(rest) = line.strip_prefix("message") {
+            let rest = rest.trim_start();
+            message |= rest
+                .strip_prefix("HloProto")
+                .is_some_and(|r| r.is_empty() || r.starts_with([' ', '\t', '{']));
+        }
+    }
+    package && message
 }
 
 /// One line naming the file at fault (as `file[:line:column]: message`).

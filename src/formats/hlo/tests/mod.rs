@@ -226,6 +226,34 @@ fn compile_resolves_imports_and_well_known_types() {
 }
 
 #[test]
+fn only_the_files_of_hlo_proto_are_compiled() {
+    let files = vec![
+        (
+            "xla/service/hlo.proto".to_string(),
+            b"syntax = \"proto3\";\npackage xla;\nimport \"xla/xla_data.proto\";\n\
+              message HloProto { Shape s = 1; }\n"
+                .to_vec(),
+        ),
+        (
+            "xla/xla_data.proto".to_string(),
+            b"syntax = \"proto3\";\npackage xla;\nmessage Shape { int64 x = 1; }\n".to_vec(),
+        ),
+        (
+            "xla/unrelated.proto".to_string(),
+            b"syntax = \"proto3\";\npackage xla;\nmessage M { int64 x = ; }\n".to_vec(),
+        ),
+    ];
+    let set = compile_protos(&files).unwrap();
+    let pool = DescriptorPool::decode(set.as_slice()).unwrap();
+    assert!(pool.get_message_by_name("xla.HloProto").is_some());
+    assert!(pool.get_message_by_name("xla.Shape").is_some(), "imports come along");
+    assert!(pool.get_message_by_name("xla.M").is_none());
+    assert!(!schema::defines_hlo_proto("package xla;\nmessage HloProtoX {}"));
+    assert!(!schema::defines_hlo_proto("package other;\nmessage HloProto {}"));
+    assert!(schema::defines_hlo_proto("package xla;\n\nmessage HloProto{\n}"));
+}
+
+#[test]
 fn compile_errors_name_the_file() {
     let syntax = vec![(
         "xla/broken.proto".to_string(),
