@@ -434,10 +434,37 @@ pub struct MemberKeys(pub BTreeMap<String, Key>);
 impl crate::engine::value::JsonValue for MemberKeys {}
 
 impl MemberKeys {
+    /// Keys of a zip's members from their bytes as stored (compression method, sizes and
+    /// compressed bytes), streamed through the hash: nothing is decompressed, and the same
+    /// member copied between archives (as `combine` does) keeps its key.
     pub fn compute_zip(archive: &Archive) -> Result<MemberKeys> {
+        let Source::Zip(zip) = &archive.source else {
+            bail!("{}: not a zip archive", archive.path.display());
+        };
+        let mut zip = zip.lock().unwrap();
         let mut out = BTreeMap::new();
-        for m in archive.members() {
-            out.insert(m.to_string(), Key::of_bytes(&archive.read(m)?));
+        for (name, &(size, index, compressed)) in &archive.members {
+            let mut entry = zip.by_index_raw(index).map_err(|e| {
+                anyhow::anyhow!("{}: cannot read member {name} ({e})", archive.path.display())
+            })?;
+            let mut h = blake3::Hasher::new();
+            h.update(b"zip-member\0");
+            h.update(format!("{:?}", entry.compression()).as_bytes());
+            h.update(&size.to_le_bytes());
+            h.update(&compressed.to_le_bytes());
+            let n = std::io::copy(&mut (&mut entry).take(compressed), &mut h).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: member {name} is corrupt or truncated ({e})",
+                    archive.path.display()
+                )
+            })?;
+            if n != compressed {
+                bail!(
+                    "{}: member {name} is truncated ({n} of {compressed} bytes)",
+                    archive.path.display()
+                );
+            }
+            out.insert(name.clone(), Key(*h.finalize().as_bytes()));
         }
         Ok(MemberKeys(out))
     }

@@ -696,13 +696,21 @@ pub fn build(
 
 /// The rank of each name among the distinct names, in their order (equal names, equal
 /// ranks; the ranks order as the names do).
-fn ranks<'a>(names: impl Iterator<Item = &'a str> + Clone) -> Vec<u32> {
-    let mut distinct: Vec<&str> = names.clone().collect();
+fn ranks<'a>(names: impl Iterator<Item = &'a str>) -> Vec<u32> {
+    let mut first: HashMap<&str, u32> = HashMap::new();
+    let ids: Vec<u32> = names
+        .map(|n| {
+            let next = first.len() as u32;
+            *first.entry(n).or_insert(next)
+        })
+        .collect();
+    let mut distinct: Vec<(&str, u32)> = first.into_iter().collect();
     distinct.sort_unstable();
-    distinct.dedup();
-    names
-        .map(|n| distinct.binary_search(&n).map_or(0, |r| r as u32))
-        .collect()
+    let mut rank = vec![0u32; distinct.len()];
+    for (r, (_, id)) in distinct.iter().enumerate() {
+        rank[*id as usize] = r as u32;
+    }
+    ids.into_iter().map(|id| rank[id as usize]).collect()
 }
 
 /// `rows` in the order of `order` (a permutation of its indices).
