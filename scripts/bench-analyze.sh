@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Benchmark `analyze` on the four JAX-Toolbox pax archives: cold (empty cache) and warm
-# (everything cached) wall time, and peak RSS. Usage: scripts/bench-analyze.sh [RUNS]
-# The Python nsys-jax takes 34.8 s and 1.0 GiB for the same work on a 2-core machine.
+# Benchmark `analyze` on the four JAX-Toolbox pax archives, side by side with NVIDIA's Python
+# nsys-jax doing the same work (`nsys-jax-combine --analysis summary --analysis
+# communication`), runs interleaved: cold (empty cache) and warm (everything cached) wall
+# time and peak RSS of the same two analyses, and the cold time of the default pipeline.
+# Usage: scripts/bench-analyze.sh [RUNS]
+# The Python tool is run when NSYS_JAX_COMBINE names it or `nsys-jax-combine` is on PATH
+# (scripts/install-nsys-jax-python.sh DIR installs it into DIR/bin); else its time recorded
+# on a 2-core machine, 21.1 s, is used.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-runs="${1:-5}"
+runs="${1:-3}"
 fixtures="${NSYS_JAX_PIPE_FIXTURES:-$(pwd)/../shared/fixtures}"
 inputs=("$fixtures"/jaxtoolbox-pax-fsdp4-4proc/proc{0,1,2,3}.zip)
+python_tool="${NSYS_JAX_COMBINE:-$(command -v nsys-jax-combine || true)}"
 cargo build --release --quiet
 bin=target/release/nsys-jax-pipe
 tmp=$(mktemp -d)
@@ -20,17 +26,39 @@ measure() {
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-cold=(); cold_rss=(); warm=()
+same=(--analysis summary --analysis communication)
+cold=(); cold_rss=(); warm=(); default=(); python=(); python_rss=()
 for i in $(seq "$runs"); do
-  rm -rf "$tmp/cache" "$tmp/out"
-  read -r w r < <(measure "$bin" analyze -q --cache-dir "$tmp/cache" -o "$tmp/out" "${inputs[@]}")
+  rm -rf "$tmp/cache" "$tmp/out" "$tmp/out2"
+  read -r w r < <(measure "$bin" analyze -q "${same[@]}" --cache-dir "$tmp/cache" -o "$tmp/out" "${inputs[@]}")
   cold+=("$w"); cold_rss+=("$r")
-  read -r w _ < <(measure "$bin" analyze -q --cache-dir "$tmp/cache" -o "$tmp/out2" "${inputs[@]}")
+  read -r w _ < <(measure "$bin" analyze -q "${same[@]}" --cache-dir "$tmp/cache" -o "$tmp/out2" "${inputs[@]}")
   warm+=("$w")
+  rm -rf "$tmp/cache" "$tmp/out"
+  read -r w _ < <(measure "$bin" analyze -q --cache-dir "$tmp/cache" -o "$tmp/out" "${inputs[@]}")
+  default+=("$w")
+  if [[ -n "$python_tool" ]]; then
+    rm -rf "$tmp/py" "$tmp/py.zip"; mkdir "$tmp/py"
+    read -r w r < <(TMPDIR="$tmp/py" measure "$python_tool" "${same[@]}" -o "$tmp/py.zip" "${inputs[@]}")
+    [[ -s "$tmp/py.zip" ]] || { echo "$python_tool failed" >&2; exit 1; }
+    python+=("$w"); python_rss+=("$r")
+  fi
 done
 c=$(printf '%s\n' "${cold[@]}" | median)
 wm=$(printf '%s\n' "${warm[@]}" | median)
+d=$(printf '%s\n' "${default[@]}" | median)
 rss=$(printf '%s\n' "${cold_rss[@]}" | sort -n | tail -1)
-echo "cold analyze (4 pax archives): median ${c} s over ${runs} runs; peak RSS $((rss / 1024)) MiB"
-awk -v w="$wm" -v c="$c" 'BEGIN {printf "warm analyze (all cached):     median %s s (%.2f %% of cold)\n", w, 100 * w / c}'
-awk -v c="$c" 'BEGIN {printf "speed-up vs nsys-jax (34.8 s): %.1fx\n", 34.8 / c}'
+if [[ -n "$python_tool" ]]; then
+  p=$(printf '%s\n' "${python[@]}" | median)
+  prss=$(printf '%s\n' "${python_rss[@]}" | sort -n | tail -1)
+  pnote="measured in this run, peak RSS $((prss / 1024)) MiB"
+else
+  p=21.1
+  pnote="recorded; set NSYS_JAX_COMBINE to measure it here"
+fi
+echo "medians over ${runs} interleaved runs, 4 pax archives, analyses summary + communication"
+echo "nsys-jax-combine (Python):     ${p} s (${pnote})"
+echo "cold analyze:                  ${c} s; peak RSS $((rss / 1024)) MiB"
+awk -v w="$wm" -v c="$c" 'BEGIN {printf "warm analyze (all cached):     %s s (%.1f %% of cold)\n", w, 100 * w / c}'
+awk -v c="$c" -v p="$p" 'BEGIN {printf "speed-up, cold:                %.0fx\n", p / c}'
+echo "cold analyze, default analyses (pipelines/default.toml): ${d} s"

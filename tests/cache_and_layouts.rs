@@ -241,6 +241,7 @@ fn one_more_rank_executes_only_its_own_nodes_and_the_reduces() {
         "member-keys",
         "gpu-frames",
         "compile-frame",
+        "compiled-names",
         "compiled-programs",
         "process-facts",
         "summary-partial",

@@ -74,11 +74,7 @@ impl Node for DerivedNode {
                 "formats/graph_ops.rs",
                 "formats/mod.rs",
             ],
-            Producer::Pushpop => &[
-                "capture/projection/",
-                "formats/pushpop/",
-                "formats/mod.rs",
-            ],
+            Producer::Pushpop => &["capture/projection/", "formats/pushpop/", "formats/mod.rs"],
             Producer::Metadata => &["formats/metadata.rs", "formats/mod.rs"],
         }
     }

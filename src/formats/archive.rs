@@ -445,7 +445,10 @@ impl MemberKeys {
         let mut out = BTreeMap::new();
         for (name, &(size, index, compressed)) in &archive.members {
             let mut entry = zip.by_index_raw(index).map_err(|e| {
-                anyhow::anyhow!("{}: cannot read member {name} ({e})", archive.path.display())
+                anyhow::anyhow!(
+                    "{}: cannot read member {name} ({e})",
+                    archive.path.display()
+                )
             })?;
             let mut h = blake3::Hasher::new();
             h.update(b"zip-member\0");

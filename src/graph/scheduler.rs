@@ -148,7 +148,10 @@ pub fn prepare_processes(
             let archive = p.archive_ref(db);
             for m in hlo_members(db, p)? {
                 if seen.insert((schema_key, m.content, m.report.as_ref().map(|r| r.1))) {
-                    if !schemas.iter().any(|t| matches!(t, Task::Schema(x) if *x == a)) {
+                    if !schemas
+                        .iter()
+                        .any(|t| matches!(t, Task::Schema(x) if *x == a))
+                    {
                         schemas.push(Task::Schema(a));
                     }
                     let size = archive.member_size(&m.member);

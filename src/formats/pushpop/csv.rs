@@ -31,7 +31,11 @@ pub fn read(input: impl Read) -> Result<RecordBatch> {
     let header = reader.byte_headers().map_err(bad_csv)?.clone();
     let header: Vec<String> = header
         .iter()
-        .map(|h| String::from_utf8_lossy(h).trim_start_matches('\u{feff}').to_string())
+        .map(|h| {
+            String::from_utf8_lossy(h)
+                .trim_start_matches('\u{feff}')
+                .to_string()
+        })
         .collect();
     if header.iter().all(|h| h.trim().is_empty()) {
         bail!("empty CSV (no header line)");
@@ -82,8 +86,7 @@ pub fn read(input: impl Read) -> Result<RecordBatch> {
         fields.push(Field::new(name, data_type, true));
         arrays.push(array);
     }
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
-        .map_err(|e| anyhow!("bad CSV: {e}"))
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).map_err(|e| anyhow!("bad CSV: {e}"))
 }
 
 /// The message of a reader error: the limit's own words for a decompression bomb, else
@@ -118,7 +121,11 @@ pub fn parse_int(field: &[u8]) -> Option<i64> {
         rest = tail;
     }
     if rest.is_empty() && rest.len() < digits.len() {
-        return if negative { Some(value) } else { value.checked_neg() };
+        return if negative {
+            Some(value)
+        } else {
+            value.checked_neg()
+        };
     }
     // `123.0`, `123.`, exponents: through f64, kept only when whole and in range.
     let x: f64 = std::str::from_utf8(field).ok()?.trim().parse().ok()?;
@@ -148,11 +155,20 @@ mod tests {
 
     #[test]
     fn errors_name_the_column_and_line() {
-        let e = read(&b"Start (ns),Name\n1,a\nx,b\n"[..]).unwrap_err().to_string();
-        assert!(e.contains("\"Start (ns)\", line 3") && e.contains("\"x\""), "{e}");
-        let e = read(&b"Start (ns),Name\n1,\xff\n"[..]).unwrap_err().to_string();
+        let e = read(&b"Start (ns),Name\n1,a\nx,b\n"[..])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("\"Start (ns)\", line 3") && e.contains("\"x\""),
+            "{e}"
+        );
+        let e = read(&b"Start (ns),Name\n1,\xff\n"[..])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("\"Name\", line 2") && e.contains("UTF-8"), "{e}");
-        let e = read(&b"Start (ns),Name\n1,a,extra\n"[..]).unwrap_err().to_string();
+        let e = read(&b"Start (ns),Name\n1,a,extra\n"[..])
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("bad CSV"), "{e}");
         let e = read(&b"\n\n"[..]).unwrap_err().to_string();
         assert!(e.contains("empty"), "{e}");
@@ -164,7 +180,10 @@ mod tests {
             .unwrap();
         assert_eq!(b.schema().field(0).name(), "Start (ns)");
         assert_eq!(b.num_columns(), 2, "the unknown column is dropped");
-        let names = b.column(1).as_any().downcast_ref::<arrow::array::StringArray>();
+        let names = b
+            .column(1)
+            .as_any()
+            .downcast_ref::<arrow::array::StringArray>();
         assert_eq!(names.unwrap().value(0), "a,\"b\"\nc");
         assert!(arrow::array::Array::is_null(b.column(0), 1));
     }

@@ -246,11 +246,20 @@ fn only_the_files_of_hlo_proto_are_compiled() {
     let set = compile_protos(&files).unwrap();
     let pool = DescriptorPool::decode(set.as_slice()).unwrap();
     assert!(pool.get_message_by_name("xla.HloProto").is_some());
-    assert!(pool.get_message_by_name("xla.Shape").is_some(), "imports come along");
+    assert!(
+        pool.get_message_by_name("xla.Shape").is_some(),
+        "imports come along"
+    );
     assert!(pool.get_message_by_name("xla.M").is_none());
-    assert!(!schema::defines_hlo_proto("package xla;\nmessage HloProtoX {}"));
-    assert!(!schema::defines_hlo_proto("package other;\nmessage HloProto {}"));
-    assert!(schema::defines_hlo_proto("package xla;\n\nmessage HloProto{\n}"));
+    assert!(!schema::defines_hlo_proto(
+        "package xla;\nmessage HloProtoX {}"
+    ));
+    assert!(!schema::defines_hlo_proto(
+        "package other;\nmessage HloProto {}"
+    ));
+    assert!(schema::defines_hlo_proto(
+        "package xla;\n\nmessage HloProto{\n}"
+    ));
 }
 
 #[test]
