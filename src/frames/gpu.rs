@@ -584,8 +584,10 @@ pub fn build(
 
     // Communication classification from the HLO, looked up once per (program, instruction).
     let mut missing_ops = 0usize;
-    let mut looked_up: HashMap<(u32, u32), Option<&crate::formats::hlo::HloInstructionInfo>> =
-        HashMap::new();
+    let mut looked_up: HashMap<
+        (u32, u32),
+        Option<Option<&crate::formats::hlo::HloInstructionInfo>>,
+    > = HashMap::new();
     let comm: Vec<Option<&crate::formats::hlo::CommunicationInfo>> = ts
         .iter()
         .enumerate()
@@ -593,17 +595,16 @@ pub fn build(
             if &*t.prog == UNKNOWN_PROGRAM {
                 return None;
             }
-            let instruction = *looked_up
+            // None: no HLO for the program; Some(None): no such instruction in it.
+            let lookup = *looked_up
                 .entry((prog_rank[i], op_rank[i]))
                 .or_insert_with(|| {
                     programs
                         .hlo(t.numeric, &prog_id_of[&t.module].1)
                         .map(|hlo| hlo.instruction(&t.op))
-                        .unwrap_or(None)
                 });
-            match instruction {
+            match lookup? {
                 Some(i) => i.communication.as_ref(),
-                None if programs.hlo(t.numeric, &prog_id_of[&t.module].1).is_none() => None,
                 None if cb::is_command_buffer(&t.op) => None,
                 None => {
                     missing_ops += 1;

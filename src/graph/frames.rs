@@ -8,8 +8,7 @@ use crate::formats::archive;
 use crate::formats::{graph_ops, pushpop, thunk_metadata, trace};
 use crate::frames;
 use crate::frames::command_buffers::GraphInputs;
-use anyhow::Context;
-use arrow::array::{Array, AsArray, RecordBatch, StringArray};
+use arrow::array::{AsArray, RecordBatch, StringArray};
 use arrow::datatypes::{Int32Type, Int64Type};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -247,22 +246,14 @@ pub fn compiled_names(db: &Db, p: Process) -> Result<Out<CompiledNames>, NodeErr
     };
     let (key, value) = fail(db.engine().compute(&node, &p.label(db), || {
         let cf = compile_frame(db, p)?.expect("the key implies a frame");
-        let b = cf.value.get("compile").expect("compile table");
-        let ids = b
-            .column_by_name("ProgramId")
-            .context("compile frame has no ProgramId")?;
-        let ids = arrow::compute::cast(ids, &arrow::datatypes::DataType::Int64)?;
-        let ids = ids.as_primitive::<arrow::datatypes::Int64Type>().clone();
-        let names = b
-            .column_by_name("ProgramName")
-            .context("compile frame has no ProgramName")?;
-        let names = names.as_string::<i32>();
-        let mut set = BTreeSet::new();
-        for i in 0..b.num_rows() {
-            if ids.is_valid(i) && ids.value(i) >= 0 {
-                set.insert((ids.value(i), names.value(i).to_string()));
-            }
-        }
+        let (ids, names) =
+            frames::compile::program_columns(cf.value.get("compile").expect("compile table"))?;
+        let set: BTreeSet<(i64, String)> = ids
+            .iter()
+            .enumerate()
+            .filter(|&(_, &id)| id >= 0)
+            .map(|(i, &id)| (id, names.value(i).to_string()))
+            .collect();
         Ok(CompiledNames(set.into_iter().collect()))
     }))?;
     Ok(Out { key, value })

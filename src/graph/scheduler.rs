@@ -82,8 +82,8 @@ enum Task {
     Schema(InputArchive),
     /// A process's compile frame, and what reads it while it is in memory.
     Compile(Process),
-    /// One distinct HLO dump (by schema, content and memory report), with its size.
-    Decode(InputArchive, Arc<Archive>, Key, HloMember, u64),
+    /// One distinct HLO dump (by schema, content and memory report).
+    Decode(InputArchive, Arc<Archive>, Key, HloMember),
 }
 
 /// Run `tasks` on every thread of the pool, each thread taking the next task in list order
@@ -140,6 +140,7 @@ pub fn prepare_processes(
     let mut schemas = Vec::new();
     let mut compiles = Vec::new();
     let mut decodes = Vec::new();
+    let mut schema_keys = BTreeSet::new();
     let mut seen = BTreeSet::new();
     for &p in &procs {
         if !gpu_frames_stored(db, p)? {
@@ -148,14 +149,11 @@ pub fn prepare_processes(
             let archive = p.archive_ref(db);
             for m in hlo_members(db, p)? {
                 if seen.insert((schema_key, m.content, m.report.as_ref().map(|r| r.1))) {
-                    if !schemas
-                        .iter()
-                        .any(|t| matches!(t, Task::Schema(x) if *x == a))
-                    {
+                    if schema_keys.insert(schema_key) {
                         schemas.push(Task::Schema(a));
                     }
                     let size = archive.member_size(&m.member);
-                    decodes.push(Task::Decode(a, archive.clone(), schema_key, m, size));
+                    decodes.push((size, Task::Decode(a, archive.clone(), schema_key, m)));
                 }
             }
         }
@@ -163,17 +161,12 @@ pub fn prepare_processes(
             compiles.push(Task::Compile(p));
         }
     }
-    // One schema per distinct schema key.
-    let mut schema_keys = BTreeSet::new();
-    schemas.retain(|t| match t {
-        Task::Schema(a) => schema_key(db, *a).is_ok_and(|k| schema_keys.insert(k)),
-        _ => true,
-    });
-    decodes.sort_by_key(|t| match t {
-        Task::Decode(.., size) => std::cmp::Reverse(*size),
-        _ => std::cmp::Reverse(0),
-    });
-    let tasks: Vec<Task> = schemas.into_iter().chain(compiles).chain(decodes).collect();
+    decodes.sort_by_key(|(size, _)| std::cmp::Reverse(*size));
+    let tasks: Vec<Task> = schemas
+        .into_iter()
+        .chain(compiles)
+        .chain(decodes.into_iter().map(|(_, t)| t))
+        .collect();
     run_in_order(db, &tasks, &|db, t| {
         match t {
             Task::Schema(a) => {
@@ -187,7 +180,7 @@ pub fn prepare_processes(
                     share_any(db, run, *p, u.share, &u.param)?;
                 }
             }
-            Task::Decode(a, archive, schema_key, dump, _) => {
+            Task::Decode(a, archive, schema_key, dump) => {
                 let schema = hlo_schema(db, *a)?;
                 fail(decode_dump(engine, archive, &schema, schema_key, dump))?;
             }
