@@ -2,7 +2,8 @@
 //! that implements it: editing one analysis re-executes only the nodes built from that file.
 //! And tells the tests what this machine has: `cfg(test_fixtures)` when the shared fixtures
 //! are there, `cfg(test_nsys)` when an Nsight Systems CLI is, `cfg(test_chromium)` when a
-//! Chromium browser is, `cfg(test_jax)` when a Python with JAX is; the tests that need one are
+//! Chromium browser is, `cfg(test_jax)` when a Python with JAX is, `cfg(test_wheel)` when a
+//! virtual environment with the project's wheel is; the tests that need one are
 //! marked ignored without it, so that `cargo test` counts them as ignored.
 
 use std::fmt::Write;
@@ -53,12 +54,14 @@ fn test_resources() {
     println!("cargo::rustc-check-cfg=cfg(test_nsys)");
     println!("cargo::rustc-check-cfg=cfg(test_chromium)");
     println!("cargo::rustc-check-cfg=cfg(test_jax)");
+    println!("cargo::rustc-check-cfg=cfg(test_wheel)");
     for var in [
         "NSYS_JAX_PIPE_FIXTURES",
         "NSYS",
         "PATH",
         "CHROMIUM",
         "NSYS_JAX_PIPE_PYTHON",
+        "NSYS_JAX_PIPE_WHEEL_PYTHON",
     ] {
         println!("cargo:rerun-if-env-changed={var}");
     }
@@ -109,5 +112,13 @@ fn test_resources() {
         .unwrap_or_else(|| manifest.join(".jax/bin/python"));
     if python.is_file() {
         println!("cargo:rustc-cfg=test_jax");
+    }
+    // A virtual environment with the project's wheel installed (`scripts/install-wheel.sh`).
+    let wheel = std::env::var_os("NSYS_JAX_PIPE_WHEEL_PYTHON")
+        .filter(|p| !p.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| manifest.join(".wheel/bin/python"));
+    if wheel.is_file() {
+        println!("cargo:rustc-cfg=test_wheel");
     }
 }

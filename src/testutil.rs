@@ -99,3 +99,21 @@ pub fn jax_python() -> Option<PathBuf> {
     }
     skip("no Python with JAX (set NSYS_JAX_PIPE_PYTHON, or run scripts/install-jax.sh .jax)")
 }
+
+/// The Python of a virtual environment where the project's wheel is installed:
+/// `$NSYS_JAX_PIPE_WHEEL_PYTHON`, else the checkout's `.wheel/bin/python` (where
+/// `scripts/install-wheel.sh .wheel` puts it); `None` (with a loud notice) when there is none.
+pub fn wheel_python() -> Option<PathBuf> {
+    let checkout = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let candidates = std::env::var_os("NSYS_JAX_PIPE_WHEEL_PYTHON")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([checkout.join(".wheel/bin/python")]);
+    for c in candidates {
+        if c.is_file() {
+            return Some(c);
+        }
+    }
+    skip("no virtual environment with the wheel (run scripts/install-wheel.sh .wheel)")
+}

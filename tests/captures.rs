@@ -111,7 +111,8 @@ fn expected_members(report: &Path, dump: &Path, gpu: bool) -> Vec<String> {
         "thread-metadata.parquet".into(),
         "system-metadata.parquet".into(),
         "device-metadata.parquet".into(),
-        "protos/xla_hlo_minimal.proto".into(),
+        "protos/xla/xla_data.proto".into(),
+        "protos/xla/service/hlo.proto".into(),
     ];
     if gpu {
         want.push("nvtx_gpu_proj_trace/trace.parquet".into());

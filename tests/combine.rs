@@ -299,7 +299,8 @@ fn two_process_captures_combine_end_to_end() {
         "nvtx_gpu_proj_trace/trace.parquet/rank1",
         "report_nvtx_pushpop_trace.parquet/rank0",
         "report_nvtx_pushpop_trace.parquet/rank1",
-        "protos/xla_hlo_minimal.proto",
+        "protos/xla/xla_data.proto",
+        "protos/xla/service/hlo.proto",
         "analysis/summary/summary.json",
         "report.html",
     ] {

@@ -288,9 +288,10 @@ fn is_test_file(path: &str) -> bool {
 }
 
 /// The top-level module a file belongs to (`frames/gpu.rs` → `frames`, `cli.rs` → `cli`);
-/// None for the crate roots `lib.rs` and `main.rs`.
+/// None for the crate roots `lib.rs`, `main.rs` and the binaries under `bin/`.
 fn top_module(path: &str) -> Option<&str> {
     match path.split_once('/') {
+        Some(("bin", _)) => None,
         Some((dir, _)) => Some(dir),
         None => match path.strip_suffix(".rs")? {
             "lib" | "main" => None,
@@ -739,6 +740,7 @@ mod helpers {
         assert_eq!(top_module("cli.rs"), Some("cli"));
         assert_eq!(top_module("lib.rs"), None);
         assert_eq!(top_module("main.rs"), None);
+        assert_eq!(top_module("bin/alias.rs"), None);
         assert!(is_test_file("formats/hlo/tests.rs"));
         assert!(is_test_file("graph/tests/cases.rs"));
         assert!(!is_test_file("tests_util.rs"));

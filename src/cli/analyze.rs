@@ -32,7 +32,14 @@ fn earlier_outputs(out: &std::path::Path) -> Vec<String> {
 
 /// `analyze`: compute everything first; write nothing unless all analyses succeeded.
 pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
-    let requests = a.analyses.requests(plan, true)?;
+    let requests = if a.no_analysis {
+        if a.frames.is_none() && a.html.html.is_none() && a.label.is_none() {
+            bail!("--no-analysis leaves nothing to do: add --frames DIR, --html FILE or --label");
+        }
+        vec![]
+    } else {
+        a.analyses.requests(plan, true)?
+    };
     if let Some(l) = &a.label {
         crate::labels::check(l)?;
         if a.cache.no_cache {
@@ -47,6 +54,10 @@ pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<
     let results = run_analyses(&db, run, &requests)?;
     let html = match &a.html.html {
         Some(_) => Some(html_report(&db, run, &results)?),
+        None => None,
+    };
+    let frames = match &a.frames {
+        Some(_) => Some(crate::graph::pandas_frames(&db, run)?),
         None => None,
     };
     let AnalysisResults {
@@ -70,27 +81,30 @@ pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<
         .map(|(rel, _)| rel.to_string_lossy().replace('\\', "/"))
         .chain([RUN_RECORD.to_string()])
         .collect();
-    let earlier = earlier_outputs(&a.output);
-    files.push((RUN_RECORD.into(), serde_json::to_vec_pretty(&record)?));
-    for (rel, bytes) in &files {
-        crate::tmpfiles::write_atomic(&a.output.join(rel), bytes)?;
-    }
-    // What an earlier run wrote here and this one did not is stale: removed.
-    for rel in earlier.iter().filter(|r| !record.outputs.contains(r)) {
-        let path = a.output.join(rel);
-        if std::fs::remove_file(&path).is_ok()
-            && let Some(dir) = path.parent().filter(|d| *d != a.output)
-        {
-            // Only when emptied.
-            let _ = std::fs::remove_dir(dir);
-        }
+    if !a.no_analysis {
+        write_output_folder(&a.output, files, &record)?;
     }
     if let (Some(page), Some(path)) = (&html, &a.html.html) {
         crate::tmpfiles::write_atomic(path, &page.0)?;
     }
+    if let (Some(frames), Some(dir)) = (&frames, &a.frames) {
+        for (name, bytes) in &frames.value.0 {
+            crate::tmpfiles::write_atomic(&dir.join(name), bytes)?;
+        }
+    }
     if let (Some(l), Some(dir)) = (&a.label, &cache_dir) {
         crate::labels::record(dir, l, &a.inputs, &a.capture.dumps)?;
     }
+    let wrote: Vec<String> = [
+        (!a.no_analysis).then(|| a.output.display().to_string()),
+        a.html.html.as_ref().map(|p| p.display().to_string()),
+        a.frames
+            .as_ref()
+            .map(|d| format!("frames to {}", d.display())),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     // The import warnings were said when found, before any output was written.
     finish(
         &texts,
@@ -98,18 +112,34 @@ pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<
         a.explain.explain,
         &record,
         &[],
-        &format!(
-            "wrote {}{} ({})",
-            a.output.display(),
-            match &a.html.html {
-                Some(p) => format!(" and {}", p.display()),
-                None => String::new(),
-            },
-            graph_work(&record)
-        ),
+        &format!("wrote {} ({})", wrote.join(" and "), graph_work(&record)),
     )?;
     // The process ends here: freeing the loaded profiles one allocation at a time would only
     // delay the exit.
     std::mem::forget(db);
+    Ok(())
+}
+
+/// The analyses' files and the run record in `out`; what an earlier run wrote there and this
+/// one did not is stale and removed.
+fn write_output_folder(
+    out: &std::path::Path,
+    mut files: Vec<(std::path::PathBuf, Vec<u8>)>,
+    record: &crate::engine::RunRecord,
+) -> Result<()> {
+    let earlier = earlier_outputs(out);
+    files.push((RUN_RECORD.into(), serde_json::to_vec_pretty(record)?));
+    for (rel, bytes) in &files {
+        crate::tmpfiles::write_atomic(&out.join(rel), bytes)?;
+    }
+    for rel in earlier.iter().filter(|r| !record.outputs.contains(r)) {
+        let path = out.join(rel);
+        if std::fs::remove_file(&path).is_ok()
+            && let Some(dir) = path.parent().filter(|d| *d != out)
+        {
+            // Only when emptied.
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
     Ok(())
 }

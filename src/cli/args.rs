@@ -375,6 +375,13 @@ pub(super) struct AnalyzeArgs {
     /// Output folder.
     #[arg(short, long, default_value = "nsys-jax-pipe-out")]
     pub output: PathBuf,
+    /// Also write the module, thunk, compile and communication frames to this folder as
+    /// parquet files with nsys-jax's column and index names (for pandas and polars).
+    #[arg(long, value_name = "DIR")]
+    pub frames: Option<PathBuf>,
+    /// Run no analyses and write no output folder (with --frames or --html).
+    #[arg(long, conflicts_with_all = ["analyses", "pipeline"])]
+    pub no_analysis: bool,
     /// Record these inputs under a label (e.g. a commit hash) that `compare` accepts.
     #[arg(long)]
     pub label: Option<String>,

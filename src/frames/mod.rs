@@ -2,4 +2,5 @@
 pub mod command_buffers;
 pub mod compile;
 pub mod gpu;
+pub mod nsys_jax;
 pub mod warmup;

@@ -6,7 +6,7 @@
 
 use crate::analyses::AnalysisOutput;
 use crate::analyses::external::ScriptOutput;
-use crate::engine::value::{Bytes, Tables};
+use crate::engine::value::{Bytes, Files, Tables};
 use crate::engine::{Keep, Key, KeyBuilder, Node, node_kind};
 use crate::formats::archive::MemberKeys;
 use crate::formats::hlo::{HloModuleInfo, HloSchema};
@@ -339,5 +339,31 @@ impl ReportNode {
             .inputs(self.outputs.iter())
             .inputs(self.facts.iter())
             .inputs(self.archives.iter())
+    }
+}
+
+/// The run's frames as parquet files shaped as nsys-jax's (`analyze --frames`): keyed by each
+/// process's profile name, frames and decoded programs, in run order.
+pub struct PandasFramesNode {
+    pub processes: Vec<(String, Option<Key>, Option<Key>, Key)>,
+}
+node_kind!(
+    PandasFramesNode,
+    "pandas-frames",
+    ["graph/export.rs", "frames/nsys_jax.rs", "formats/mod.rs"],
+    Stored,
+    Files
+);
+impl PandasFramesNode {
+    fn feed(&self, mut kb: KeyBuilder) -> KeyBuilder {
+        kb = kb.param("processes", self.processes.len().to_string());
+        for (profile, gpu, compile, programs) in &self.processes {
+            kb = kb
+                .param("profile", profile)
+                .input(&gpu.unwrap_or(NONE))
+                .input(&compile.unwrap_or(NONE))
+                .input(programs);
+        }
+        kb
     }
 }

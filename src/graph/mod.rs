@@ -10,12 +10,14 @@
 //! salsa inputs), [`members`] (archive members and their content keys), [`hlo`] (the
 //! decoded HLO of each process), [`frames`] (module, thunk and compile frames, the run's
 //! warm-up context), [`shares`] (the per-process map step of every analysis), [`analyses`]
-//! (the reduce of any registered analysis, and analysis scripts), [`scheduler`] (per-process
+//! (the reduce of any registered analysis, and analysis scripts), [`export`] (the
+//! frames for pandas and polars), [`scheduler`] (per-process
 //! work in parallel before the reduces), [`capture`] (a capture's archive), with every node
 //! kind declared once in [`kinds`].
 
 pub mod analyses;
 pub mod capture;
+pub mod export;
 pub mod frames;
 pub mod hlo;
 pub mod inputs;
@@ -26,6 +28,7 @@ pub mod scheduler;
 pub mod shares;
 
 pub use analyses::{analysis, analysis_is_stored, script_analysis};
+pub use export::pandas_frames;
 pub use frames::{compile_frame, gpu_frames, notes_batch, notes_of};
 pub use hlo::{programs, source_file_names};
 pub use inputs::{

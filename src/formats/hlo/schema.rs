@@ -6,12 +6,19 @@ use std::collections::HashMap;
 use anyhow::{Result, anyhow};
 use prost_reflect::{DescriptorPool, EnumDescriptor, MessageDescriptor};
 
-/// The project's own schema, embedded at build time: `(path relative to protos/, contents)`.
+/// The project's own schema, embedded at build time: `(path relative to protos/, contents)`,
+/// laid out as XLA's files so that archives carrying it open in nsys-jax's Python loader.
 pub fn builtin_proto_sources() -> Vec<(String, Vec<u8>)> {
-    vec![(
-        "xla_hlo_minimal.proto".to_string(),
-        include_bytes!("../../../protos/xla_hlo_minimal.proto").to_vec(),
-    )]
+    vec![
+        (
+            "xla/xla_data.proto".to_string(),
+            include_bytes!("../../../protos/xla/xla_data.proto").to_vec(),
+        ),
+        (
+            "xla/service/hlo.proto".to_string(),
+            include_bytes!("../../../protos/xla/service/hlo.proto").to_vec(),
+        ),
+    ]
 }
 
 /// Resolves imports among in-memory `.proto` sources, keyed by their import path.

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# install-wheel.sh DIR
+#
+# Builds the project's wheel with maturin (the binary plus the `nsys_jax_pipe` Python package,
+# as `pip install nsys-jax-pipe` gets it) and installs it into a fresh virtual environment DIR,
+# with polars for the frames; prints the path of that environment's python on stdout
+# (progress goes to stderr). maturin itself lives in DIR/.build-env, apart from the
+# environment under test; the wheel is left in DIR/wheels/. Running it again rebuilds the
+# wheel from the current sources and reinstalls it.
+#
+# Settings (environment):
+#   PYTHON             the Python that makes the environments; default python3
+#   CARGO_TARGET_DIR   where cargo builds (as for cargo)
+set -euo pipefail
+
+log() { printf 'install-wheel: %s\n' "$*" >&2; }
+die() {
+	log "error: $*"
+	exit 1
+}
+
+[[ $# -eq 1 && -n "$1" ]] || die "usage: install-wheel.sh DIR"
+python=${PYTHON:-python3}
+command -v "$python" >/dev/null || die "no $python"
+ROOT=$(cd -- "$(dirname -- "$0")/.." && pwd -P)
+mkdir -p -- "$1"
+DEST=$(cd -- "$1" && pwd -P)
+BUILD="$DEST/.build-env"
+PIP=(--quiet --disable-pip-version-check)
+
+if [[ ! -x "$BUILD/bin/maturin" ]]; then
+	log "installing maturin into $BUILD"
+	"$python" -m venv "$BUILD" >&2 || die "$python -m venv failed (on Debian: apt-get install python3-venv)"
+	"$BUILD/bin/python" -m pip install "${PIP[@]}" 'maturin>=1.7,<2' >&2 || die "pip install maturin failed"
+fi
+rm -rf -- "$DEST/wheels"
+log "building the wheel (cargo build --release)"
+(cd "$ROOT" && "$BUILD/bin/maturin" build --release --out "$DEST/wheels" >&2) || die "maturin build failed"
+wheel=$(ls "$DEST"/wheels/nsys_jax_pipe-*.whl) || die "no wheel in $DEST/wheels"
+log "built $(basename "$wheel")"
+
+if [[ ! -x "$DEST/bin/python" ]]; then
+	log "making a virtual environment in $DEST"
+	"$python" -m venv "$DEST" >&2 || die "$python -m venv failed"
+fi
+log "installing the wheel and polars"
+"$DEST/bin/python" -m pip install "${PIP[@]}" "$wheel" >&2 || die "pip install $wheel failed"
+# The same version rebuilt from changed sources: replaced, its dependencies kept.
+"$DEST/bin/python" -m pip install "${PIP[@]}" --force-reinstall --no-deps "$wheel" >&2 || die "pip install $wheel failed"
+"$DEST/bin/python" -m pip install "${PIP[@]}" 'polars>=1.0' >&2 || die "pip install polars failed"
+"$DEST/bin/nsys-jax-pipe" --version >&2 || die "the installed nsys-jax-pipe does not run"
+"$DEST/bin/python" -c 'import nsys_jax_pipe' || die "the installed package does not import"
+printf '%s\n' "$DEST/bin/python"

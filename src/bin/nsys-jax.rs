@@ -1,0 +1,2 @@
+//! The `nsys-jax` command: `nsys-jax-pipe` under that name (see alias.rs).
+include!("alias.rs");

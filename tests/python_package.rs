@@ -1,0 +1,179 @@
+//! The pip package: the wheel built by maturin and installed into a fresh virtual environment
+//! (`scripts/install-wheel.sh .wheel`, which `.ci/run` runs). Its commands run the README's
+//! example, answer under nsys-jax's names, and its Python package loads the frames.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn venv_bin(python: &Path, name: &str) -> PathBuf {
+    python.parent().unwrap().join(name)
+}
+
+fn checkout() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+#[cfg_attr(
+    not(test_wheel),
+    ignore = "needs the wheel installed (scripts/install-wheel.sh .wheel)"
+)]
+fn installed_commands_run_the_readme_example() {
+    let Some(python) = nsys_jax_pipe::testutil::wheel_python() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    // The README's example, with the installed command.
+    let o = Command::new(venv_bin(&python, "nsys-jax-pipe"))
+        .arg("analyze")
+        .arg(checkout().join("examples/mlp-fsdp-2gpu.zip"))
+        .arg("-o")
+        .arg(&out)
+        .env("NSYS_JAX_PIPE_CACHE", tmp.path().join("cache"))
+        .output()
+        .unwrap();
+    assert_ok(&o);
+    let summary = json(&out.join("summary.json"));
+    assert!(summary.is_object(), "{summary}");
+    // The same numbers as the binary built here.
+    let here = tmp.path().join("here");
+    assert_ok(&analyze(
+        &tmp.path().join("cache2"),
+        &here,
+        &[],
+        &[checkout().join("examples/mlp-fsdp-2gpu.zip")],
+    ));
+    assert_eq!(
+        std::fs::read(out.join("summary.json")).unwrap(),
+        std::fs::read(here.join("summary.json")).unwrap()
+    );
+    // nsys-jax's names: the installed scripts run the binary as those commands.
+    let o = Command::new(venv_bin(&python, "nsys-jax"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert_ok(&o);
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(help.contains("nsys-jax"), "{help}");
+    let o = Command::new(venv_bin(&python, "nsys-jax-combine"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert_ok(&o);
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        help.contains("Combine") || help.contains("combine"),
+        "{help}"
+    );
+    // A combine through the nsys-jax-combine name writes the combined archive.
+    let combined = tmp.path().join("combined.zip");
+    let f = fixtures();
+    if let Some(f) = f {
+        let o = Command::new(venv_bin(&python, "nsys-jax-combine"))
+            .arg("-o")
+            .arg(&combined)
+            .args(pax_archives(&f))
+            .env("NSYS_JAX_PIPE_CACHE", tmp.path().join("cache"))
+            .output()
+            .unwrap();
+        assert_ok(&o);
+        assert!(
+            zip_members(&combined)
+                .iter()
+                .any(|m| m.starts_with("nvtx_gpu_proj_trace/"))
+        );
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(test_wheel),
+    ignore = "needs the wheel installed (scripts/install-wheel.sh .wheel)"
+)]
+fn installed_package_loads_the_example_frames() {
+    let Some(python) = nsys_jax_pipe::testutil::wheel_python() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let script = r#"
+import sys, nsys_jax_pipe
+d = nsys_jax_pipe.load(sys.argv[1], cache_dir=sys.argv[2])
+assert list(d.module.index.names) == ["ProgramId", "ProgramExecution", "Device"], d.module.index.names
+assert len(d.module) and len(d.thunk) and len(d.communication), (len(d.module), len(d.thunk))
+# The capture began after compilation: an empty compile frame, with nsys-jax's index.
+assert d.compile is not None and list(d.compile.index.names) == ["ProfileName", "RangeId"]
+assert d.init is not None and len(d.init.module), "warm-up rows"
+raw = nsys_jax_pipe.load(sys.argv[1], cache_dir=sys.argv[2], warmup_removal=False, align=False, frames=["module"])
+assert raw.thunk is None and raw.init is None
+assert len(raw.module) == len(d.module) + len(d.init.module)
+try:
+    nsys_jax_pipe.load(sys.argv[1] + ".missing", cache_dir=sys.argv[2])
+except RuntimeError as e:
+    assert ".missing" in str(e), e
+else:
+    raise AssertionError("no error for a missing input")
+print("modules", len(d.module), "thunks", len(d.thunk), "corrections", d.device_corrections_ms)
+"#;
+    let o = Command::new(&python)
+        .arg("-c")
+        .arg(script)
+        .arg(checkout().join("examples/mlp-fsdp-2gpu.zip"))
+        .arg(tmp.path().join("cache"))
+        // The package finds its own binary, not one on PATH.
+        .env("PATH", "/usr/bin:/bin")
+        .env_remove("NSYS_JAX_PIPE_BIN")
+        .output()
+        .unwrap();
+    assert_ok(&o);
+    println!("{}", String::from_utf8_lossy(&o.stdout));
+}
+
+#[test]
+#[cfg_attr(
+    not(all(test_wheel, test_fixtures)),
+    ignore = "needs the wheel installed and the shared fixtures"
+)]
+fn installed_package_gives_the_notebook_steady_frames_on_pax() {
+    let Some(python) = nsys_jax_pipe::testutil::wheel_python() else {
+        return;
+    };
+    let Some(f) = fixtures() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let o = Command::new(&python)
+        .arg(checkout().join("tests/python/frames_match_notebook.py"))
+        .arg(f.join("reference/pax4-notebook/notebook.json.xz"))
+        .arg(tmp.path().join("cache"))
+        .args(pax_archives(&f))
+        .output()
+        .unwrap();
+    println!("{}", String::from_utf8_lossy(&o.stdout));
+    assert_ok(&o);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("ALL OK"));
+}
+
+#[test]
+#[cfg_attr(
+    not(all(test_wheel, test_fixtures)),
+    ignore = "needs the wheel installed and the shared fixtures"
+)]
+fn installed_package_gives_the_notebook_steady_frames_on_the_example() {
+    let Some(python) = nsys_jax_pipe::testutil::wheel_python() else {
+        return;
+    };
+    let Some(f) = fixtures() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let o = Command::new(&python)
+        .arg(checkout().join("tests/python/frames_match_notebook.py"))
+        .arg(f.join("reference/mlp-notebook/notebook.json.xz"))
+        .arg(tmp.path().join("cache"))
+        .arg(checkout().join("examples/mlp-fsdp-2gpu.zip"))
+        .output()
+        .unwrap();
+    println!("{}", String::from_utf8_lossy(&o.stdout));
+    assert_ok(&o);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("ALL OK"));
+}
