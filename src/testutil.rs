@@ -82,38 +82,31 @@ pub fn chromium_path() -> Option<PathBuf> {
     skip("no Chromium (set CHROMIUM, or run scripts/install-chromium.sh)")
 }
 
+/// The program `$var` names, else `rel` in the checkout, if either is a file.
+fn env_or_checkout(var: &str, rel: &str) -> Option<PathBuf> {
+    let checkout = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    std::env::var_os(var)
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([checkout.join(rel)])
+        .find(|c| c.is_file())
+}
+
 /// A Python with JAX for the test that runs `run` for real: `$NSYS_JAX_PIPE_PYTHON`, else the
 /// checkout's `.jax/bin/python` (where `scripts/install-jax.sh .jax` puts it); `None` (with a
 /// loud notice) when there is none.
 pub fn jax_python() -> Option<PathBuf> {
-    let checkout = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let candidates = std::env::var_os("NSYS_JAX_PIPE_PYTHON")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .into_iter()
-        .chain([checkout.join(".jax/bin/python")]);
-    for c in candidates {
-        if c.is_file() {
-            return Some(c);
-        }
-    }
-    skip("no Python with JAX (set NSYS_JAX_PIPE_PYTHON, or run scripts/install-jax.sh .jax)")
+    env_or_checkout("NSYS_JAX_PIPE_PYTHON", ".jax/bin/python").or_else(|| {
+        skip("no Python with JAX (set NSYS_JAX_PIPE_PYTHON, or run scripts/install-jax.sh .jax)")
+    })
 }
 
 /// The Python of a virtual environment where the project's wheel is installed:
 /// `$NSYS_JAX_PIPE_WHEEL_PYTHON`, else the checkout's `.wheel/bin/python` (where
 /// `scripts/install-wheel.sh .wheel` puts it); `None` (with a loud notice) when there is none.
 pub fn wheel_python() -> Option<PathBuf> {
-    let checkout = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let candidates = std::env::var_os("NSYS_JAX_PIPE_WHEEL_PYTHON")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .into_iter()
-        .chain([checkout.join(".wheel/bin/python")]);
-    for c in candidates {
-        if c.is_file() {
-            return Some(c);
-        }
-    }
-    skip("no virtual environment with the wheel (run scripts/install-wheel.sh .wheel)")
+    env_or_checkout("NSYS_JAX_PIPE_WHEEL_PYTHON", ".wheel/bin/python").or_else(|| {
+        skip("no virtual environment with the wheel (run scripts/install-wheel.sh .wheel)")
+    })
 }

@@ -4,11 +4,29 @@
 
 mod common;
 
-use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::array::{
+    Array, AsArray, BooleanArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
+};
 use arrow::datatypes::{Float64Type, Int32Type, Int64Type};
 use common::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+
+fn strs<'a>(b: &'a RecordBatch, c: &str) -> &'a StringArray {
+    b.column_by_name(c).unwrap().as_string::<i32>()
+}
+fn i32s<'a>(b: &'a RecordBatch, c: &str) -> &'a Int32Array {
+    b.column_by_name(c).unwrap().as_primitive::<Int32Type>()
+}
+fn i64s<'a>(b: &'a RecordBatch, c: &str) -> &'a Int64Array {
+    b.column_by_name(c).unwrap().as_primitive::<Int64Type>()
+}
+fn f64s<'a>(b: &'a RecordBatch, c: &str) -> &'a Float64Array {
+    b.column_by_name(c).unwrap().as_primitive::<Float64Type>()
+}
+fn bools<'a>(b: &'a RecordBatch, c: &str) -> &'a BooleanArray {
+    b.column_by_name(c).unwrap().as_boolean()
+}
 
 fn read(path: &Path) -> (RecordBatch, serde_json::Value) {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -84,18 +102,9 @@ fn example_frames_have_nsys_jax_columns_and_indexes_and_are_cached() {
         assert!(module.column_by_name(c).is_some(), "module has no {c}");
     }
     // Sorted by its index; the thunks of each execution counted.
-    let prog = module
-        .column_by_name("ProgramId")
-        .unwrap()
-        .as_string::<i32>();
-    let exec = module
-        .column_by_name("ProgramExecution")
-        .unwrap()
-        .as_primitive::<Int32Type>();
-    let dev = module
-        .column_by_name("Device")
-        .unwrap()
-        .as_primitive::<Int32Type>();
+    let prog = strs(&module, "ProgramId");
+    let exec = i32s(&module, "ProgramExecution");
+    let dev = i32s(&module, "Device");
     for i in 1..module.num_rows() {
         let a = (prog.value(i - 1), exec.value(i - 1), dev.value(i - 1));
         let b = (prog.value(i), exec.value(i), dev.value(i));
@@ -113,27 +122,15 @@ fn example_frames_have_nsys_jax_columns_and_indexes_and_are_cached() {
         ])
     );
     let mut per_exec: BTreeMap<(String, i32, i32), i32> = BTreeMap::new();
-    let tp = thunk
-        .column_by_name("ProgramId")
-        .unwrap()
-        .as_string::<i32>();
-    let te = thunk
-        .column_by_name("ProgramExecution")
-        .unwrap()
-        .as_primitive::<Int32Type>();
-    let td = thunk
-        .column_by_name("Device")
-        .unwrap()
-        .as_primitive::<Int32Type>();
+    let tp = strs(&thunk, "ProgramId");
+    let te = i32s(&thunk, "ProgramExecution");
+    let td = i32s(&thunk, "Device");
     for i in 0..thunk.num_rows() {
         *per_exec
             .entry((tp.value(i).to_string(), te.value(i), td.value(i)))
             .or_default() += 1;
     }
-    let nthunks = module
-        .column_by_name("NumThunks")
-        .unwrap()
-        .as_primitive::<Int32Type>();
+    let nthunks = i32s(&module, "NumThunks");
     for i in 0..module.num_rows() {
         let k = (prog.value(i).to_string(), exec.value(i), dev.value(i));
         assert_eq!(
@@ -144,13 +141,10 @@ fn example_frames_have_nsys_jax_columns_and_indexes_and_are_cached() {
     }
     // Communication: the communication thunks, with sizes and bandwidths.
     let (comm, _) = read(&dir.join("communication.parquet"));
-    let flags = thunk.column_by_name("Communication").unwrap().as_boolean();
+    let flags = bools(&thunk, "Communication");
     assert_eq!(comm.num_rows(), flags.true_count());
     assert!(comm.num_rows() > 0);
-    let bw = comm
-        .column_by_name("BusBandwidthGBPerSec")
-        .unwrap()
-        .as_primitive::<Float64Type>();
+    let bw = f64s(&comm, "BusBandwidthGBPerSec");
     assert!((0..bw.len()).all(|i| bw.is_valid(i) && bw.value(i) > 0.0));
     // Compile: the example's capture started after compilation: the frame is empty, with
     // its columns.
@@ -208,22 +202,10 @@ fn pax_frames_hold_the_notebook_rows() {
     // Every steady module row of the notebook is a row here, with the same duration (the
     // frames are neither filtered nor aligned; durations do not depend on either).
     let (module, _) = read(&dir.join("module.parquet"));
-    let prog = module
-        .column_by_name("ProgramId")
-        .unwrap()
-        .as_string::<i32>();
-    let exec = module
-        .column_by_name("ProgramExecution")
-        .unwrap()
-        .as_primitive::<Int32Type>();
-    let dev = module
-        .column_by_name("Device")
-        .unwrap()
-        .as_primitive::<Int32Type>();
-    let dur = module
-        .column_by_name("ProjDurMs")
-        .unwrap()
-        .as_primitive::<Float64Type>();
+    let prog = strs(&module, "ProgramId");
+    let exec = i32s(&module, "ProgramExecution");
+    let dev = i32s(&module, "Device");
+    let dur = f64s(&module, "ProjDurMs");
     let rows: BTreeMap<(String, i64, i64), f64> = (0..module.num_rows())
         .map(|i| {
             (
@@ -258,15 +240,8 @@ fn pax_frames_hold_the_notebook_rows() {
     }
     // The notebook's communication rows: same sizes, bus bandwidth within 1e-6 relative.
     let (comm, _) = read(&dir.join("communication.parquet"));
-    let unknown = (0..comm.num_rows())
-        .filter(|&i| {
-            comm.column_by_name("ProgramId")
-                .unwrap()
-                .as_string::<i32>()
-                .value(i)
-                == "unknown"
-        })
-        .count();
+    let cp = strs(&comm, "ProgramId");
+    let unknown = cp.iter().filter(|p| *p == Some("unknown")).count();
     assert_eq!(
         comm.num_rows() - unknown,
         (nb["warmup"]["init_rows"]["communication"].as_u64().unwrap()
@@ -274,30 +249,17 @@ fn pax_frames_hold_the_notebook_rows() {
                 .as_u64()
                 .unwrap()) as usize
     );
-    let s = |c: &str| comm.column_by_name(c).unwrap().as_string::<i32>().clone();
-    let i32c = |c: &str| {
-        comm.column_by_name(c)
-            .unwrap()
-            .as_primitive::<Int32Type>()
-            .clone()
-    };
-    let (cp, cn) = (s("ProgramId"), s("Name"));
+    let cn = strs(&comm, "Name");
     let (ce, ct, cd, cs) = (
-        i32c("ProgramExecution"),
-        i32c("ThunkExecution"),
-        i32c("Device"),
-        i32c("CollectiveSize"),
+        i32s(&comm, "ProgramExecution"),
+        i32s(&comm, "ThunkExecution"),
+        i32s(&comm, "Device"),
+        i32s(&comm, "CollectiveSize"),
     );
-    let size = comm
-        .column_by_name("MessageSize")
-        .unwrap()
-        .as_primitive::<Int64Type>()
-        .clone();
-    let bw = comm
-        .column_by_name("BusBandwidthGBPerSec")
-        .unwrap()
-        .as_primitive::<Float64Type>()
-        .clone();
+    let (size, bw) = (
+        i64s(&comm, "MessageSize"),
+        f64s(&comm, "BusBandwidthGBPerSec"),
+    );
     let mut by_key = BTreeMap::new();
     for i in 0..comm.num_rows() {
         by_key.insert(
@@ -336,13 +298,7 @@ fn pax_frames_hold_the_notebook_rows() {
     // Compile: programs named by their stable ids, as the module frame names them; the
     // programs compiled in the profile are the notebook's.
     let (compile, _) = read(&dir.join("compile.parquet"));
-    let cp: BTreeSet<&str> = compile
-        .column_by_name("ProgramId")
-        .unwrap()
-        .as_string::<i32>()
-        .iter()
-        .flatten()
-        .collect();
+    let cp: BTreeSet<&str> = strs(&compile, "ProgramId").iter().flatten().collect();
     for (id, m) in nb["warmup"]["modules"].as_object().unwrap() {
         let compiled = m["compiled_in_profile"].as_bool().unwrap();
         assert_eq!(
@@ -351,18 +307,12 @@ fn pax_frames_hold_the_notebook_rows() {
             "{id}: compiled in the profile"
         );
     }
-    let profiles: BTreeSet<&str> = compile
-        .column_by_name("ProfileName")
-        .unwrap()
-        .as_string::<i32>()
-        .iter()
-        .flatten()
-        .collect();
+    let profiles: BTreeSet<&str> = strs(&compile, "ProfileName").iter().flatten().collect();
     assert_eq!(
         profiles,
         BTreeSet::from(["proc0", "proc1", "proc2", "proc3"])
     );
-    let names = compile.column_by_name("Name").unwrap().as_string::<i32>();
+    let names = strs(&compile, "Name");
     assert!(
         names.iter().flatten().all(|n| !n.contains("program_id=")),
         "compile names keep their program ids"

@@ -132,12 +132,9 @@ print("modules", len(d.module), "thunks", len(d.thunk), "corrections", d.device_
     println!("{}", String::from_utf8_lossy(&o.stdout));
 }
 
-#[test]
-#[cfg_attr(
-    not(all(test_wheel, test_fixtures)),
-    ignore = "needs the wheel installed and the shared fixtures"
-)]
-fn installed_package_gives_the_notebook_steady_frames_on_pax() {
+/// `tests/python/frames_match_notebook.py` with the installed package: `load` of `inputs`
+/// against the notebook's results in `reference` (under the fixtures).
+fn matches_notebook(reference: &str, inputs: impl FnOnce(&Path) -> Vec<PathBuf>) {
     let Some(python) = nsys_jax_pipe::testutil::wheel_python() else {
         return;
     };
@@ -145,9 +142,9 @@ fn installed_package_gives_the_notebook_steady_frames_on_pax() {
     let tmp = tempfile::tempdir().unwrap();
     let o = Command::new(&python)
         .arg(checkout().join("tests/python/frames_match_notebook.py"))
-        .arg(f.join("reference/pax4-notebook/notebook.json.xz"))
+        .arg(f.join(reference))
         .arg(tmp.path().join("cache"))
-        .args(pax_archives(&f))
+        .args(inputs(&f))
         .output()
         .unwrap();
     println!("{}", String::from_utf8_lossy(&o.stdout));
@@ -160,20 +157,17 @@ fn installed_package_gives_the_notebook_steady_frames_on_pax() {
     not(all(test_wheel, test_fixtures)),
     ignore = "needs the wheel installed and the shared fixtures"
 )]
+fn installed_package_gives_the_notebook_steady_frames_on_pax() {
+    matches_notebook("reference/pax4-notebook/notebook.json.xz", pax_archives);
+}
+
+#[test]
+#[cfg_attr(
+    not(all(test_wheel, test_fixtures)),
+    ignore = "needs the wheel installed and the shared fixtures"
+)]
 fn installed_package_gives_the_notebook_steady_frames_on_the_example() {
-    let Some(python) = nsys_jax_pipe::testutil::wheel_python() else {
-        return;
-    };
-    let Some(f) = fixtures() else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    let o = Command::new(&python)
-        .arg(checkout().join("tests/python/frames_match_notebook.py"))
-        .arg(f.join("reference/mlp-notebook/notebook.json.xz"))
-        .arg(tmp.path().join("cache"))
-        .arg(checkout().join("examples/mlp-fsdp-2gpu.zip"))
-        .output()
-        .unwrap();
-    println!("{}", String::from_utf8_lossy(&o.stdout));
-    assert_ok(&o);
-    assert!(String::from_utf8_lossy(&o.stdout).contains("ALL OK"));
+    matches_notebook("reference/mlp-notebook/notebook.json.xz", |_| {
+        vec![checkout().join("examples/mlp-fsdp-2gpu.zip")]
+    });
 }
