@@ -206,6 +206,23 @@ pub fn create_removed_on_interrupt<T>(
     Ok((t, register(Pending::Path(path))))
 }
 
+/// Starts `cmd`. A program file still open for writing somewhere cannot be executed
+/// (ETXTBSY): one written just before, whose writer — or a process forked while it was open
+/// — has not closed it yet. That is transient, so the start is retried for about a second.
+pub fn spawn(cmd: &mut std::process::Command) -> std::io::Result<std::process::Child> {
+    let mut delay = std::time::Duration::from_millis(5);
+    for _ in 0..8 {
+        match cmd.spawn() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                std::thread::sleep(delay);
+                delay *= 2;
+            }
+            started => return started,
+        }
+    }
+    cmd.spawn()
+}
+
 /// Send SIGTERM to the child process `pid` if the process is interrupted while the guard
 /// lives (the guard is dropped as soon as the child has been waited for).
 pub fn stop_on_interrupt(pid: u32) -> Guard {
@@ -278,5 +295,29 @@ mod tests {
                 .any(|(_, p)| matches!(p, Pending::Path(p) if *p == dest))
         );
         assert!(dest.is_file());
+    }
+
+    #[test]
+    fn a_program_still_open_for_writing_is_started_once_closed() {
+        use std::io::Write;
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("program");
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(b"#!/bin/sh\nexit 7\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Busy while the file is open for writing.
+        let e = std::process::Command::new(&path).spawn().unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ETXTBSY), "{e}");
+        let closer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            drop(f);
+        });
+        let status = super::spawn(&mut std::process::Command::new(&path))
+            .unwrap()
+            .wait()
+            .unwrap();
+        closer.join().unwrap();
+        assert_eq!(status.code(), Some(7));
     }
 }

@@ -161,24 +161,25 @@ pub fn from_report(
             .context("cannot create a temporary folder for nsys export")?;
         let _cleanup = crate::interrupt::remove_on_interrupt(tmp.path());
         let out = tmp.path().join("events.json");
-        let child = std::process::Command::new(&nsys.path)
-            .args([
-                "export",
-                "--type",
-                "json",
-                "--force-overwrite",
-                "true",
-                "--quiet",
-                "true",
-            ])
-            .arg("--output")
-            .arg(&out)
-            .arg(report)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .with_context(|| format!("cannot run {}", nsys.path.display()))?;
+        let child = crate::interrupt::spawn(
+            std::process::Command::new(&nsys.path)
+                .args([
+                    "export",
+                    "--type",
+                    "json",
+                    "--force-overwrite",
+                    "true",
+                    "--quiet",
+                    "true",
+                ])
+                .arg("--output")
+                .arg(&out)
+                .arg(report)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped()),
+        )
+        .with_context(|| format!("cannot run {}", nsys.path.display()))?;
         let done = {
             let _stop = crate::interrupt::stop_on_interrupt(child.id());
             child.wait_with_output()?

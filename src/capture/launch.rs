@@ -438,16 +438,17 @@ pub fn profile(
     use std::os::unix::process::CommandExt;
     // nsys relays the program's output through pipes of its own (nsys-tee), so reading its
     // streams here changes nothing for the program; they are copied on at once.
-    let mut child = std::process::Command::new(nsys)
-        .args(&args)
-        .args(program)
-        .envs(vars)
-        // A process group of its own: interrupts reach it once, through this process.
-        .process_group(0)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .with_context(|| format!("{}: cannot start nsys", nsys.display()))?;
+    let mut child = crate::interrupt::spawn(
+        std::process::Command::new(nsys)
+            .args(&args)
+            .args(program)
+            .envs(vars)
+            // A process group of its own: interrupts reach it once, through this process.
+            .process_group(0)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+    )
+    .with_context(|| format!("{}: cannot start nsys", nsys.display()))?;
     let kept = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let out = child.stdout.take().expect("piped");

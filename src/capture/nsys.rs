@@ -88,10 +88,17 @@ pub fn find(engine: &Engine, flag: Option<&Path>) -> Result<Nsys> {
 
 /// Run `nsys --version`, check it is recent enough and return its output.
 pub fn probe_version(path: &Path) -> Result<String> {
-    let out = Command::new(path)
-        .arg("--version")
-        .output()
-        .map_err(|e| anyhow::anyhow!("{}: cannot run ({e}); {INSTALL_HINT}", path.display()))?;
+    let cannot_run =
+        |e: std::io::Error| anyhow::anyhow!("{}: cannot run ({e}); {INSTALL_HINT}", path.display());
+    let out = crate::interrupt::spawn(
+        Command::new(path)
+            .arg("--version")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+    )
+    .and_then(|c| c.wait_with_output())
+    .map_err(cannot_run)?;
     let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
     if !out.status.success() || text.is_empty() {
         let err = String::from_utf8_lossy(&out.stderr);

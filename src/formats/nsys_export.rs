@@ -508,26 +508,27 @@ pub fn export(nsys: &Path, report: &Path, out_dir: &Path) -> Result<()> {
             }
         }
     }
-    let out = Command::new(nsys)
-        .args([
-            "export",
-            "--type",
-            "arrowdir",
-            "--force-overwrite",
-            "true",
-            "--quiet",
-            "true",
-            // nsys matches each pattern against the whole table name, ignoring case.
-            &format!("--tables={}", TABLES.join(",")),
-        ])
-        .arg("--output")
-        .arg(out_dir)
-        .arg(report)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .with_context(|| format!("cannot run {}", nsys.display()))?;
+    let out = crate::interrupt::spawn(
+        Command::new(nsys)
+            .args([
+                "export",
+                "--type",
+                "arrowdir",
+                "--force-overwrite",
+                "true",
+                "--quiet",
+                "true",
+                // nsys matches each pattern against the whole table name, ignoring case.
+                &format!("--tables={}", TABLES.join(",")),
+            ])
+            .arg("--output")
+            .arg(out_dir)
+            .arg(report)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+    )
+    .with_context(|| format!("cannot run {}", nsys.display()))?;
     let out = {
         let _stop = crate::interrupt::stop_on_interrupt(out.id());
         out.wait_with_output()
