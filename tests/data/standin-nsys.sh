@@ -90,7 +90,8 @@ while :; do
   rc=$r
   [[ -z "$trapped" ]] && break
 done
-kill -- "-$watcher" 2>/dev/null
+# The watcher ends by itself soon after the program (it polls for it, or has just signalled
+# it); waiting for it rather than killing it keeps its log line when it did signal.
 wait "$watcher" 2>/dev/null
 rm -f "$stop_file"
 trap - TERM INT HUP
