@@ -40,9 +40,4 @@ def find_binary() -> str:
 
 def exec_as(name: str, args: list[str]) -> None:
     """Replace this process by the binary, invoked as ``name`` (it reads its own name)."""
-    binary = find_binary()
-    if os.name == "nt":  # no exec on Windows: run it and pass its exit status on
-        import subprocess
-
-        sys.exit(subprocess.call([binary, *args]))
-    os.execv(binary, [name, *args])
+    os.execv(find_binary(), [name, *args])

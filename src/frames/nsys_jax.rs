@@ -9,8 +9,7 @@ use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
 use arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int32Array, Int64Array, RecordBatch,
-    StringArray, UInt32Array,
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, RecordBatch, StringArray, UInt32Array,
 };
 use arrow::compute::{concat_batches, filter_record_batch, take_record_batch};
 use arrow::datatypes::{DataType, Field, Float64Type, Int32Type, Int64Type, Schema};
@@ -31,8 +30,8 @@ pub struct CompileInput<'a> {
     /// The process's profile name (nsys-jax's `ProfileName`: the per-process slug).
     pub profile: &'a str,
     pub frame: &'a RecordBatch,
-    /// The stable program id of each (numeric id, module name) in the frame.
-    pub stable_id: &'a dyn Fn(i64, &str) -> String,
+    /// The process's programs, which give each (numeric id, module name) its stable id.
+    pub programs: &'a Programs,
 }
 
 fn column<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a ArrayRef> {
@@ -243,92 +242,73 @@ pub fn communication(sorted: Option<&RecordBatch>) -> Result<RecordBatch> {
 /// (ProfileName, RangeId); `ProgramId` is the program's stable id ("unknown" where the range
 /// names none) and `Name` loses the program id and module name that the columns carry.
 pub fn compile(parts: &[CompileInput]) -> Result<RecordBatch> {
-    let mut profile = Vec::new();
-    let mut range = Vec::new();
-    let mut names = Vec::new();
-    let mut start = Vec::new();
-    let mut dur = Vec::new();
-    let mut dur_child = Vec::new();
-    let mut dur_non_child = Vec::new();
-    let mut num_child = Vec::new();
-    let mut parent = Vec::new();
-    let mut stack = Vec::new();
-    let mut tid = Vec::new();
-    let mut program = Vec::new();
-    let mut program_name: Vec<Option<String>> = Vec::new();
-    for part in parts {
-        let f = part.frame;
-        let i64s = |c: &str| -> Result<Int64Array> {
-            Ok(column(f, c)?.as_primitive::<Int64Type>().clone())
-        };
-        let (ids, prog_names) = super::compile::program_columns(f)?;
-        let name = column(f, pushpop::NAME)?.as_string::<i32>();
-        let rstack = column(f, pushpop::RANGE_STACK)?.as_string::<i32>();
-        let nchild = column(f, pushpop::NUM_CHILD)?.as_primitive::<Int32Type>();
-        let (s, d, dc, dn, r, p, t) = (
-            i64s(pushpop::START)?,
-            i64s(pushpop::DURATION)?,
-            i64s(pushpop::DUR_CHILD)?,
-            i64s(pushpop::DUR_NON_CHILD)?,
-            i64s(pushpop::RANGE_ID)?,
-            i64s(pushpop::PARENT_ID)?,
-            i64s(pushpop::TID)?,
-        );
-        let mut ids_seen: HashMap<(i64, &str), String> = HashMap::new();
-        for i in 0..f.num_rows() {
-            let pname = (!prog_names.is_null(i)).then(|| prog_names.value(i));
-            let id = ids[i];
-            let mut n = name.value(i).to_string();
-            if id >= 0 {
-                n = n.replace(&format!(",program_id={id}"), "");
-            }
-            if let Some(pn) = pname {
-                n = n
-                    .replace(&format!(",module={pn}"), "")
-                    .replace(&format!(":#module={pn}#"), "");
-            }
-            names.push(n);
-            program.push(match pname {
-                Some(pn) if id >= 0 => ids_seen
-                    .entry((id, pn))
-                    .or_insert_with(|| (part.stable_id)(id, pn))
-                    .clone(),
-                _ => UNKNOWN_PROGRAM.to_string(),
-            });
-            program_name.push(pname.map(str::to_string));
-            profile.push(part.profile.to_string());
-            range.push(r.value(i));
-            start.push(1e-6 * s.value(i) as f64);
-            dur.push(1e-6 * d.value(i) as f64);
-            dur_child.push(1e-6 * dc.value(i) as f64);
-            dur_non_child.push(1e-6 * dn.value(i) as f64);
-            num_child.push(nchild.value(i));
-            parent.push((!p.is_null(i)).then(|| p.value(i)));
-            stack.push(rstack.value(i).to_string());
-            tid.push(t.value(i));
+    let shaped = parts.iter().map(compile_part).collect::<Result<Vec<_>>>()?;
+    Ok(concat_batches(&compile_schema(), &shaped)?)
+}
+
+fn compile_schema() -> Arc<Schema> {
+    let f = |n: &str, t: DataType| Field::new(n, t, true);
+    Arc::new(Schema::new(vec![
+        f("ProfileName", DataType::Utf8),
+        f(pushpop::RANGE_ID, DataType::Int64),
+        f(NAME, DataType::Utf8),
+        f("StartMs", DataType::Float64),
+        f("DurMs", DataType::Float64),
+        f("DurChildMs", DataType::Float64),
+        f("DurNonChildMs", DataType::Float64),
+        f(pushpop::NUM_CHILD, DataType::Int32),
+        f(pushpop::PARENT_ID, DataType::Int64),
+        f(pushpop::RANGE_STACK, DataType::Utf8),
+        f(pushpop::TID, DataType::Int64),
+        f(COMPILE_PROGRAM_ID, DataType::Utf8),
+        f(COMPILE_PROGRAM_NAME, DataType::Utf8),
+    ]))
+}
+
+fn compile_part(part: &CompileInput) -> Result<RecordBatch> {
+    let f = part.frame;
+    let (ids, prog_names) = super::compile::program_columns(f)?;
+    let name = column(f, pushpop::NAME)?.as_string::<i32>();
+    let mut ids_seen: HashMap<(i64, &str), String> = HashMap::new();
+    let mut names = Vec::with_capacity(f.num_rows());
+    let mut program = Vec::with_capacity(f.num_rows());
+    for (i, &id) in ids.iter().enumerate() {
+        let pname = (!prog_names.is_null(i)).then(|| prog_names.value(i));
+        let mut n = name.value(i).to_string();
+        if id >= 0 {
+            n = n.replace(&format!(",program_id={id}"), "");
         }
+        if let Some(pn) = pname {
+            n = n
+                .replace(&format!(",module={pn}"), "")
+                .replace(&format!(":#module={pn}#"), "");
+        }
+        names.push(n);
+        program.push(match pname {
+            Some(pn) if id >= 0 => ids_seen
+                .entry((id, pn))
+                .or_insert_with(|| part.programs.stable_id(Some(id), pn))
+                .clone(),
+            _ => UNKNOWN_PROGRAM.to_string(),
+        });
     }
-    batch(vec![
-        (
-            "ProfileName",
-            Arc::new(StringArray::from(profile)) as ArrayRef,
-        ),
-        ("RangeId", Arc::new(Int64Array::from(range))),
-        (NAME, Arc::new(StringArray::from(names))),
-        ("StartMs", Arc::new(Float64Array::from(start))),
-        ("DurMs", Arc::new(Float64Array::from(dur))),
-        ("DurChildMs", Arc::new(Float64Array::from(dur_child))),
-        ("DurNonChildMs", Arc::new(Float64Array::from(dur_non_child))),
-        ("NumChild", Arc::new(Int32Array::from(num_child))),
-        ("ParentId", Arc::new(Int64Array::from(parent))),
-        ("RangeStack", Arc::new(StringArray::from(stack))),
-        ("TID", Arc::new(Int64Array::from(tid))),
-        (COMPILE_PROGRAM_ID, Arc::new(StringArray::from(program))),
-        (
-            COMPILE_PROGRAM_NAME,
-            Arc::new(StringArray::from(program_name)),
-        ),
-    ])
+    let profile: StringArray = std::iter::repeat_n(Some(part.profile), f.num_rows()).collect();
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(profile),
+        column(f, pushpop::RANGE_ID)?.clone(),
+        Arc::new(StringArray::from(names)),
+        ms(column(f, pushpop::START)?)?,
+        ms(column(f, pushpop::DURATION)?)?,
+        ms(column(f, pushpop::DUR_CHILD)?)?,
+        ms(column(f, pushpop::DUR_NON_CHILD)?)?,
+        column(f, pushpop::NUM_CHILD)?.clone(),
+        column(f, pushpop::PARENT_ID)?.clone(),
+        column(f, pushpop::RANGE_STACK)?.clone(),
+        column(f, pushpop::TID)?.clone(),
+        Arc::new(StringArray::from(program)),
+        column(f, COMPILE_PROGRAM_NAME)?.clone(),
+    ];
+    Ok(RecordBatch::try_new(compile_schema(), columns)?)
 }
 
 /// The four frames as parquet files named `<frame>.parquet`, each with the pandas metadata

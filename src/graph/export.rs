@@ -64,23 +64,13 @@ pub fn pandas_frames(db: &Db, run: Run) -> Result<Out<Files>> {
                 thunks.extend(g.value.get("thunk"));
             }
         }
-        let stable: Vec<Box<dyn Fn(i64, &str) -> String + '_>> = per
-            .iter()
-            .map(|(_, _, _, map)| {
-                Box::new(move |id: i64, name: &str| match map {
-                    Some(m) => m.stable_id(Some(id), name),
-                    None => crate::frames::gpu::UNKNOWN_PROGRAM.to_string(),
-                }) as Box<dyn Fn(i64, &str) -> String>
-            })
-            .collect();
         let compiles: Vec<CompileInput> = per
             .iter()
-            .zip(&stable)
-            .filter_map(|((profile, _, compile, _), stable_id)| {
+            .filter_map(|(profile, _, compile, programs)| {
                 Some(CompileInput {
                     profile,
                     frame: compile.as_ref()?.value.get("compile")?,
-                    stable_id: stable_id.as_ref(),
+                    programs: programs.as_ref()?,
                 })
             })
             .collect();
