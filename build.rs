@@ -55,6 +55,7 @@ fn test_resources() {
     println!("cargo::rustc-check-cfg=cfg(test_chromium)");
     println!("cargo::rustc-check-cfg=cfg(test_jax)");
     println!("cargo::rustc-check-cfg=cfg(test_wheel)");
+    println!("cargo::rustc-check-cfg=cfg(test_s3)");
     for var in [
         "NSYS_JAX_PIPE_FIXTURES",
         "NSYS",
@@ -62,6 +63,7 @@ fn test_resources() {
         "CHROMIUM",
         "NSYS_JAX_PIPE_PYTHON",
         "NSYS_JAX_PIPE_WHEEL_PYTHON",
+        "NSYS_JAX_PIPE_S3_SERVER",
     ] {
         println!("cargo:rerun-if-env-changed={var}");
     }
@@ -120,5 +122,13 @@ fn test_resources() {
         .unwrap_or_else(|| manifest.join(".wheel/bin/python"));
     if wheel.is_file() {
         println!("cargo:rustc-cfg=test_wheel");
+    }
+    // An S3-protocol server for the remote cache's tests (`scripts/install-s3-server.sh`).
+    let s3 = std::env::var_os("NSYS_JAX_PIPE_S3_SERVER")
+        .filter(|p| !p.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| manifest.join(".s3/bin/moto_server"));
+    if s3.is_file() {
+        println!("cargo:rustc-cfg=test_s3");
     }
 }

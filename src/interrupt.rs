@@ -44,6 +44,9 @@ static COMMIT: Mutex<()> = Mutex::new(());
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 /// The outputs renamed into place so far (named in the message of a later interrupt).
 static WRITTEN: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// Set while a long-lived command waits between two pieces of work: an interrupt then ends
+/// the process with this message and exit code 0 (nothing is half-done).
+static IDLE: Mutex<Option<String>> = Mutex::new(None);
 
 /// Start handling interrupts (once per process). Errors are ignored: without handlers the
 /// default action (termination) applies, as for any program.
@@ -76,6 +79,10 @@ fn on_signal(signal: i32) {
     // Held until the process is gone: no rename after this point.
     let _commit = COMMIT.lock().unwrap_or_else(|e| e.into_inner());
     remove_pending();
+    if let Some(message) = IDLE.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        eprintln!("nsys-jax-pipe: {} ({})", message, signal_name(signal));
+        std::process::exit(0);
+    }
     let written = WRITTEN.lock().unwrap_or_else(|e| e.into_inner());
     eprintln!("nsys-jax-pipe: {}", interrupted_message(signal, &written));
     std::process::exit(128 + signal);
@@ -127,6 +134,15 @@ pub fn commit(
             .push(dest.to_path_buf());
     }
     Ok(())
+}
+
+/// Between two pieces of work of a long-lived command (`Some`: what to say when an interrupt
+/// ends it there, with exit code 0), or in one (`None`: an interrupt ends it as any other
+/// command). The outputs written so far are not named again in a later interrupt's message.
+pub fn idle(message: Option<String>) {
+    let _commit = COMMIT.lock().unwrap_or_else(|e| e.into_inner());
+    WRITTEN.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    *IDLE.lock().unwrap_or_else(|e| e.into_inner()) = message;
 }
 
 /// End the process with `code`, unless an interrupt is ending it already (then its code and

@@ -1,7 +1,14 @@
 //! Labels of analysed runs (`--label` on `analyze` and `run`, e.g. a commit hash): a name for
 //! the inputs of a run, kept in the cache folder (`labels/<name>.json`), so that `compare`
 //! can name a side by its label and find every node of it in the cache.
+//!
+//! With a remote cache, a label is also kept there, with the inputs themselves: each file is
+//! uploaded once under its blake3 (`inputs/<hash>`), and the label (`labels/<name>.json`)
+//! lists them by name. `compare LABEL ...` on another machine downloads them into the local
+//! cache (`inputs/<hash of the label>/`, under their own names, which are part of the
+//! analyses' keys), and finds every node of that side in the shared cache.
 
+use crate::engine::remote::Remote;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -37,8 +44,15 @@ fn absolute(p: &Path) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
-/// Record `name` for these inputs (replacing an earlier run of the same label).
-pub fn record(cache: &Path, name: &str, inputs: &[PathBuf], dumps: &[PathBuf]) -> Result<()> {
+/// Record `name` for these inputs (replacing an earlier run of the same label), in the local
+/// cache and, when there is one, in the remote cache with the inputs.
+pub fn record(
+    cache: &Path,
+    remote: Option<&Remote>,
+    name: &str,
+    inputs: &[PathBuf],
+    dumps: &[PathBuf],
+) -> Result<()> {
     check(name)?;
     let label = Label {
         inputs: inputs.iter().map(|p| absolute(p)).collect(),
@@ -46,29 +60,173 @@ pub fn record(cache: &Path, name: &str, inputs: &[PathBuf], dumps: &[PathBuf]) -
     };
     let file = path(cache, name);
     crate::tmpfiles::write_atomic(&file, &serde_json::to_vec_pretty(&label)?)
-        .with_context(|| format!("cannot record label {name}"))
+        .with_context(|| format!("cannot record label {name}"))?;
+    if let Some(remote) = remote
+        && let Err(e) = record_remote(remote, name, &label)
+    {
+        crate::error::warn(&format!(
+            "remote cache {}: label {name} recorded locally only ({})",
+            remote.url(),
+            crate::error::one_line(&e)
+        ));
+    }
+    Ok(())
 }
 
-/// The inputs recorded for `name`, or None when there is no such label.
-pub fn find(cache: &Path, name: &str) -> Result<Option<Label>> {
+/// The inputs recorded for `name`, or None when there is no such label: the local record
+/// when its inputs still exist, else the remote one (its inputs downloaded into `cache`).
+pub fn find(cache: &Path, remote: Option<&Remote>, name: &str) -> Result<Option<Label>> {
     if check(name).is_err() {
         return Ok(None);
     }
     let file = path(cache, name);
-    let Ok(bytes) = std::fs::read(&file) else {
+    let local = match std::fs::read(&file) {
+        Ok(bytes) => Some(
+            serde_json::from_slice::<Label>(&bytes)
+                .with_context(|| format!("{}: unreadable label record", file.display()))?,
+        ),
+        Err(_) => None,
+    };
+    let missing = local.as_ref().and_then(|l| {
+        l.inputs
+            .iter()
+            .chain(&l.dumps)
+            .find(|p| !p.exists())
+            .cloned()
+    });
+    if missing.is_none() && local.is_some() {
+        return Ok(local);
+    }
+    if let Some(remote) = remote
+        && let Some(label) = find_remote(cache, remote, name)?
+    {
+        return Ok(Some(label));
+    }
+    match missing {
+        Some(p) => bail!(
+            "label {name}: its input {} no longer exists (label it again with `analyze --label {name}`)",
+            p.display()
+        ),
+        None => Ok(None),
+    }
+}
+
+/// A label as the remote cache keeps it: each input (a file, or a folder of files) by name,
+/// with the blake3 of every file.
+#[derive(Serialize, Deserialize)]
+struct RemoteLabel {
+    inputs: Vec<Tree>,
+    dumps: Vec<Tree>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Tree {
+    /// The file or folder name.
+    name: String,
+    /// Each file: its path under the folder ("" for a file input) and its blake3.
+    files: Vec<(String, String)>,
+}
+
+fn tree_of(p: &Path) -> Result<Tree> {
+    let name = p
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "input".into());
+    let mut files = Vec::new();
+    for e in walkdir::WalkDir::new(p).sort_by_file_name() {
+        let e = e.with_context(|| format!("{}: cannot list", p.display()))?;
+        if !e.file_type().is_file() {
+            continue;
+        }
+        let rel = e.path().strip_prefix(p).unwrap_or(e.path());
+        let rel = rel.to_string_lossy().into_owned();
+        let f = std::fs::File::open(e.path())
+            .with_context(|| format!("{}: cannot read", e.path().display()))?;
+        let mut h = blake3::Hasher::new();
+        h.update_reader(f)
+            .with_context(|| format!("{}: cannot read", e.path().display()))?;
+        files.push((rel, h.finalize().to_hex().to_string()));
+    }
+    Ok(Tree { name, files })
+}
+
+fn record_remote(remote: &Remote, name: &str, label: &Label) -> Result<()> {
+    let trees = |paths: &[PathBuf]| -> Result<Vec<Tree>> {
+        let mut out = Vec::new();
+        for p in paths {
+            let tree = tree_of(p)?;
+            for (rel, hash) in &tree.files {
+                let file = if rel.is_empty() {
+                    p.clone()
+                } else {
+                    p.join(rel)
+                };
+                remote.put_file(&format!("inputs/{hash}"), &file)?;
+            }
+            out.push(tree);
+        }
+        Ok(out)
+    };
+    let record = RemoteLabel {
+        inputs: trees(&label.inputs)?,
+        dumps: trees(&label.dumps)?,
+    };
+    remote.put_now(
+        &format!("labels/{name}.json"),
+        serde_json::to_vec_pretty(&record)?,
+    )
+}
+
+fn find_remote(cache: &Path, remote: &Remote, name: &str) -> Result<Option<Label>> {
+    let Some(bytes) = remote.get(&format!("labels/{name}.json")) else {
         return Ok(None);
     };
-    let label: Label = serde_json::from_slice(&bytes)
-        .with_context(|| format!("{}: unreadable label record", file.display()))?;
-    for p in &label.inputs {
-        if !p.exists() {
-            bail!(
-                "label {name}: its input {} no longer exists (label it again with `analyze --label {name}`)",
-                p.display()
-            );
+    let record: RemoteLabel = serde_json::from_slice(&bytes)
+        .with_context(|| format!("remote cache {}: label {name}: unreadable", remote.url()))?;
+    let dir = cache
+        .join("inputs")
+        .join(&blake3::hash(&bytes).to_hex()[..16]);
+    let fetch = |trees: &[Tree], side: &str| -> Result<Vec<PathBuf>> {
+        let mut out = Vec::new();
+        for (i, t) in trees.iter().enumerate() {
+            check_relative(&t.name)?;
+            let root = dir.join(format!("{side}{i}")).join(&t.name);
+            for (rel, hash) in &t.files {
+                let dest = if rel.is_empty() {
+                    root.clone()
+                } else {
+                    check_relative(rel)?;
+                    root.join(rel)
+                };
+                if !dest.is_file() && !remote.get_file(&format!("inputs/{hash}"), &dest)? {
+                    bail!(
+                        "remote cache {}: label {name}: input {} is missing",
+                        remote.url(),
+                        t.name
+                    );
+                }
+            }
+            out.push(root);
         }
+        Ok(out)
+    };
+    Ok(Some(Label {
+        inputs: fetch(&record.inputs, "input")?,
+        dumps: fetch(&record.dumps, "dump")?,
+    }))
+}
+
+/// A path from a remote record stays inside the folder it is written to.
+fn check_relative(p: &str) -> Result<()> {
+    let path = Path::new(p);
+    let ok = !p.is_empty()
+        && path
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !ok {
+        bail!("remote label names the path {p:?}, which leaves its folder");
     }
-    Ok(Some(label))
+    Ok(())
 }
 
 #[cfg(test)]
@@ -80,14 +238,43 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let input = tmp.path().join("a.zip");
         std::fs::write(&input, b"x").unwrap();
-        record(tmp.path(), "abc123", std::slice::from_ref(&input), &[]).unwrap();
-        let l = find(tmp.path(), "abc123").unwrap().unwrap();
+        record(
+            tmp.path(),
+            None,
+            "abc123",
+            std::slice::from_ref(&input),
+            &[],
+        )
+        .unwrap();
+        let l = find(tmp.path(), None, "abc123").unwrap().unwrap();
         assert_eq!(l.inputs, vec![input.clone()]);
-        assert_eq!(find(tmp.path(), "other").unwrap(), None);
-        assert!(record(tmp.path(), "a/b", &[input.clone()], &[]).is_err());
-        assert!(record(tmp.path(), "..", &[input.clone()], &[]).is_err());
+        assert_eq!(find(tmp.path(), None, "other").unwrap(), None);
+        assert!(record(tmp.path(), None, "a/b", &[input.clone()], &[]).is_err());
+        assert!(record(tmp.path(), None, "..", &[input.clone()], &[]).is_err());
         std::fs::remove_file(&input).unwrap();
-        let e = find(tmp.path(), "abc123").unwrap_err().to_string();
+        let e = find(tmp.path(), None, "abc123").unwrap_err().to_string();
         assert!(e.contains("no longer exists"), "{e}");
+    }
+
+    #[test]
+    fn remote_labels_carry_their_inputs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let url = format!("file://{}", tmp.path().join("bucket").display());
+        let remote = Remote::open(&url).unwrap();
+        let input = tmp.path().join("run.zip");
+        std::fs::write(&input, b"archive bytes").unwrap();
+        let dump = tmp.path().join("dump");
+        std::fs::create_dir_all(dump.join("sub")).unwrap();
+        std::fs::write(dump.join("sub/m.pb"), b"hlo").unwrap();
+        let (a, b) = (tmp.path().join("cache-a"), tmp.path().join("cache-b"));
+        record(&a, Some(&remote), "sha1", &[input.clone()], &[dump]).unwrap();
+        // Another machine: an empty local cache, the same remote one.
+        let l = find(&b, Some(&remote), "sha1").unwrap().unwrap();
+        assert_eq!(l.inputs[0].file_name().unwrap(), "run.zip");
+        assert_eq!(std::fs::read(&l.inputs[0]).unwrap(), b"archive bytes");
+        assert_eq!(std::fs::read(l.dumps[0].join("sub/m.pb")).unwrap(), b"hlo");
+        assert!(l.inputs[0].starts_with(&b));
+        assert_eq!(find(&b, Some(&remote), "nope").unwrap(), None);
+        assert!(check_relative("../x").is_err() && check_relative("/x").is_err());
     }
 }

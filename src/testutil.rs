@@ -102,6 +102,14 @@ pub fn jax_python() -> Option<PathBuf> {
     })
 }
 
+/// An S3-protocol server program (moto's `moto_server`): `$NSYS_JAX_PIPE_S3_SERVER`, else the
+/// checkout's `.s3/bin/moto_server` (where `scripts/install-s3-server.sh .s3` puts it); `None`
+/// (with a loud notice) when there is none.
+pub fn s3_server() -> Option<PathBuf> {
+    env_or_checkout("NSYS_JAX_PIPE_S3_SERVER", ".s3/bin/moto_server")
+        .or_else(|| skip("no S3-protocol server (run scripts/install-s3-server.sh .s3)"))
+}
+
 /// The Python of a virtual environment where the project's wheel is installed:
 /// `$NSYS_JAX_PIPE_WHEEL_PYTHON`, else the checkout's `.wheel/bin/python` (where
 /// `scripts/install-wheel.sh .wheel` puts it); `None` (with a loud notice) when there is none.

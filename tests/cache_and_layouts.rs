@@ -240,6 +240,7 @@ fn one_more_rank_executes_only_its_own_nodes_and_the_reduces() {
     let per_process = [
         "member-keys",
         "gpu-frames",
+        "unplaced-devices",
         "compile-frame",
         "compiled-names",
         "compiled-programs",

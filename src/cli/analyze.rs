@@ -5,7 +5,6 @@ use super::analysis::{
 };
 use super::args::AnalyzeArgs;
 use super::output::{finish, graph_work};
-use crate::engine::Engine;
 use anyhow::{Result, bail};
 
 /// The run record in the output folder.
@@ -46,18 +45,67 @@ pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<
             bail!("--label records the run in the cache: it cannot go with --no-cache");
         }
     }
-    let cache_dir = a.cache.dir();
-    let engine = Engine::new(cache_dir.as_deref())?;
+    super::watch::check(&a)?;
+    let engine = a.cache.engine()?;
+    if a.watch {
+        return super::watch::watch(engine, &a, &requests);
+    }
     let (db, run) = open_inputs(engine, &a.inputs, &a.capture)?;
+    let done = update(&db, run, &a, &requests, &a.inputs)?;
+    if let (Some(l), Some(dir)) = (&a.label, &a.cache.dir()) {
+        let remote = db.ctx.engine.store().and_then(|s| s.remote());
+        crate::labels::record(dir, remote, l, &a.inputs, &a.capture.dumps)?;
+    }
+    // The import warnings were said when found, before any output was written.
+    finish(
+        &done.texts,
+        a.quiet.quiet,
+        a.explain.explain,
+        &done.record,
+        &[],
+        &done.summary(),
+    )?;
+    // The process ends here: freeing the loaded profiles one allocation at a time would only
+    // delay the exit.
+    std::mem::forget(db);
+    Ok(())
+}
 
+/// What one analysis of the inputs did.
+pub(super) struct Done {
+    pub texts: Vec<(String, String)>,
+    pub record: crate::engine::RunRecord,
+    /// What was written, for the summary line.
+    pub wrote: Vec<String>,
+}
+
+impl Done {
+    pub fn summary(&self) -> String {
+        format!(
+            "wrote {} ({})",
+            self.wrote.join(" and "),
+            graph_work(&self.record)
+        )
+    }
+}
+
+/// Analyse `run` (whose inputs are `inputs`) and write the outputs `a` asks for, each
+/// replaced atomically.
+pub(super) fn update(
+    db: &crate::graph::Db,
+    run: crate::graph::Run,
+    a: &AnalyzeArgs,
+    requests: &[crate::pipeline::AnalysisRequest],
+    inputs: &[std::path::PathBuf],
+) -> Result<Done> {
     // Compute everything first; write nothing unless all analyses succeeded.
-    let results = run_analyses(&db, run, &requests)?;
+    let results = run_analyses(db, run, requests)?;
     let html = match &a.html.html {
-        Some(_) => Some(html_report(&db, run, &results)?),
+        Some(_) => Some(html_report(db, run, &results)?),
         None => None,
     };
     let frames = match &a.frames {
-        Some(_) => Some(crate::graph::pandas_frames(&db, run)?),
+        Some(_) => Some(crate::graph::pandas_frames(db, run)?),
         None => None,
     };
     let AnalysisResults {
@@ -65,7 +113,7 @@ pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<
         mut texts,
         ..
     } = results;
-    let import = crate::graph::capture::import_diagnostics(&db, run)?;
+    let import = crate::graph::capture::import_diagnostics(db, run)?;
     crate::capture::import_check::warn(&import);
     mark_import_problems(&mut texts, &import);
     let mut record = db.ctx.engine.finish();
@@ -75,7 +123,7 @@ pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<
             serde_json::to_vec_pretty(&import)?,
         ));
     }
-    record.inputs = a.inputs.iter().map(|p| p.display().to_string()).collect();
+    record.inputs = inputs.iter().map(|p| p.display().to_string()).collect();
     record.outputs = files
         .iter()
         .map(|(rel, _)| rel.to_string_lossy().replace('\\', "/"))
@@ -92,9 +140,6 @@ pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<
             crate::tmpfiles::write_atomic(&dir.join(name), bytes)?;
         }
     }
-    if let (Some(l), Some(dir)) = (&a.label, &cache_dir) {
-        crate::labels::record(dir, l, &a.inputs, &a.capture.dumps)?;
-    }
     let wrote: Vec<String> = [
         (!a.no_analysis).then(|| a.output.display().to_string()),
         a.html.html.as_ref().map(|p| p.display().to_string()),
@@ -105,19 +150,11 @@ pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<
     .into_iter()
     .flatten()
     .collect();
-    // The import warnings were said when found, before any output was written.
-    finish(
-        &texts,
-        a.quiet.quiet,
-        a.explain.explain,
-        &record,
-        &[],
-        &format!("wrote {} ({})", wrote.join(" and "), graph_work(&record)),
-    )?;
-    // The process ends here: freeing the loaded profiles one allocation at a time would only
-    // delay the exit.
-    std::mem::forget(db);
-    Ok(())
+    Ok(Done {
+        texts,
+        record,
+        wrote,
+    })
 }
 
 /// The analyses' files and the run record in `out`; what an earlier run wrote there and this

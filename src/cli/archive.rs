@@ -7,7 +7,6 @@ use super::analysis::{
 };
 use super::args::ArchiveArgs;
 use super::output::{finish, graph_work, refuse_existing, spinner};
-use crate::engine::Engine;
 use crate::graph;
 use crate::pipeline::AnalysisRequest;
 use anyhow::{Result, bail};
@@ -36,8 +35,7 @@ pub(super) fn archive(a: ArchiveArgs, plan: &[(String, Vec<String>)]) -> Result<
         output.with_extension("zip")
     };
     refuse_existing(&output, a.force)?;
-    let cache_dir = a.cache.dir();
-    let engine = Engine::new(cache_dir.as_deref())?;
+    let engine = a.cache.engine()?;
     let (db, run) = open_inputs(engine, std::slice::from_ref(&a.report), &a.capture)?;
     let requests = a.analyses.requests(plan, false)?;
     let written = write_archive(

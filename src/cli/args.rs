@@ -12,18 +12,41 @@ use std::path::{Path, PathBuf};
 
 // ---- Shared flags -------------------------------------------------------------------------
 
-/// `--cache-dir`: where the on-disk cache is.
+/// `--cache-dir`: where the on-disk cache is; `--cache-url`: the shared one behind it.
 #[derive(clap::Args, Debug)]
 pub(super) struct CacheDir {
     /// Cache directory (default: $NSYS_JAX_PIPE_CACHE, else the checkout's cache/, else ~/.cache/nsys-jax-pipe).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub url: CacheUrl,
 }
 
 impl CacheDir {
     /// The cache folder: `--cache-dir`, else the default one.
     pub fn path(&self) -> PathBuf {
         default_cache_dir(self.cache_dir.as_deref())
+    }
+}
+
+/// `--cache-url`: the remote tier of the cache.
+#[derive(clap::Args, Debug)]
+pub(super) struct CacheUrl {
+    /// A cache shared between machines, behind the local one: s3://bucket/prefix (AWS_*
+    /// variables, AWS_ENDPOINT_URL for S3-compatible servers), gs://bucket/prefix,
+    /// az://container/prefix or file:///shared/folder.
+    #[arg(long, env = "NSYS_JAX_PIPE_CACHE_URL", value_name = "URL")]
+    pub cache_url: Option<String>,
+}
+
+impl CacheUrl {
+    /// The remote tier, opened (the URL checked; nothing contacted yet).
+    pub fn open(&self) -> Result<Option<crate::engine::remote::Remote>> {
+        self.cache_url
+            .as_deref()
+            .filter(|u| !u.is_empty())
+            .map(crate::engine::remote::Remote::open)
+            .transpose()
     }
 }
 
@@ -41,6 +64,15 @@ impl CacheArgs {
     /// The cache folder to use, or none with `--no-cache`.
     pub fn dir(&self) -> Option<PathBuf> {
         (!self.no_cache).then(|| self.dir.path())
+    }
+
+    /// The engine over the local cache and, with `--cache-url`, the remote one.
+    pub fn engine(&self) -> Result<crate::engine::Engine> {
+        let url = self.dir.url.cache_url.as_deref().filter(|u| !u.is_empty());
+        if self.no_cache && url.is_some() {
+            bail!("--cache-url shares the local cache: it cannot go with --no-cache");
+        }
+        crate::engine::Engine::tiered(self.dir().as_deref(), url)
     }
 }
 
@@ -237,6 +269,8 @@ pub(super) struct RunArgs {
     #[arg(long)]
     pub label: Option<String>,
     #[command(flatten)]
+    pub cache_url: CacheUrl,
+    #[command(flatten)]
     pub html: Html,
     #[command(flatten)]
     pub quiet: Quiet,
@@ -385,6 +419,10 @@ pub(super) struct AnalyzeArgs {
     /// Record these inputs under a label (e.g. a commit hash) that `compare` accepts.
     #[arg(long)]
     pub label: Option<String>,
+    /// Keep running and update the outputs whenever an input (a folder of archives, an
+    /// archive, an analysis script) appears or changes; Ctrl-C stops.
+    #[arg(long, conflicts_with_all = ["label", "no_cache"])]
+    pub watch: bool,
     #[command(flatten)]
     pub html: Html,
     #[command(flatten)]

@@ -1,7 +1,7 @@
 //! `cache`: the on-disk cache's size by node kind, and trimming it.
 
 use super::args::CacheCommand;
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
 /// `cache stats` and `cache gc`.
 pub(super) fn cache(c: CacheCommand) -> Result<()> {
@@ -26,6 +26,7 @@ pub(super) fn cache(c: CacheCommand) -> Result<()> {
                 ]);
             }
             print!("{}", t.render());
+            remote_stats(&dir, &args)?;
         }
         CacheCommand::Gc {
             cache,
@@ -56,6 +57,42 @@ pub(super) fn cache(c: CacheCommand) -> Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// What the remote tiers did for this local cache, summed over its runs; with `--cache-url`,
+/// also what that remote cache holds.
+fn remote_stats(dir: &std::path::Path, args: &super::args::CacheDir) -> Result<()> {
+    for (url, c) in crate::engine::remote::recorded_counts(dir) {
+        println!(
+            "remote {url}: {} hits, {} misses, {} uploads, {} damaged objects replaced (all runs of this cache)",
+            c.hits, c.misses, c.uploads, c.damaged
+        );
+    }
+    let Some(remote) = args.url.open()? else {
+        return Ok(());
+    };
+    let by_kind = remote
+        .list("objects")
+        .with_context(|| format!("remote cache {}: cannot list", remote.url()))?;
+    let (n, b) = by_kind
+        .values()
+        .fold((0, 0), |(n, b), (k, s)| (n + k, b + s));
+    println!(
+        "remote cache {}: {n} entries, {}",
+        remote.url(),
+        crate::table::human_bytes(b)
+    );
+    let mut t = crate::table::Table::new(&["node kind", "entries", "size"]);
+    t.align_right(&[1, 2]);
+    for (k, (n, b)) in &by_kind {
+        t.row(vec![
+            k.clone(),
+            n.to_string(),
+            crate::table::human_bytes(*b),
+        ]);
+    }
+    print!("{}", t.render());
     Ok(())
 }
 

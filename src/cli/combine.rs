@@ -3,7 +3,6 @@
 use super::analysis::{analysis_entries, open_inputs, run_analyses};
 use super::args::CombineArgs;
 use super::output::{finish, graph_work, refuse_existing, spinner};
-use crate::engine::Engine;
 use crate::graph;
 use anyhow::{Result, bail};
 use std::path::{Path, PathBuf};
@@ -19,8 +18,7 @@ pub(super) fn combine(a: CombineArgs, plan: &[(String, Vec<String>)]) -> Result<
     };
     refuse_existing(&output, a.force)?;
     let requests = a.analyses.requests(plan, false)?;
-    let cache_dir = a.cache.dir();
-    let engine = Engine::new(cache_dir.as_deref())?;
+    let engine = a.cache.engine()?;
     let (db, run) = open_inputs(engine, &a.inputs, &a.capture)?;
     let bar = spinner("combining");
     let inputs = combine_inputs(&db, run, &a.inputs);

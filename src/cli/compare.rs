@@ -6,13 +6,12 @@ use crate::engine::Engine;
 use crate::graph;
 use anyhow::{Context, Result, bail};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// One side of a comparison: its arguments (paths or labels) resolved to inputs.
-fn compare_side(
-    args: &[String],
-    cache: Option<&Path>,
-) -> Result<(Vec<graph::RunInput>, Vec<String>)> {
+fn compare_side(args: &[String], engine: &Engine) -> Result<(Vec<graph::RunInput>, Vec<String>)> {
+    let cache = engine.store().map(|s| s.root());
+    let remote = engine.store().and_then(|s| s.remote());
     let mut paths = Vec::new();
     let mut dumps = Vec::new();
     for arg in args {
@@ -22,7 +21,7 @@ fn compare_side(
             continue;
         }
         let label = match cache {
-            Some(dir) => crate::labels::find(dir, arg)?,
+            Some(dir) => crate::labels::find(dir, remote, arg)?,
             None => None,
         };
         match label {
@@ -76,16 +75,15 @@ pub(super) fn compare(a: CompareArgs) -> Result<i32> {
     }
     .apply(&mut settings)?;
 
-    let cache_dir = a.cache.dir();
-    let (base_inputs, base_shown) = compare_side(&base, cache_dir.as_deref())?;
-    let (head_inputs, head_shown) = compare_side(&head, cache_dir.as_deref())?;
-    let (rerun_inputs, rerun_shown) = compare_side(&a.base_rerun, cache_dir.as_deref())?;
+    let engine = a.cache.engine()?;
+    let (base_inputs, base_shown) = compare_side(&base, &engine)?;
+    let (head_inputs, head_shown) = compare_side(&head, &engine)?;
+    let (rerun_inputs, rerun_shown) = compare_side(&a.base_rerun, &engine)?;
     for i in base_inputs.iter().chain(&head_inputs).chain(&rerun_inputs) {
         if let graph::RunInput::Capture(c) = i {
             eprintln!("{}", c.dump_note);
         }
     }
-    let engine = Engine::new(cache_dir.as_deref())?;
     let with_rerun = !rerun_inputs.is_empty();
     let mut sides = vec![base_inputs, head_inputs];
     if with_rerun {

@@ -11,6 +11,7 @@ mod combine;
 mod compare;
 mod output;
 mod run;
+mod watch;
 
 pub use cache::{parse_age, parse_size};
 

@@ -60,8 +60,15 @@ pub(super) fn loading_bar(n: u64) -> indicatif::ProgressBar {
 
 /// What a command's graph did, for its last line: "3 nodes executed, 1 reused, 12 ms".
 pub(super) fn graph_work(record: &crate::engine::RunRecord) -> String {
+    let remote = match &record.remote {
+        Some(r) => format!(
+            ", remote cache: {} read, {} uploaded",
+            r.counts.hits, r.counts.uploads
+        ),
+        None => String::new(),
+    };
     format!(
-        "{} executed, {} reused, {:.0} ms",
+        "{} executed, {} reused{remote}, {:.0} ms",
         crate::table::count(record.executed, "node", "nodes"),
         record.reused,
         record.wall_ms

@@ -89,7 +89,12 @@ pub(super) fn run(a: RunArgs, plan: &[(String, Vec<String>)]) -> Result<i32> {
         }
         None => reserved.insert(Reserved::new()?).path.clone(),
     };
-    let engine = Engine::new(None)?;
+    // A capture is new: a local cache would only hold it. With a shared cache, the nodes of
+    // this process go there (through the local one), for whoever analyses the run.
+    let engine = match a.cache_url.cache_url.as_deref().filter(|u| !u.is_empty()) {
+        Some(url) => Engine::tiered(Some(&default_cache_dir(None)), Some(url))?,
+        None => Engine::new(None)?,
+    };
     let nsys = crate::capture::nsys::find(&engine, a.nsys.path.as_deref())?;
     let work = crate::tmpfiles::ScratchDir::new("run")?;
     let stem = output
@@ -171,6 +176,7 @@ pub(super) fn run(a: RunArgs, plan: &[(String, Vec<String>)]) -> Result<i32> {
     if let Some(l) = &a.label {
         crate::labels::record(
             &default_cache_dir(None),
+            db.ctx.engine.store().and_then(|s| s.remote()),
             l,
             std::slice::from_ref(&output),
             &[],

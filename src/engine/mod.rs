@@ -9,6 +9,7 @@
 pub mod filememo;
 pub mod key;
 pub mod node;
+pub mod remote;
 pub mod runlog;
 pub mod store;
 pub mod value;
@@ -69,13 +70,26 @@ pub struct Engine {
     held: Held,
     memo: filememo::FileMemo,
     log: RunLog,
-    started: Instant,
+    started: Mutex<Instant>,
 }
 
 impl Engine {
     /// An engine backed by the store at `cache_dir` (None: nothing persists).
     pub fn new(cache_dir: Option<&Path>) -> Result<Engine> {
-        let store = cache_dir.map(Store::open).transpose()?;
+        Engine::tiered(cache_dir, None)
+    }
+
+    /// An engine backed by the store at `cache_dir` with the remote tier at `remote_url` as its
+    /// second tier (see [`remote`]).
+    pub fn tiered(cache_dir: Option<&Path>, remote_url: Option<&str>) -> Result<Engine> {
+        let remote = remote_url.map(remote::Remote::open).transpose()?;
+        let store = match (cache_dir, remote) {
+            (Some(dir), remote) => Some(Store::open(dir)?.with_remote(remote)),
+            (None, None) => None,
+            (None, Some(_)) => {
+                anyhow::bail!("a remote cache needs the local one (drop --no-cache)")
+            }
+        };
         let memo_file = store.as_ref().map(|s| s.root().join("file-keys.json"));
         Ok(Engine {
             memo: filememo::FileMemo::load(memo_file),
@@ -84,7 +98,7 @@ impl Engine {
             cells: Mutex::new(HashMap::new()),
             held: Mutex::new(HashMap::new()),
             log: RunLog::default(),
-            started: Instant::now(),
+            started: Mutex::new(Instant::now()),
         })
     }
 
@@ -314,10 +328,29 @@ impl Engine {
         });
     }
 
-    /// Finish the run: save the file-key memo and return the run record.
+    /// Start the next run of a long-lived engine: its record counts from here.
+    pub fn restart(&self) {
+        self.log.clear();
+        *self.started.lock().unwrap() = Instant::now();
+    }
+
+    /// Finish the run: wait for the remote tier's uploads, save the file-key memo and return
+    /// the run record.
     pub fn finish(&self) -> RunRecord {
+        let remote = self.store.as_ref().and_then(|s| {
+            let r = s.remote()?;
+            let counts = r.flush();
+            remote::record_counts(s.root(), r.url(), &counts);
+            Some(runlog::RemoteRecord {
+                url: r.url().to_string(),
+                counts,
+            })
+        });
         self.memo.save();
-        self.log.finish(self.started.elapsed().as_secs_f64() * 1e3)
+        let wall = self.started.lock().unwrap().elapsed();
+        let mut record = self.log.finish(wall.as_secs_f64() * 1e3);
+        record.remote = remote;
+        record
     }
 }
 

@@ -35,6 +35,16 @@ pub struct RunRecord {
     /// The files the run wrote in its output folder, relative to it (this record included).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub outputs: Vec<String>,
+    /// What the remote tier of the cache did, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote: Option<RemoteRecord>,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct RemoteRecord {
+    pub url: String,
+    #[serde(flatten)]
+    pub counts: super::remote::RemoteCounts,
 }
 
 #[derive(Default)]
@@ -43,6 +53,11 @@ pub struct RunLog {
 }
 
 impl RunLog {
+    /// Forget the records so far (a long-lived process starting its next update).
+    pub fn clear(&self) {
+        self.nodes.lock().unwrap().clear();
+    }
+
     pub fn push(&self, rec: NodeRecord) {
         self.nodes.lock().unwrap().push(rec);
     }
@@ -60,6 +75,7 @@ impl RunLog {
             wall_ms,
             inputs: Vec::new(),
             outputs: Vec::new(),
+            remote: None,
         }
     }
 }

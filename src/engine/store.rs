@@ -23,6 +23,8 @@ pub struct Store {
     root: PathBuf,
     /// Temporary files of killed processes removed when the store was opened.
     cleaned: u64,
+    /// The second tier, shared between machines (see [`super::remote`]).
+    remote: Option<super::remote::Remote>,
 }
 
 /// What `gc` and `stats` report.
@@ -48,23 +50,62 @@ impl Store {
         Ok(Store {
             root: root.to_path_buf(),
             cleaned,
+            remote: None,
         })
+    }
+
+    /// This store with `remote` as its second tier.
+    pub fn with_remote(mut self, remote: Option<super::remote::Remote>) -> Store {
+        self.remote = remote;
+        self
+    }
+
+    pub fn remote(&self) -> Option<&super::remote::Remote> {
+        self.remote.as_ref()
     }
 
     pub fn root(&self) -> &Path {
         &self.root
     }
 
-    fn path_of(&self, kind: &str, key: &Key) -> PathBuf {
+    /// The entry's name relative to the store's root (the same in the remote tier).
+    fn name_of(kind: &str, key: &Key) -> String {
         let hex = key.hex();
-        self.root
-            .join("objects")
-            .join(&hex[..2])
-            .join(format!("{}.{}", &hex[2..], sanitize(kind)))
+        format!("objects/{}/{}.{}", &hex[..2], &hex[2..], sanitize(kind))
     }
 
-    /// The verified payload stored under `(kind, key)`, or None when absent or damaged.
+    fn path_of(&self, kind: &str, key: &Key) -> PathBuf {
+        self.root.join(Self::name_of(kind, key))
+    }
+
+    /// The verified payload stored under `(kind, key)`, or None when absent or damaged: read
+    /// locally, else fetched from the remote tier (and then kept locally).
     pub fn get(&self, kind: &str, key: &Key) -> Option<Vec<u8>> {
+        self.get_local(kind, key).or_else(|| {
+            let mut bytes = self.fetch(kind, key)?;
+            bytes.drain(..HEADER);
+            Some(bytes)
+        })
+    }
+
+    /// The remote tier's verified entry for `(kind, key)`, written to the local tier.
+    fn fetch(&self, kind: &str, key: &Key) -> Option<Vec<u8>> {
+        let remote = self.remote.as_ref()?;
+        let name = Self::name_of(kind, key);
+        let bytes = remote.get_entry(&name, |b| verify(b).is_some())?;
+        let path = self.root.join(&name);
+        if let Some(dir) = path.parent() {
+            let _ = fs::create_dir_all(dir);
+        }
+        if let Ok(tmp) = TempFile::new_in(&self.root, tmpfiles::SUFFIX)
+            && (&mut tmp.file()).write_all(&bytes).is_ok()
+        {
+            let _ = tmp.commit(&path, false);
+        }
+        Some(bytes)
+    }
+
+    fn get_local(&self, kind: &str, key: &Key) -> Option<Vec<u8>> {
         let path = self.path_of(kind, key);
         let bytes = fs::read(&path).ok()?;
         match verify(&bytes) {
@@ -85,31 +126,41 @@ impl Store {
         }
     }
 
-    /// Whether an entry exists (it is verified when read).
+    /// Whether an entry exists (it is verified when read). One that only the remote tier has
+    /// is fetched now: whoever asks is about to read it.
     pub fn contains(&self, kind: &str, key: &Key) -> bool {
-        self.path_of(kind, key).is_file()
+        self.path_of(kind, key).is_file() || self.fetch(kind, key).is_some()
     }
 
-    /// Store `payload` under `(kind, key)` atomically.
+    /// Store `payload` under `(kind, key)` atomically, and upload it to the remote tier.
     pub fn put(&self, kind: &str, key: &Key, payload: &[u8]) -> Result<()> {
-        let path = self.path_of(kind, key);
+        let name = Self::name_of(kind, key);
+        let path = self.root.join(&name);
         let dir = path.parent().expect("entry path has a parent");
         fs::create_dir_all(dir)
             .with_context(|| format!("cannot create cache directory {}", dir.display()))?;
         let tmp = TempFile::new_in(&self.root, tmpfiles::SUFFIX)
             .with_context(|| format!("cannot write to cache directory {}", self.root.display()))?;
         let hash = blake3::hash(payload);
+        let mut header = Vec::with_capacity(HEADER);
+        header.extend_from_slice(MAGIC);
+        header.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        header.extend_from_slice(hash.as_bytes());
         let write = |tmp: &TempFile| -> std::io::Result<()> {
             let mut w = std::io::BufWriter::new(tmp.file());
-            w.write_all(MAGIC)?;
-            w.write_all(&(payload.len() as u64).to_le_bytes())?;
-            w.write_all(hash.as_bytes())?;
+            w.write_all(&header)?;
             w.write_all(payload)?;
             w.flush()
         };
         write(&tmp)
             .and_then(|()| tmp.commit(&path, false))
-            .with_context(|| format!("cannot write cache entry {}", path.display()))
+            .with_context(|| format!("cannot write cache entry {}", path.display()))?;
+        if let Some(remote) = &self.remote {
+            let mut entry = header;
+            entry.extend_from_slice(payload);
+            remote.put(&name, entry, false);
+        }
+        Ok(())
     }
 
     fn entries(&self) -> Vec<(PathBuf, u64, SystemTime)> {

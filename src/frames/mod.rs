@@ -3,4 +3,5 @@ pub mod command_buffers;
 pub mod compile;
 pub mod gpu;
 pub mod nsys_jax;
+pub mod placement;
 pub mod warmup;

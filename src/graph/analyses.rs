@@ -94,7 +94,7 @@ pub fn script_analysis(
     let mut inputs = Vec::new();
     for a in &archives {
         inputs.push(a.file_key(db));
-        if db.ctx.archives[a.index(db)].is_capture() {
+        if db.ctx.archive(a.index(db)).is_capture() {
             // What the script sees of a capture also depends on the nsys that exports it.
             inputs.push(member_keys(db, *a)?.key);
         }
@@ -111,7 +111,7 @@ pub fn script_analysis(
         // A capture is shown to the script as the archive it makes.
         let mut opened: Vec<Arc<Archive>> = Vec::new();
         for (i, a) in archives.iter().enumerate() {
-            let archive = db.ctx.archives[a.index(db)].clone();
+            let archive = db.ctx.archive(a.index(db));
             if !archive.is_capture() {
                 opened.push(archive);
                 continue;

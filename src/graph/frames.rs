@@ -3,7 +3,7 @@
 //! process's frames into warm-up and steady state (docs/design.md, "Formulas").
 
 use crate::engine::value::{JsonValue, Tables};
-use crate::engine::{Key, Node};
+use crate::engine::{Key, KeyBuilder, Node};
 use crate::formats::archive;
 use crate::formats::{graph_ops, pushpop, thunk_metadata, trace};
 use crate::frames;
@@ -17,7 +17,7 @@ use std::sync::Arc;
 use super::hlo::{programs, programs_key, programs_map};
 use super::kinds::{
     CompileFrameNode, CompiledNamesNode, CompiledProgramsNode, GpuFramesNode, ProcessFactsNode,
-    WarmupContextNode,
+    UnplacedNode, WarmupContextNode,
 };
 use super::members::{in_member, member_key, read_member};
 use super::{Db, Graph, NodeError, NodeResult, Out, Process, Run, fail};
@@ -37,7 +37,6 @@ fn gpu_frames_node(db: &Db, p: Process) -> Result<Option<GpuFramesNode>, NodeErr
             .collect(),
         threads: member_key(db, p, archive::THREAD_METADATA)?.map(|t| t.1),
         programs: programs_key(db, p)?,
-        position: p.position(db),
     }))
 }
 
@@ -107,20 +106,64 @@ pub(super) fn compile_frame_stored(db: &Db, p: Process) -> Result<bool, NodeErro
         .is_some_and(|(_, pushpop)| db.engine().is_stored(&CompileFrameNode { pushpop })))
 }
 
-/// The key of a process's GPU frames (None for an NVTX-only capture).
+/// The key of a process's GPU frames (None for an NVTX-only capture): the key of what its own
+/// profile holds, and its position in the run only when its frames take their device from it
+/// (see [`gpu_frames`]).
 pub fn gpu_frames_key(db: &Db, p: Process) -> Result<Option<Key>, NodeError> {
-    Ok(gpu_frames_node(db, p)?.map(|n| n.key()))
+    let Some(node) = gpu_frames_node(db, p)? else {
+        return Ok(None);
+    };
+    let key = node.key();
+    Ok(Some(placed_key(db, p, key)?))
+}
+
+fn placed_key(db: &Db, p: Process, frames: Key) -> Result<Key, NodeError> {
+    let node = UnplacedNode { gpu_frames: frames };
+    let (_, unplaced) = fail(db.engine().compute(&node, &p.label(db), || {
+        let node = gpu_frames_node(db, p)?.expect("the frames exist");
+        let g = own_gpu_frames(db, p, &node)?;
+        Ok(frames::placement::has_unplaced(&g.value.0))
+    }))?;
+    Ok(if *unplaced {
+        KeyBuilder::new("placed-gpu-frames", "1")
+            .input(&frames)
+            .param("position", p.position(db).to_le_bytes())
+            .finish()
+    } else {
+        frames
+    })
 }
 
 /// Module and thunk frames of one process (None for an NVTX-only capture). A volatile node:
 /// not memoised beyond its holders, so that only the frames of the processes being worked on
 /// are in memory (the small per-process results computed from them are memoised).
+///
+/// The frames are built from the process's own profile alone, so that they (and everything
+/// computed from them) are the same whichever run the process is part of: a process whose
+/// launching threads name no device gets [`frames::placement::UNPLACED`], replaced here by its
+/// position in the run (and then its key says so, see [`gpu_frames_key`]).
 pub fn gpu_frames(db: &Db, p: Process) -> Result<Option<Out<Tables>>, NodeError> {
     let Some(node) = gpu_frames_node(db, p)? else {
         return Ok(None);
     };
+    let own = own_gpu_frames(db, p, &node)?;
+    let key = placed_key(db, p, own.key)?;
+    if key == own.key {
+        return Ok(Some(own));
+    }
+    let placed = fail(frames::placement::place(
+        &own.value.0,
+        p.position(db) as i32,
+    ))?;
+    Ok(Some(Out {
+        key,
+        value: Arc::new(Tables(placed)),
+    }))
+}
+
+fn own_gpu_frames(db: &Db, p: Process, node: &GpuFramesNode) -> Result<Out<Tables>, NodeError> {
     let label = p.label(db);
-    let (key, value) = fail(db.engine().compute(&node, &label, || {
+    let (key, value) = fail(db.engine().compute(node, &label, || {
         let member = p.resolve(db, archive::TRACE).expect("key found it");
         let ranges = in_member(db, p, &member, trace::read(read_member(db, p, &member)?))?;
         let threads = match p.resolve(db, archive::THREAD_METADATA) {
@@ -147,7 +190,13 @@ pub fn gpu_frames(db: &Db, p: Process) -> Result<Option<Out<Tables>>, NodeError>
             None => None,
         };
         let graphs = graph_inputs(db, p)?;
-        let f = match frames::gpu::build(&ranges, &graphs, &threads, &map, p.position(db) as i32) {
+        let f = match frames::gpu::build(
+            &ranges,
+            &graphs,
+            &threads,
+            &map,
+            frames::placement::UNPLACED,
+        ) {
             // Names the dump already.
             Err(e) if e.is::<frames::gpu::DumpMismatch>() => Err(e),
             r => in_member(db, p, &member, r),
@@ -158,7 +207,7 @@ pub fn gpu_frames(db: &Db, p: Process) -> Result<Option<Out<Tables>>, NodeError>
             ("notes".into(), notes_batch(&f.notes.0)),
         ]))
     }))?;
-    Ok(Some(Out { key, value }))
+    Ok(Out { key, value })
 }
 
 pub fn notes_batch(notes: &[String]) -> RecordBatch {

@@ -46,7 +46,7 @@ fn protos_node(db: &Db, a: InputArchive, archive: &Archive) -> Result<ProtosNode
 #[salsa::tracked(returns(clone))]
 pub fn schema_key(db: &dyn Graph, a: InputArchive) -> std::result::Result<Key, NodeError> {
     let db = db.db();
-    let archive = db.ctx.archives[a.index(db)].clone();
+    let archive = db.ctx.archive(a.index(db));
     Ok(protos_node(db, a, &archive)?.key())
 }
 
@@ -55,7 +55,7 @@ pub fn schema_key(db: &dyn Graph, a: InputArchive) -> std::result::Result<Key, N
 #[salsa::tracked(returns(clone))]
 pub fn schema(db: &dyn Graph, a: InputArchive) -> NodeResult<Bytes> {
     let db = db.db();
-    let archive = db.ctx.archives[a.index(db)].clone();
+    let archive = db.ctx.archive(a.index(db));
     let node = protos_node(db, a, &archive)?;
     let (key, value) = fail(db.engine().compute(&node, "", || {
         let files = match proto_members(&archive) {
@@ -126,7 +126,7 @@ pub(super) fn hlo_schema(
     a: InputArchive,
 ) -> std::result::Result<Arc<hlo::HloSchema>, NodeError> {
     let compiled = schema(db, a)?;
-    let archive = db.ctx.archives[a.index(db)].clone();
+    let archive = db.ctx.archive(a.index(db));
     let node = HloSchemaNode {
         protos: compiled.key,
     };

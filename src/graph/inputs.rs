@@ -50,7 +50,7 @@ pub struct Run {
 
 impl Process {
     pub fn archive_ref(self, db: &Db) -> Arc<Archive> {
-        db.ctx.archives[self.archive(db).index(db)].clone()
+        db.ctx.archive(self.archive(db).index(db))
     }
 
     /// A human label: the archive file name and stem.
@@ -133,26 +133,11 @@ pub fn open_runs(
     let inputs: Vec<&RunInput> = runs.iter().flatten().collect();
     let archives: Vec<Arc<Archive>> = inputs
         .iter()
-        .map(|i| match i {
-            RunInput::Archive(p) => Archive::open(p).map(Arc::new),
-            RunInput::Capture(c) => capture::open(c).map(Arc::new),
-        })
+        .map(|i| open_input(i).map(Arc::new))
         .collect::<Result<_>>()?;
     let mut file_keys = Vec::new();
     for a in &archives {
-        file_keys.push(if a.is_zip() {
-            engine.file_key(&a.path)?
-        } else {
-            // A folder's or capture's key is that of its files, keyed one by one (a capture's
-            // derived members follow from its report).
-            let mut kb = KeyBuilder::new(if a.is_capture() { "capture" } else { "folder" }, "1");
-            for m in a.members() {
-                if let Some(file) = a.member_file(m) {
-                    kb = kb.param(m, engine.file_key(&file)?.0);
-                }
-            }
-            kb.finish()
-        });
+        file_keys.push(input_key(&engine, a)?);
     }
     let stems: Vec<Vec<Option<String>>> = archives
         .iter()
@@ -175,6 +160,38 @@ pub fn open_runs(
         out.push(Run::new(&db, processes));
     }
     Ok((db, out))
+}
+
+fn open_input(input: &RunInput) -> Result<Archive> {
+    match input {
+        RunInput::Archive(p) => Archive::open(p),
+        RunInput::Capture(c) => capture::open(c),
+    }
+}
+
+/// The content key of an opened input: a zip's, or that of a folder's or capture's files,
+/// keyed one by one (a capture's derived members follow from its report).
+fn input_key(engine: &Engine, a: &Archive) -> Result<Key> {
+    if a.is_zip() {
+        return engine.file_key(&a.path);
+    }
+    let mut kb = KeyBuilder::new(if a.is_capture() { "capture" } else { "folder" }, "1");
+    for m in a.members() {
+        if let Some(file) = a.member_file(m) {
+            kb = kb.param(m, engine.file_key(&file)?.0);
+        }
+    }
+    Ok(kb.finish())
+}
+
+/// Open one more input and register it with a database that is already in use (a new
+/// revision of its inputs follows): the input and the stems of its processes.
+pub fn add_input(db: &Db, input: &RunInput) -> Result<(InputArchive, Vec<Option<String>>)> {
+    let archive = open_input(input)?;
+    let key = input_key(db.engine(), &archive)?;
+    let stems = archive.process_stems()?;
+    let index = db.ctx.push_archive(Arc::new(archive));
+    Ok((InputArchive::new(db, index, key), stems))
 }
 
 pub fn input_paths_exist(paths: &[PathBuf]) -> Result<()> {

@@ -136,7 +136,6 @@ pub struct GpuFramesNode {
     pub thunk_metadata: Vec<Key>,
     pub threads: Option<Key>,
     pub programs: Key,
-    pub position: u32,
 }
 node_kind!(
     GpuFramesNode,
@@ -163,7 +162,24 @@ impl GpuFramesNode {
             .inputs(&self.thunk_metadata)
             .input(&self.threads.unwrap_or(NONE))
             .input(&self.programs)
-            .param("position", self.position.to_le_bytes())
+    }
+}
+
+/// Whether a process's GPU frames have rows whose device only its position in the run can
+/// give (see `graph::frames::gpu_frames`).
+pub struct UnplacedNode {
+    pub gpu_frames: Key,
+}
+node_kind!(
+    UnplacedNode,
+    "unplaced-devices",
+    ["graph/frames.rs", "frames/gpu.rs", "frames/placement.rs"],
+    Stored,
+    bool
+);
+impl UnplacedNode {
+    fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
+        kb.input(&self.gpu_frames)
     }
 }
 

@@ -19,7 +19,7 @@ impl JsonValue for Vec<String> {}
 #[salsa::tracked(returns(clone))]
 pub fn member_keys(db: &dyn Graph, a: InputArchive) -> NodeResult<MemberKeys> {
     let db = db.db();
-    let archive = db.ctx.archives[a.index(db)].clone();
+    let archive = db.ctx.archive(a.index(db));
     if archive.is_capture() {
         return capture_member_keys(db, &archive);
     }

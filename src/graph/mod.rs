@@ -32,7 +32,7 @@ pub use export::pandas_frames;
 pub use frames::{compile_frame, gpu_frames, notes_batch, notes_of};
 pub use hlo::{programs, source_file_names};
 pub use inputs::{
-    AnalysisSpec, InputArchive, Process, Run, RunInput, ScriptSpec, classify_inputs,
+    AnalysisSpec, InputArchive, Process, Run, RunInput, ScriptSpec, add_input, classify_inputs,
     input_paths_exist, open_run, open_runs,
 };
 pub use members::{derived_member, member_keys, read_archive_member};
@@ -74,7 +74,9 @@ fn fail<T>(r: Result<T>) -> std::result::Result<T, NodeError> {
 /// captures, the Nsight Systems CLI (found when first needed).
 pub struct GraphContext {
     pub engine: Engine,
-    pub archives: Vec<Arc<Archive>>,
+    /// The opened inputs, by `InputArchive::index`; only ever appended to (a long-lived
+    /// database registers the files that appear or change as new inputs).
+    archives: std::sync::RwLock<Vec<Arc<Archive>>>,
     pub nsys_flag: Option<PathBuf>,
     nsys: std::sync::OnceLock<std::result::Result<Nsys, NodeError>>,
 }
@@ -83,10 +85,22 @@ impl GraphContext {
     pub fn new(engine: Engine, archives: Vec<Arc<Archive>>, nsys_flag: Option<PathBuf>) -> Self {
         GraphContext {
             engine,
-            archives,
+            archives: std::sync::RwLock::new(archives),
             nsys_flag,
             nsys: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The input archive at `index`.
+    pub fn archive(&self, index: usize) -> Arc<Archive> {
+        self.archives.read().unwrap()[index].clone()
+    }
+
+    /// Register one more opened input; its index.
+    pub fn push_archive(&self, archive: Arc<Archive>) -> usize {
+        let mut all = self.archives.write().unwrap();
+        all.push(archive);
+        all.len() - 1
     }
 
     /// The nsys that exports this run's captures.

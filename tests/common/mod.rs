@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+pub mod s3;
 pub mod standin;
 
 /// The shared fixture folder (`$NSYS_JAX_PIPE_FIXTURES`, else `../shared/fixtures`); `None`

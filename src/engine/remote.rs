@@ -1,0 +1,512 @@
+//! The remote tier of the cache: the store's entries, byte for byte and under the same names,
+//! in object storage (S3 and S3-compatible servers, Google Cloud Storage, Azure Blob Storage,
+//! a shared file system) through the `object_store` crate. The local store is the first tier
+//! and this the second (docs/design.md, "The shared cache"):
+//!
+//! - read-through: an entry missing locally is fetched, verified like a local one (length and
+//!   blake3) and kept locally; a damaged object is reported missing (the node is recomputed)
+//!   and replaced by the recomputed entry;
+//! - write-through: a new entry is uploaded in the background while the run goes on (at most
+//!   [`IN_FLIGHT`] uploads at once), with put-if-absent, so concurrent writers of one key are
+//!   safe; [`Remote::flush`] waits for the uploads;
+//! - a remote failure never changes a result: an unreachable store (after bounded retries and
+//!   timeouts) is one warning and the rest of the run uses the local tier alone; a denied
+//!   write is one warning and the run goes on reading.
+
+use anyhow::{Context, Result, bail};
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Uploads in flight at once (each holds its entry in memory until it is sent).
+const IN_FLIGHT: usize = 16;
+
+/// What the remote tier did in one run.
+#[derive(Debug, Default, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RemoteCounts {
+    /// Entries read from the remote tier (missing locally).
+    pub hits: u64,
+    /// Entries asked for and absent there too.
+    pub misses: u64,
+    /// Entries uploaded.
+    pub uploads: u64,
+    /// Objects that failed their check (recomputed and replaced).
+    pub damaged: u64,
+}
+
+impl RemoteCounts {
+    pub fn add(&mut self, o: &RemoteCounts) {
+        self.hits += o.hits;
+        self.misses += o.misses;
+        self.uploads += o.uploads;
+        self.damaged += o.damaged;
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    uploads: AtomicU64,
+    damaged: AtomicU64,
+}
+
+const OK: u8 = 0;
+const READ_ONLY: u8 = 1;
+const OFF: u8 = 2;
+
+pub struct Remote {
+    url: String,
+    store: Arc<dyn ObjectStore>,
+    prefix: ObjectPath,
+    rt: tokio::runtime::Runtime,
+    /// [`OK`], [`READ_ONLY`] (a write was denied) or [`OFF`] (the store failed).
+    state: Arc<AtomicU8>,
+    /// Set when the store refuses put-if-absent: entries are then written over (they are
+    /// content-addressed, so a concurrent writer writes the same bytes).
+    no_create: Arc<AtomicBool>,
+    /// Names of objects found damaged in this run: their replacement is written over them.
+    damaged: Mutex<HashSet<String>>,
+    permits: Arc<tokio::sync::Semaphore>,
+    uploads: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    counts: Arc<Counters>,
+}
+
+impl Remote {
+    /// Open the remote tier at `url` (`s3://bucket/prefix`, `gs://…`, `az://…`,
+    /// `file:///path`). Credentials, region and endpoint come from the usual environment
+    /// variables of each service (`AWS_*` including `AWS_ENDPOINT_URL`, `GOOGLE_*`,
+    /// `AZURE_*`). Nothing is contacted here: a store that cannot be reached is found out (and
+    /// warned about) at its first use.
+    pub fn open(url: &str) -> Result<Remote> {
+        let (store, prefix) = build(url).with_context(|| format!("cache URL {url}"))?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("remote-cache")
+            .enable_all()
+            .build()
+            .context("cannot start the remote cache's I/O threads")?;
+        Ok(Remote {
+            url: url.to_string(),
+            store,
+            prefix,
+            rt,
+            state: Arc::new(AtomicU8::new(OK)),
+            no_create: Default::default(),
+            damaged: Default::default(),
+            permits: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT)),
+            uploads: Default::default(),
+            counts: Default::default(),
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn object(&self, name: &str) -> ObjectPath {
+        name.split('/')
+            .fold(self.prefix.clone(), |p, part| p.join(part))
+    }
+
+    /// The object `name` (a path relative to the prefix), or None when absent or when the
+    /// store failed (then warned once, and off for the rest of the run).
+    pub fn get(&self, name: &str) -> Option<Vec<u8>> {
+        if self.state.load(Ordering::Relaxed) == OFF {
+            return None;
+        }
+        let path = self.object(name);
+        let store = self.store.clone();
+        let got = self.rt.block_on(async move {
+            let r = store.get(&path).await?;
+            r.bytes().await
+        });
+        match got {
+            Ok(b) => Some(b.to_vec()),
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => {
+                self.fail(OFF, &e);
+                None
+            }
+        }
+    }
+
+    /// A cache entry (the store's bytes: header and payload), verified by `verify`; counted
+    /// as a hit, a miss or a damaged object.
+    pub fn get_entry(&self, name: &str, verify: impl Fn(&[u8]) -> bool) -> Option<Vec<u8>> {
+        let Some(bytes) = self.get(name) else {
+            if self.state.load(Ordering::Relaxed) != OFF {
+                self.counts.misses.fetch_add(1, Ordering::Relaxed);
+            }
+            return None;
+        };
+        if verify(&bytes) {
+            self.counts.hits.fetch_add(1, Ordering::Relaxed);
+            Some(bytes)
+        } else {
+            crate::error::warn(&format!(
+                "remote cache {}: entry {name} is damaged; recomputing it",
+                self.url
+            ));
+            self.counts.damaged.fetch_add(1, Ordering::Relaxed);
+            self.damaged.lock().unwrap().insert(name.to_string());
+            None
+        }
+    }
+
+    /// Upload `bytes` as `name` in the background (put-if-absent, or written over a damaged
+    /// object or, with `overwrite`, always). Waits only while [`IN_FLIGHT`] uploads are
+    /// running.
+    pub fn put(&self, name: &str, bytes: Vec<u8>, overwrite: bool) {
+        if self.state.load(Ordering::Relaxed) != OK {
+            return;
+        }
+        let overwrite = overwrite || self.damaged.lock().unwrap().remove(name);
+        let permit = self
+            .rt
+            .block_on(self.permits.clone().acquire_owned())
+            .expect("the semaphore is never closed");
+        let (store, path) = (self.store.clone(), self.object(name));
+        let (state, no_create, counts) = (
+            self.state.clone(),
+            self.no_create.clone(),
+            self.counts.clone(),
+        );
+        let url = self.url.clone();
+        let task = self.rt.spawn(async move {
+            let _permit = permit;
+            let payload = PutPayload::from(bytes);
+            let create = !overwrite && !no_create.load(Ordering::Relaxed);
+            let mode = if create {
+                PutMode::Create
+            } else {
+                PutMode::Overwrite
+            };
+            let opts = PutOptions::from(mode);
+            let mut r = store.put_opts(&path, payload.clone(), opts).await;
+            if create && matches!(r, Err(object_store::Error::NotImplemented { .. })) {
+                no_create.store(true, Ordering::Relaxed);
+                r = store
+                    .put_opts(&path, payload, PutMode::Overwrite.into())
+                    .await;
+            }
+            match r {
+                Ok(_) => {
+                    counts.uploads.fetch_add(1, Ordering::Relaxed);
+                }
+                // Another writer stored it first: the same bytes.
+                Err(
+                    object_store::Error::AlreadyExists { .. }
+                    | object_store::Error::Precondition { .. },
+                ) => {}
+                Err(e) => {
+                    let to = if is_denied(&e) { READ_ONLY } else { OFF };
+                    fail_state(&state, &url, to, &e);
+                }
+            }
+        });
+        self.uploads.lock().unwrap().push(task);
+    }
+
+    /// Upload `bytes` as `name` now, over any object of that name. Errors are returned, not
+    /// warned.
+    pub fn put_now(&self, name: &str, bytes: Vec<u8>) -> Result<()> {
+        let (store, path) = (self.store.clone(), self.object(name));
+        self.rt
+            .block_on(async move { store.put(&path, PutPayload::from(bytes)).await })?;
+        Ok(())
+    }
+
+    /// Upload the file at `file` as `name` unless an object of that name exists (blobs are
+    /// named by their content), streaming it in parts. Errors are returned, not warned.
+    pub fn put_file(&self, name: &str, file: &std::path::Path) -> Result<()> {
+        use object_store::WriteMultipart;
+        use std::io::Read;
+        let path = self.object(name);
+        let store = self.store.clone();
+        let file = file.to_path_buf();
+        self.rt.block_on(async move {
+            if store.head(&path).await.is_ok() {
+                return Ok(());
+            }
+            let mut f = std::fs::File::open(&file)
+                .with_context(|| format!("{}: cannot read", file.display()))?;
+            let upload = store.put_multipart(&path).await?;
+            let mut w = WriteMultipart::new(upload);
+            let mut buf = vec![0u8; 8 << 20];
+            loop {
+                let n = f
+                    .read(&mut buf)
+                    .with_context(|| format!("{}: cannot read", file.display()))?;
+                if n == 0 {
+                    break;
+                }
+                w.wait_for_capacity(4).await?;
+                w.write(&buf[..n]);
+            }
+            w.finish().await?;
+            Ok(())
+        })
+    }
+
+    /// Download object `name` into `dest` (through a temporary file beside it); false when
+    /// there is no such object.
+    pub fn get_file(&self, name: &str, dest: &std::path::Path) -> Result<bool> {
+        use futures::StreamExt;
+        use std::io::Write;
+        let path = self.object(name);
+        let store = self.store.clone();
+        let dir = dest.parent().expect("a file in a folder").to_path_buf();
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let tmp = crate::tmpfiles::TempFile::new_in(&dir, crate::tmpfiles::SUFFIX)
+            .with_context(|| format!("cannot write in {}", dir.display()))?;
+        let found = self.rt.block_on(async {
+            let r = match store.get(&path).await {
+                Ok(r) => r,
+                Err(object_store::Error::NotFound { .. }) => return Ok(false),
+                Err(e) => return Err(anyhow::Error::from(e)),
+            };
+            let mut w = std::io::BufWriter::new(tmp.file());
+            let mut s = r.into_stream();
+            while let Some(chunk) = s.next().await {
+                w.write_all(&chunk?)?;
+            }
+            w.flush()?;
+            Ok(true)
+        })?;
+        if found {
+            tmp.commit(dest, false)
+                .with_context(|| format!("cannot write {}", dest.display()))?;
+        }
+        Ok(found)
+    }
+
+    /// Wait for the uploads started so far; the counts since the last flush.
+    pub fn flush(&self) -> RemoteCounts {
+        let tasks: Vec<_> = std::mem::take(&mut *self.uploads.lock().unwrap());
+        self.rt.block_on(async {
+            for t in tasks {
+                let _ = t.await;
+            }
+        });
+        let c = &self.counts;
+        RemoteCounts {
+            hits: c.hits.swap(0, Ordering::Relaxed),
+            misses: c.misses.swap(0, Ordering::Relaxed),
+            uploads: c.uploads.swap(0, Ordering::Relaxed),
+            damaged: c.damaged.swap(0, Ordering::Relaxed),
+        }
+    }
+
+    /// Number and total size of the objects under `under` (relative to the prefix), by the
+    /// extension of their names.
+    pub fn list(&self, under: &str) -> Result<std::collections::BTreeMap<String, (u64, u64)>> {
+        use futures::StreamExt;
+        let store = self.store.clone();
+        let path = self.object(under);
+        self.rt.block_on(async move {
+            let mut by_kind = std::collections::BTreeMap::new();
+            let mut s = store.list(Some(&path));
+            while let Some(meta) = s.next().await {
+                let meta = meta?;
+                let kind = meta.location.extension().unwrap_or_default().to_string();
+                let e: &mut (u64, u64) = by_kind.entry(kind).or_default();
+                e.0 += 1;
+                e.1 += meta.size;
+            }
+            Ok(by_kind)
+        })
+    }
+
+    fn fail(&self, to: u8, e: &object_store::Error) {
+        fail_state(&self.state, &self.url, to, e);
+    }
+}
+
+/// Move to state `to` (never back), warning once per state reached.
+/// The file in a local cache that sums, by remote URL, what the remote tier did in the runs
+/// that used it (shown by `cache stats`).
+const COUNTS_FILE: &str = "remote-counts.json";
+
+type CountsByUrl = std::collections::BTreeMap<String, RemoteCounts>;
+
+/// The remote tier's counts summed over the runs of the local cache at `root`, by URL.
+pub fn recorded_counts(root: &std::path::Path) -> CountsByUrl {
+    std::fs::read(root.join(COUNTS_FILE))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+/// Add one run's counts to those recorded in the local cache at `root` (best effort: the
+/// counts are information, not results).
+pub fn record_counts(root: &std::path::Path, url: &str, counts: &RemoteCounts) {
+    let mut all = recorded_counts(root);
+    all.entry(url.to_string()).or_default().add(counts);
+    if let Ok(bytes) = serde_json::to_vec_pretty(&all) {
+        let _ = crate::tmpfiles::write_atomic(&root.join(COUNTS_FILE), &bytes);
+    }
+}
+
+fn fail_state(state: &AtomicU8, url: &str, to: u8, e: &object_store::Error) {
+    let before = state.fetch_max(to, Ordering::SeqCst);
+    if before >= to {
+        return;
+    }
+    let what = if to == READ_ONLY {
+        "cannot write; reading only from now on"
+    } else {
+        "unavailable; continuing with the local cache only"
+    };
+    crate::error::warn(&format!("remote cache {url}: {what} ({})", short_error(e)));
+}
+
+fn is_denied(e: &object_store::Error) -> bool {
+    matches!(
+        e,
+        object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. }
+    ) || {
+        let s = e.to_string();
+        s.contains("AccessDenied") || s.contains("403 Forbidden") || s.contains("Read-only")
+    }
+}
+
+/// The error's innermost cause, which says what happened ("Connection refused").
+fn short_error(e: &object_store::Error) -> String {
+    let mut cause: &dyn std::error::Error = e;
+    while let Some(c) = cause.source() {
+        cause = c;
+    }
+    let s = cause.to_string();
+    let s = s.split(" (os error").next().unwrap_or(&s);
+    s.replace('\n', " ").chars().take(200).collect()
+}
+
+/// Bounded retries: a store that does not answer costs seconds, not minutes.
+fn retry() -> object_store::RetryConfig {
+    object_store::RetryConfig {
+        backoff: object_store::BackoffConfig {
+            init_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(2),
+            base: 2.0,
+        },
+        max_retries: 3,
+        retry_timeout: Duration::from_secs(15),
+    }
+}
+
+type Built = (Arc<dyn ObjectStore>, ObjectPath);
+
+fn build(url: &str) -> Result<Built> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        bail!("not a URL (s3://bucket/prefix, gs://…, az://…, file:///path)");
+    };
+    let prefix_of = |rest: &str| -> Result<ObjectPath> {
+        let p = rest.split_once('/').map(|(_, p)| p).unwrap_or("");
+        Ok(ObjectPath::parse(p.trim_matches('/'))?)
+    };
+    use object_store::ClientConfigKey::{ConnectTimeout, Timeout};
+    match scheme {
+        "s3" | "s3a" => {
+            use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey as K};
+            // Our defaults first, then the user's AWS_* variables over them.
+            let mut b = AmazonS3Builder::new()
+                .with_retry(retry())
+                .with_config(K::Client(Timeout), "60s")
+                .with_config(K::Client(ConnectTimeout), "5s");
+            let mut endpoint = None;
+            for (k, v) in std::env::vars() {
+                if let Some(key) = k.strip_prefix("AWS_").map(|_| k.to_ascii_lowercase())
+                    && let Ok(key) = key.parse::<K>()
+                {
+                    if key == K::Endpoint {
+                        endpoint = Some(v.clone());
+                    }
+                    b = b.with_config(key, v);
+                }
+            }
+            // An endpoint the user named with http:// is meant to be used over http.
+            if endpoint.is_some_and(|e| e.starts_with("http://")) {
+                b = b.with_allow_http(true);
+            }
+            let store = b.with_url(url).build()?;
+            Ok((Arc::new(store), prefix_of(rest)?))
+        }
+        "gs" => {
+            use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey as K};
+            let store = GoogleCloudStorageBuilder::from_env()
+                .with_retry(retry())
+                .with_config(K::Client(ConnectTimeout), "5s")
+                .with_url(url)
+                .build()?;
+            Ok((Arc::new(store), prefix_of(rest)?))
+        }
+        "az" | "azure" | "abfs" | "abfss" => {
+            use object_store::azure::{AzureConfigKey as K, MicrosoftAzureBuilder};
+            let store = MicrosoftAzureBuilder::from_env()
+                .with_retry(retry())
+                .with_config(K::Client(ConnectTimeout), "5s")
+                .with_url(url)
+                .build()?;
+            Ok((Arc::new(store), prefix_of(rest)?))
+        }
+        "file" => {
+            let dir = std::path::Path::new(rest);
+            if !dir.is_absolute() {
+                bail!("a file:// URL names an absolute folder (file:///shared/cache)");
+            }
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            let store = object_store::local::LocalFileSystem::new_with_prefix(dir)?
+                .with_automatic_cleanup(true);
+            Ok((Arc::new(store), ObjectPath::default()))
+        }
+        other => bail!("unknown scheme {other}:// (s3, gs, az or file)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_checked() {
+        for (url, problem) in [
+            ("bucket/prefix", "not a URL"),
+            ("ftp://host/x", "unknown scheme"),
+            ("file://relative/x", "absolute folder"),
+        ] {
+            let e = format!("{:#}", Remote::open(url).err().unwrap());
+            assert!(e.contains(problem), "{url}: {e}");
+            assert!(e.contains(url), "{url}: {e}");
+        }
+    }
+
+    #[test]
+    fn file_store_round_trip_put_if_absent_and_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("file://{}", dir.path().join("remote").display());
+        let r = Remote::open(&url).unwrap();
+        let name = "objects/ab/cd.k";
+        let counts = |c: RemoteCounts| (c.hits, c.misses, c.uploads, c.damaged);
+        assert_eq!(r.get_entry(name, |_| true), None);
+        r.put(name, b"one".to_vec(), false);
+        assert_eq!(counts(r.flush()), (0, 1, 1, 0));
+        // Put-if-absent: a second writer of the same name leaves the first object.
+        r.put(name, b"two".to_vec(), false);
+        assert_eq!(counts(r.flush()), (0, 0, 0, 0));
+        assert_eq!(r.get(name).unwrap(), b"one");
+        // A damaged object is reported missing, and its replacement is written over it.
+        assert_eq!(r.get_entry(name, |b| b == b"two"), None);
+        r.put(name, b"two".to_vec(), false);
+        assert_eq!(counts(r.flush()), (0, 0, 1, 1));
+        assert_eq!(r.get_entry(name, |b| b == b"two").unwrap(), b"two");
+        assert_eq!(counts(r.flush()), (1, 0, 0, 0));
+        let listed = r.list("objects").unwrap();
+        assert_eq!(listed["k"], (1, 3));
+    }
+}

@@ -1,0 +1,404 @@
+//! The remote cache tier against a real S3-protocol server on localhost (moto's server, see
+//! `scripts/install-s3-server.sh`): a second machine executes nothing, per-rank work done on
+//! four machines is reused by the whole-run analysis, a server that stops mid-run, a damaged
+//! object, a read-only bucket, and labels that travel with their inputs.
+
+mod common;
+use common::s3::{S3Server, env_for};
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+const BUCKET: &str = "profiles";
+
+fn url() -> String {
+    format!("s3://{BUCKET}/ci")
+}
+
+/// Run the binary with the remote cache's environment.
+fn run_env(args: &[std::ffi::OsString], env: &[(String, String)]) -> Output {
+    std::process::Command::new(bin())
+        .args(args)
+        .env_remove("NSYS_JAX_PIPE_CACHE")
+        .env_remove("NSYS_JAX_PIPE_CACHE_URL")
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .output()
+        .expect("run nsys-jax-pipe")
+}
+
+/// `analyze` with a local cache, the remote one, and an output folder.
+fn analyze_remote(
+    env: &[(String, String)],
+    cache: &Path,
+    out: &Path,
+    inputs: &[PathBuf],
+) -> Output {
+    let mut a = args![
+        "analyze",
+        "-q",
+        "--cache-dir",
+        cache,
+        "-o",
+        out,
+        "--cache-url",
+        url()
+    ];
+    a.extend(inputs.iter().map(|p| p.into()));
+    run_env(&a, env)
+}
+
+fn executed(out: &Path) -> Vec<String> {
+    json(&out.join("pipeline-run.json"))["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["status"] == "executed")
+        .map(|n| n["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn node_count(out: &Path) -> usize {
+    json(&out.join("pipeline-run.json"))["nodes"]
+        .as_array()
+        .unwrap()
+        .len()
+}
+
+/// Every output file but the run record, by relative path.
+fn outputs(out: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = walkdir::WalkDir::new(out)
+        .sort_by_file_name()
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file() && e.file_name() != "pipeline-run.json")
+        .map(|e| {
+            let rel = e.path().strip_prefix(out).unwrap().display().to_string();
+            (rel, std::fs::read(e.path()).unwrap())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn assert_same_outputs(a: &Path, b: &Path) {
+    let (x, y) = (outputs(a), outputs(b));
+    assert!(!x.is_empty());
+    assert_eq!(
+        x.iter().map(|f| &f.0).collect::<Vec<_>>(),
+        y.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
+    for (f, g) in x.iter().zip(&y) {
+        assert!(f.1 == g.1, "{} differs", f.0);
+    }
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn warnings(o: &Output) -> Vec<String> {
+    stderr(o)
+        .lines()
+        .filter(|l| l.contains("warning: remote cache"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A server with an empty bucket, and the environment pointing at it.
+fn server() -> Option<(S3Server, Vec<(String, String)>)> {
+    let program = nsys_jax_pipe::testutil::s3_server()?;
+    let s = S3Server::start(&program, &[]);
+    s.create_bucket(BUCKET);
+    let env = env_for(&s.endpoint(), "testing", "testing");
+    Some((s, env))
+}
+
+fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mlp-fsdp-2gpu.zip")
+}
+
+#[test]
+#[cfg_attr(
+    not(test_s3),
+    ignore = "needs an S3-protocol server (scripts/install-s3-server.sh .s3)"
+)]
+fn a_second_machine_executes_nothing_and_labels_travel() {
+    let Some((s, env)) = server() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("cache-a"), tmp.path().join("cache-b"));
+    let (o1, o2) = (tmp.path().join("o1"), tmp.path().join("o2"));
+    let mut first = args![
+        "analyze",
+        "-q",
+        "--cache-dir",
+        &a,
+        "-o",
+        &o1,
+        "--label",
+        "base-sha"
+    ];
+    first.push(example().into());
+    let o = run_env(
+        &first,
+        &[env.clone(), vec![("NSYS_JAX_PIPE_CACHE_URL".into(), url())]].concat(),
+    );
+    assert_ok(&o);
+    assert!(warnings(&o).is_empty(), "{}", stderr(&o));
+    let uploaded = json(&o1.join("pipeline-run.json"))["remote"]["uploads"]
+        .as_u64()
+        .unwrap();
+    assert!(uploaded > 10, "{uploaded} entries uploaded");
+    assert!(s.keys(BUCKET, "ci/objects/").len() as u64 >= uploaded);
+    // Another machine: an empty local cache, the same bucket.
+    let o = analyze_remote(&env, &b, &o2, &[example()]);
+    assert_ok(&o);
+    assert_eq!(executed(&o2), Vec::<String>::new());
+    assert_same_outputs(&o1, &o2);
+    let hits = json(&o2.join("pipeline-run.json"))["remote"]["hits"]
+        .as_u64()
+        .unwrap();
+    assert!(hits > 0);
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        said.contains(&format!("remote cache: {hits} read, 0 uploaded")),
+        "{said}"
+    );
+    // `cache stats` shows the remote tier's hits and what the bucket holds.
+    let o = run_env(
+        &args!["cache", "stats", "--cache-dir", &b, "--cache-url", url()],
+        &env,
+    );
+    assert_ok(&o);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains(&format!("remote {}: {hits} hits", url())),
+        "{out}"
+    );
+    assert!(out.contains(&format!("remote cache {}:", url())), "{out}");
+    // The label made on the first machine names the run on a third one, whose cache and
+    // disk have neither the label nor its input.
+    let c = tmp.path().join("cache-c");
+    let cmp = tmp.path().join("cmp");
+    let o = run_env(
+        &args![
+            "compare",
+            "-q",
+            "--cache-dir",
+            &c,
+            "--cache-url",
+            url(),
+            "-o",
+            &cmp,
+            "base-sha",
+            example()
+        ],
+        &env,
+    );
+    assert_ok(&o);
+    // The labelled input was downloaded into the local cache, under its own name.
+    let fetched: Vec<PathBuf> = walkdir::WalkDir::new(c.join("inputs"))
+        .into_iter()
+        .map(|e| e.unwrap().into_path())
+        .filter(|p| p.is_file())
+        .collect();
+    assert_eq!(fetched.len(), 1, "{fetched:?}");
+    assert_eq!(fetched[0].file_name().unwrap(), "mlp-fsdp-2gpu.zip");
+    assert_eq!(
+        std::fs::read(&fetched[0]).unwrap(),
+        std::fs::read(example()).unwrap()
+    );
+    // The sides' frames came from the shared cache: only what the comparison adds ran.
+    let ran = executed(&cmp);
+    for kind in [
+        "gpu-frames",
+        "compile-frame",
+        "process-facts",
+        "member-keys",
+    ] {
+        assert!(!ran.iter().any(|k| k == kind), "{kind} executed: {ran:?}");
+    }
+    assert!(ran.iter().any(|k| k.starts_with("compare:")), "{ran:?}");
+}
+
+#[test]
+#[cfg_attr(
+    not(all(test_s3, test_fixtures)),
+    ignore = "needs an S3-protocol server (scripts/install-s3-server.sh .s3) and the shared fixtures"
+)]
+fn per_rank_work_done_elsewhere_is_reused_by_the_whole_run() {
+    let Some(f) = fixtures() else { return };
+    let Some((_s, env)) = server() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let ranks = pax_archives(&f);
+    // Four machines, one rank each, each with its own local cache.
+    for (i, rank) in ranks.iter().enumerate() {
+        let cache = tmp.path().join(format!("rank{i}-cache"));
+        let out = tmp.path().join(format!("rank{i}-out"));
+        assert_ok(&analyze_remote(
+            &env,
+            &cache,
+            &out,
+            std::slice::from_ref(rank),
+        ));
+    }
+    // The reference: a cold run of the four ranks, without the remote cache.
+    let cold = tmp.path().join("cold");
+    assert_ok(&analyze(
+        &tmp.path().join("cold-cache"),
+        &cold,
+        &["-q"],
+        &ranks,
+    ));
+    let cold_executed = executed(&cold).len();
+    // A fifth machine: the whole run from the shared cache.
+    let all = tmp.path().join("all");
+    let o = analyze_remote(&env, &tmp.path().join("all-cache"), &all, &ranks);
+    assert_ok(&o);
+    assert_same_outputs(&cold, &all);
+    let ran = executed(&all);
+    assert!(
+        ran.len() * 5 <= cold_executed,
+        "{} of a cold run's {cold_executed} nodes executed: {ran:?}",
+        ran.len()
+    );
+    assert!(node_count(&all) > 0);
+}
+
+#[test]
+#[cfg_attr(
+    not(all(test_s3, test_fixtures)),
+    ignore = "needs an S3-protocol server (scripts/install-s3-server.sh .s3) and the shared fixtures"
+)]
+fn a_server_that_stops_mid_run_costs_one_warning() {
+    let Some(f) = fixtures() else { return };
+    let Some((s, _)) = server() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let ranks = pax_archives(&f);
+    let reference = tmp.path().join("reference");
+    assert_ok(&analyze(
+        &tmp.path().join("ref-cache"),
+        &reference,
+        &["-q"],
+        &ranks,
+    ));
+    // The binary talks to the server through a proxy that stops the server after the 25th
+    // request: in the middle of the run's uploads and lookups.
+    let proxy = common::s3::StoppingProxy::start(s, 25);
+    let env = env_for(&proxy.endpoint(), "testing", "testing");
+    let out = tmp.path().join("out");
+    let o = analyze_remote(&env, &tmp.path().join("cache"), &out, &ranks);
+    assert_ok(&o);
+    assert!(
+        proxy.stopped(),
+        "the server was still up at the end of the run"
+    );
+    let w = warnings(&o);
+    assert_eq!(w.len(), 1, "{}", stderr(&o));
+    assert!(w[0].contains("unavailable"), "{w:?}");
+    assert_same_outputs(&reference, &out);
+}
+
+#[test]
+#[cfg_attr(
+    not(test_s3),
+    ignore = "needs an S3-protocol server (scripts/install-s3-server.sh .s3)"
+)]
+fn a_damaged_object_is_recomputed_and_replaced() {
+    let Some((s, env)) = server() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let o1 = tmp.path().join("o1");
+    assert_ok(&analyze_remote(
+        &env,
+        &tmp.path().join("c1"),
+        &o1,
+        &[example()],
+    ));
+    // Write over one stored analysis result in the bucket.
+    let keys = s.keys(BUCKET, "ci/objects/");
+    let target = keys
+        .iter()
+        .find(|k| k.contains(".analysis_"))
+        .unwrap_or_else(|| panic!("no analysis entry among {keys:?}"));
+    let python = nsys_jax_pipe::testutil::s3_server()
+        .unwrap()
+        .with_file_name("python");
+    common::s3::put_object(&python, &s.endpoint(), BUCKET, target, b"NJPSTOR1 garbage");
+    let o2 = tmp.path().join("o2");
+    let o = analyze_remote(&env, &tmp.path().join("c2"), &o2, &[example()]);
+    assert_ok(&o);
+    assert!(
+        stderr(&o).contains("is damaged; recomputing it"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!executed(&o2).is_empty());
+    assert_same_outputs(&o1, &o2);
+    // The recomputed entry replaced the damaged object: a third machine reads it.
+    let o3 = tmp.path().join("o3");
+    let o = analyze_remote(&env, &tmp.path().join("c3"), &o3, &[example()]);
+    assert_ok(&o);
+    assert!(!stderr(&o).contains("damaged"), "{}", stderr(&o));
+    assert_eq!(executed(&o3), Vec::<String>::new());
+}
+
+#[test]
+#[cfg_attr(
+    not(test_s3),
+    ignore = "needs an S3-protocol server (scripts/install-s3-server.sh .s3)"
+)]
+fn a_read_only_bucket_is_read_and_warned_about() {
+    let Some(program) = nsys_jax_pipe::testutil::s3_server() else {
+        return;
+    };
+    // The server checks credentials and policies (IAM) after the set-up requests.
+    let s = S3Server::start(&program, &[("INITIAL_NO_AUTH_ACTION_COUNT", "7")]);
+    let python = program.parent().unwrap().join("python");
+    let keys = common::s3::reader_and_writer(&python, &s.endpoint(), BUCKET);
+    let writer = env_for(&s.endpoint(), &keys.0.0, &keys.0.1);
+    let reader = env_for(&s.endpoint(), &keys.1.0, &keys.1.1);
+    let tmp = tempfile::tempdir().unwrap();
+    let o1 = tmp.path().join("o1");
+    let o = analyze_remote(&writer, &tmp.path().join("c1"), &o1, &[example()]);
+    assert_ok(&o);
+    assert!(warnings(&o).is_empty(), "{}", stderr(&o));
+    // A reader on a fresh machine: everything comes from the bucket, nothing is refused.
+    let o2 = tmp.path().join("o2");
+    let o = analyze_remote(&reader, &tmp.path().join("c2"), &o2, &[example()]);
+    assert_ok(&o);
+    assert_eq!(executed(&o2), Vec::<String>::new());
+    assert_same_outputs(&o1, &o2);
+    // A reader with new work (an analysis not run before): computed, its upload refused: one warning.
+    let o3 = tmp.path().join("o3");
+    let mut a = args![
+        "analyze",
+        "-q",
+        "--cache-dir",
+        tmp.path().join("c3"),
+        "-o",
+        &o3,
+        "--cache-url",
+        url(),
+        "--analysis",
+        "stragglers"
+    ];
+    a.push(example().into());
+    let o = run_env(&a, &reader);
+    assert_ok(&o);
+    let w = warnings(&o);
+    assert_eq!(w.len(), 1, "{}", stderr(&o));
+    assert!(w[0].contains("cannot write"), "{w:?}");
+    let o4 = tmp.path().join("o4");
+    let mut a = args![
+        "analyze",
+        "-q",
+        "--cache-dir",
+        tmp.path().join("c4"),
+        "-o",
+        &o4,
+        "--analysis",
+        "stragglers"
+    ];
+    a.push(example().into());
+    assert_ok(&run_env(&a, &[]));
+    assert_same_outputs(&o3, &o4);
+}

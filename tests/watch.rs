@@ -1,0 +1,178 @@
+//! `analyze --watch`: rank archives written one by one into a watched folder (one growing
+//! slowly, one written under a temporary name) each update only that rank's nodes and the
+//! reduces, the final outputs are a cold `analyze` of them all, and Ctrl-C ends it cleanly.
+
+mod common;
+use common::*;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Per-process node kinds (their labels name the process's archive).
+const PER_PROCESS: &[&str] = &[
+    "member-keys",
+    "gpu-frames",
+    "unplaced-devices",
+    "compile-frame",
+    "compiled-names",
+    "compiled-programs",
+    "process-facts",
+    "summary-partial",
+    "communication-partial",
+    "compile-sums",
+    "compilations",
+    "ops-partial",
+    "stacks-partial",
+    "memory-partial",
+];
+
+/// The run-wide nodes: the reduces, the warm-up context, decoding a new rank's HLO.
+const RUN_WIDE: &[&str] = &[
+    "warmup-context",
+    "compile-sums-group",
+    "hlo-schema",
+    "hlo-module",
+];
+
+/// Wait until the output folder's run record lists `n` inputs; the record.
+fn wait_for_update(out: &Path, n: usize, child: &mut std::process::Child) -> serde_json::Value {
+    let t0 = Instant::now();
+    loop {
+        if let Ok(bytes) = std::fs::read(out.join("pipeline-run.json"))
+            && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes)
+            && v["inputs"].as_array().map(Vec::len) == Some(n)
+        {
+            return v;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the watch ended: {status}");
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "no update with {n} inputs"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn files(out: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = walkdir::WalkDir::new(out)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file() && e.file_name() != "pipeline-run.json")
+        .map(|e| {
+            let rel = e.path().strip_prefix(out).unwrap().display().to_string();
+            (rel, std::fs::read(e.path()).unwrap())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
+fn ranks_arriving_one_by_one_update_only_their_nodes() {
+    let Some(f) = fixtures() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (folder, out, cache) = (
+        tmp.path().join("job"),
+        tmp.path().join("out"),
+        tmp.path().join("cache"),
+    );
+    std::fs::create_dir(&folder).unwrap();
+    let log = tmp.path().join("watch.log");
+    let mut child = std::process::Command::new(bin())
+        .args(args![
+            "analyze",
+            "--watch",
+            &folder,
+            "-o",
+            &out,
+            "--cache-dir",
+            &cache,
+            "-q"
+        ])
+        .env_remove("NSYS_JAX_PIPE_CACHE")
+        .env_remove("NSYS_JAX_PIPE_CACHE_URL")
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(tmp.path().join("watch.err")).unwrap())
+        .spawn()
+        .unwrap();
+    let ranks = pax_archives(&f);
+    for (i, rank) in ranks.iter().enumerate() {
+        let name = format!("proc{i}.zip");
+        let dest = folder.join(&name);
+        let bytes = std::fs::read(rank).unwrap();
+        match i {
+            // Still growing: half now, the rest a moment later.
+            1 => {
+                let mut w = std::fs::File::create(&dest).unwrap();
+                w.write_all(&bytes[..bytes.len() / 2]).unwrap();
+                w.flush().unwrap();
+                std::thread::sleep(Duration::from_millis(400));
+                w.write_all(&bytes[bytes.len() / 2..]).unwrap();
+            }
+            // Written under a temporary name, then renamed.
+            2 => {
+                let part = folder.join(format!("{name}.tmp"));
+                std::fs::write(&part, &bytes).unwrap();
+                std::thread::sleep(Duration::from_millis(1500));
+                std::fs::rename(&part, &dest).unwrap();
+            }
+            _ => std::fs::write(&dest, &bytes).unwrap(),
+        }
+        let record = wait_for_update(&out, i + 1, &mut child);
+        // The first update analyses one rank from nothing; each later one, one more rank.
+        for n in record["nodes"].as_array().unwrap() {
+            if n["status"] != "executed" || i == 0 {
+                continue;
+            }
+            let kind = n["kind"].as_str().unwrap();
+            let label = n["label"].as_str().unwrap_or("");
+            if PER_PROCESS.contains(&kind) {
+                assert!(
+                    label.ends_with(&name),
+                    "update {}: {kind} of {label} executed",
+                    i + 1
+                );
+            } else {
+                assert!(
+                    kind.starts_with("analysis:") || RUN_WIDE.contains(&kind),
+                    "update {}: {kind} ({label}) executed",
+                    i + 1
+                );
+            }
+        }
+    }
+    // The last update's outputs are those of a cold analysis of the four ranks.
+    let cold = tmp.path().join("cold");
+    assert_ok(&analyze(
+        &tmp.path().join("cold-cache"),
+        &cold,
+        &["-q"],
+        &ranks,
+    ));
+    assert_eq!(files(&out), files(&cold));
+    // Each rank was analysed once: four updates, no more.
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(said.matches("update ").count(), 4, "{said}");
+    // Ctrl-C between updates: exit 0, nothing half-written.
+    // SAFETY: kill(2) on the id of a child not yet waited for.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let status = child.wait().unwrap();
+    let err = std::fs::read_to_string(tmp.path().join("watch.err")).unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(err.contains("stopped watching"), "{err}");
+    let leftovers: Vec<PathBuf> = walkdir::WalkDir::new(&out)
+        .into_iter()
+        .map(|e| e.unwrap().into_path())
+        .filter(|p| p.to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert!(!err.contains("error"), "{err}");
+}
