@@ -402,3 +402,51 @@ fn a_read_only_bucket_is_read_and_warned_about() {
     assert_ok(&run_env(&a, &[]));
     assert_same_outputs(&o3, &o4);
 }
+
+#[test]
+#[cfg_attr(
+    not(all(test_s3, test_nsys)),
+    ignore = "needs an S3-protocol server (scripts/install-s3-server.sh .s3) and Nsight Systems (scripts/install-nsys.sh)"
+)]
+fn an_archive_made_where_the_rank_ran_is_analysed_elsewhere_from_the_shared_cache() {
+    let Some(nsys) = nsys() else { return };
+    let Some((_s, env)) = server() else { return };
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/command-buffers");
+    let tmp = tempfile::tempdir().unwrap();
+    let zip = tmp.path().join("rank0.zip");
+    let env: Vec<(String, String)> =
+        [env, vec![("NSYS".into(), nsys.display().to_string())]].concat();
+    // Where the rank ran: its archive, and with the shared cache, its nodes for `analyze`.
+    let o = run_env(
+        &args![
+            "archive",
+            data.join("rep.nsys-rep"),
+            "--dump",
+            data.join("dump_rep"),
+            "-o",
+            &zip,
+            "-q",
+            "--cache-dir",
+            tmp.path().join("node-cache"),
+            "--cache-url",
+            url()
+        ],
+        &env,
+    );
+    assert_ok(&o);
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(said.contains("its nodes for analyze, shared"), "{said}");
+    // Elsewhere: nothing executes, and the outputs are those of a local analysis.
+    let out = tmp.path().join("out");
+    let o = analyze_remote(&env, &tmp.path().join("login-cache"), &out, &[zip.clone()]);
+    assert_ok(&o);
+    assert_eq!(executed(&out), Vec::<String>::new());
+    let local = tmp.path().join("local");
+    assert_ok(&analyze(
+        &tmp.path().join("local-cache"),
+        &local,
+        &["-q"],
+        &[zip],
+    ));
+    assert_same_outputs(&local, &out);
+}

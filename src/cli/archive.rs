@@ -7,6 +7,7 @@ use super::analysis::{
 };
 use super::args::ArchiveArgs;
 use super::output::{finish, graph_work, refuse_existing, spinner};
+use crate::engine::Engine;
 use crate::graph;
 use crate::pipeline::AnalysisRequest;
 use anyhow::{Result, bail};
@@ -55,10 +56,11 @@ pub(super) fn archive(a: ArchiveArgs, plan: &[(String, Vec<String>)]) -> Result<
         &record,
         written.import.as_slice(),
         &format!(
-            "wrote {} ({}; {})",
+            "wrote {} ({}; {}){}",
             output.display(),
             crate::table::count(written.members, "member", "members"),
-            graph_work(&record)
+            graph_work(&record),
+            written.shared_note()
         ),
     )?;
     std::mem::forget(db);
@@ -75,6 +77,18 @@ pub(super) struct Written {
     pub analyses: std::time::Duration,
     /// An incomplete import, stored in the archive as `import-diagnostics.json`.
     pub import: Option<crate::capture::import_check::ImportDiagnostics>,
+    /// With a shared cache, what computing the archive's own nodes there did.
+    pub shared: Option<crate::engine::RunRecord>,
+}
+
+impl Written {
+    /// The summary's words on the shared cache, if one was used.
+    pub fn shared_note(&self) -> String {
+        match &self.shared {
+            Some(r) => format!(" · its nodes for analyze, shared: {}", graph_work(r)),
+            None => String::new(),
+        }
+    }
 }
 
 /// Lay out the archive of the run's only process (a capture), run the analyses, store their
@@ -117,13 +131,33 @@ pub(super) fn write_archive(
         .extend(report_entry(db, run, &results, html)?);
     let members = contents.entries.len();
     crate::formats::archive_writer::write_zip(contents.entries, output, force)?;
+    let shared = share_where_it_ran(db, output)?;
     Ok(Written {
         members,
         texts: results.texts,
         contents: contents_time,
         analyses,
         import,
+        shared,
     })
+}
+
+/// With a shared cache: the per-process work of the default analyses on the archive just
+/// written (`output`), stored there, so that `analyze` of this archive among the others of the
+/// run, on any machine, finds this process's nodes computed where it ran (the archive's nodes
+/// are keyed by its members, not by the capture it was made from). None without one.
+fn share_where_it_ran(db: &graph::Db, output: &Path) -> Result<Option<crate::engine::RunRecord>> {
+    let Some(store) = db.engine().store() else {
+        return Ok(None);
+    };
+    let Some(remote) = store.remote() else {
+        return Ok(None);
+    };
+    let engine = Engine::tiered(Some(store.root()), Some(remote.url()))?;
+    let input = graph::RunInput::Archive(output.to_path_buf());
+    let (db, run) = graph::open_run(engine, &[input], db.ctx.nsys_flag.clone())?;
+    run_analyses(&db, run, &crate::pipeline::default_pipeline())?;
+    Ok(Some(db.ctx.engine.finish()))
 }
 
 /// The HTML report stored in an archive (`report.html`) when analyses ran or one is asked

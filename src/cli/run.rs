@@ -191,13 +191,14 @@ pub(super) fn run(a: RunArgs, plan: &[(String, Vec<String>)]) -> Result<i32> {
         &record,
         written.import.as_slice(),
         &format!(
-            "wrote {} ({}) · profiled run {:.1} s · after it {:.2} s (archive {:.2} s, analyses {:.2} s)",
+            "wrote {} ({}) · profiled run {:.1} s · after it {:.2} s (archive {:.2} s, analyses {:.2} s){}",
             output.display(),
             crate::table::count(written.members, "member", "members"),
             profiled.wall.as_secs_f64(),
             after.as_secs_f64(),
             written.contents.as_secs_f64(),
             written.analyses.as_secs_f64(),
+            written.shared_note(),
         ),
     )?;
     std::mem::forget(db);
