@@ -12,6 +12,13 @@
 //!
 //! `cargo bench --bench scale` runs N = 8, 64, 256; `cargo bench --bench scale -- 16 32`
 //! chooses N. Under `cargo test` it runs N = 3 as a check of the same assertions.
+//!
+//! `cargo bench --bench scale -- --shared 1024`: the shared cache instead. Each of N + 1 ranks
+//! is analysed alone, as on the node where it ran, with a local cache of its own (removed
+//! after) and the shared cache (`file://` under the work folder, or
+//! `$NSYS_JAX_PIPE_BENCH_CACHE_URL`); then `analyze` of the N ranks with an empty local cache
+//! and the shared one (reduce-only: it must execute no rank's per-process node), the same
+//! with rank N added, and a cold local `analyze` of the N ranks without the shared cache.
 
 use std::io::{Read, Write};
 use std::os::unix::process::ExitStatusExt;
@@ -42,6 +49,7 @@ fn main() {
 fn run() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let bench = args.iter().any(|a| a == "--bench");
+    let shared = args.iter().any(|a| a == "--shared");
     let chosen: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
     let ns = match (chosen.is_empty(), bench) {
         (false, _) => chosen,
@@ -66,6 +74,12 @@ fn run() -> Result<()> {
         ranks_dir.display()
     );
 
+    if shared {
+        for &n in &ns {
+            println!("{}", measure_shared(n, &ranks, &work)?);
+        }
+        return Ok(());
+    }
     let mut rows = Vec::new();
     for &n in &ns {
         for command in [Cmd::Analyze, Cmd::Combine] {
@@ -400,6 +414,103 @@ fn measure(command: Cmd, n: usize, ranks: &[PathBuf], work: &Path) -> Result<Row
         plus_one,
         plus_one_kinds,
     })
+}
+
+/// The shared cache at scale (see the module's documentation); a table.
+fn measure_shared(n: usize, ranks: &[PathBuf], work: &Path) -> Result<String> {
+    let dir = work.join(format!("shared-{n}"));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    std::fs::create_dir_all(dir.join("bucket"))?;
+    let url = std::env::var("NSYS_JAX_PIPE_BENCH_CACHE_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| format!("file://{}", dir.join("bucket").display()));
+    let analyze = |inputs: &[PathBuf], cache: &Path, out: &Path, shared: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_nsys-jax-pipe"));
+        cmd.args(["analyze", "-q", "-o"]).arg(out);
+        cmd.arg("--cache-dir").arg(cache);
+        if shared {
+            cmd.args(["--cache-url", &url]);
+        }
+        for a in ANALYSES {
+            cmd.args(["--analysis", a]);
+        }
+        cmd.args(inputs);
+        cmd
+    };
+    // Where the ranks ran: each alone, two at a time.
+    let t0 = Instant::now();
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build()?;
+    pool.install(|| {
+        (0..=n).into_par_iter().try_for_each(|i| -> Result<()> {
+            let local = dir.join(format!("node{i}"));
+            let cmd = analyze(
+                &ranks[i..=i],
+                &local.join("cache"),
+                &local.join("out"),
+                true,
+            );
+            timed(cmd)?;
+            std::fs::remove_dir_all(&local)?;
+            Ok(())
+        })
+    })?;
+    let maps_s = t0.elapsed().as_secs_f64();
+    let run = |inputs: &[PathBuf],
+               cache: &str,
+               tag: &str,
+               shared: bool|
+     -> Result<(Run, serde_json::Value)> {
+        let out = dir.join(format!("out-{tag}"));
+        let (wall_s, rss_mib, _) = timed(analyze(inputs, &dir.join(cache), &out, shared))?;
+        let log: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("pipeline-run.json"))?)?;
+        let executed = log["executed"].as_u64().unwrap_or(0) as usize;
+        Ok((
+            Run {
+                wall_s,
+                rss_mib,
+                executed,
+            },
+            log,
+        ))
+    };
+    let (reduce, log) = run(&ranks[..n], "login-cache", "reduce", true)?;
+    let (plus_one, log1) = run(&ranks[..=n], "login-cache", "plus1", true)?;
+    for log in [&log, &log1] {
+        for node in log["nodes"].as_array().context("no node list")? {
+            let kind = node["kind"].as_str().unwrap_or("");
+            ensure!(
+                node["status"] != "executed"
+                    || kind == "warmup-context"
+                    || kind == "compile-sums-group"
+                    || kind.starts_with("analysis:"),
+                "the reduce-only run executed {kind} of {}",
+                node["label"]
+            );
+        }
+    }
+    let (cold, _) = run(&ranks[..n], "cold-cache", "cold", false)?;
+    ensure!(
+        std::fs::read(dir.join("out-reduce/summary.json"))?
+            == std::fs::read(dir.join("out-cold/summary.json"))?,
+        "the reduce-only summary differs from the cold one"
+    );
+    let row = |what: &str, r: &Run| {
+        format!(
+            "| {what} | {:.2} | {:.0} | {} |\n",
+            r.wall_s, r.rss_mib, r.executed
+        )
+    };
+    Ok(format!(
+        "shared cache {url}: {} ranks analysed alone in {maps_s:.0} s\n\n| analyze of {n} ranks | s | peak MiB | executed |\n|---|---|---|---|\n{}{}{}",
+        n + 1,
+        row("reduce-only, from the shared cache", &reduce),
+        row("+1 rank (its map also done elsewhere)", &plus_one),
+        row("cold, local cache only", &cold),
+    ))
 }
 
 /// The node table `--explain` prints (`node  about  key  status  ms` per line), as the run

@@ -450,3 +450,45 @@ fn an_archive_made_where_the_rank_ran_is_analysed_elsewhere_from_the_shared_cach
     ));
     assert_same_outputs(&local, &out);
 }
+
+#[test]
+#[cfg_attr(
+    not(test_s3),
+    ignore = "needs an S3-protocol server (scripts/install-s3-server.sh .s3)"
+)]
+fn cache_push_shares_what_was_computed_before() {
+    let Some((_s, env)) = server() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, o1) = (tmp.path().join("a"), tmp.path().join("o1"));
+    // Computed with the local cache alone: nothing shared.
+    assert_ok(&analyze(&a, &o1, &["-q"], &[example()]));
+    let o = run_env(
+        &args!["cache", "push", "--cache-dir", &a, "--cache-url", url()],
+        &env,
+    );
+    assert_ok(&o);
+    let said = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(said.contains(" uploaded to "), "{said}");
+    // Pushing again uploads nothing: every entry is there.
+    let o = run_env(
+        &args!["cache", "push", "--cache-dir", &a, "--cache-url", url()],
+        &env,
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains(", 0 uploaded"),
+        "{o:?}"
+    );
+    let o2 = tmp.path().join("o2");
+    assert_ok(&analyze_remote(
+        &env,
+        &tmp.path().join("b"),
+        &o2,
+        &[example()],
+    ));
+    assert_eq!(executed(&o2), Vec::<String>::new());
+    assert_same_outputs(&o1, &o2);
+    // Without a shared cache, push is refused in one line.
+    let o = run_env(&args!["cache", "push", "--cache-dir", &a], &env);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(stderr(&o).contains("--cache-url"), "{}", stderr(&o));
+}

@@ -176,3 +176,77 @@ fn ranks_arriving_one_by_one_update_only_their_nodes() {
     assert!(leftovers.is_empty(), "{leftovers:?}");
     assert!(!err.contains("error"), "{err}");
 }
+
+#[test]
+#[cfg_attr(
+    not(test_fixtures),
+    ignore = "needs the shared fixtures (../shared/fixtures or NSYS_JAX_PIPE_FIXTURES)"
+)]
+fn an_edited_analysis_script_reruns_only_itself() {
+    let Some(f) = fixtures() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let (folder, out) = (tmp.path().join("job"), tmp.path().join("out"));
+    std::fs::create_dir(&folder).unwrap();
+    for rank in &pax_archives(&f)[..2] {
+        std::fs::copy(rank, folder.join(rank.file_name().unwrap())).unwrap();
+    }
+    let script = tmp.path().join("count.py");
+    let version = |n: u32| format!("open('result.txt', 'w').write('version {n}')\n");
+    std::fs::write(&script, version(1)).unwrap();
+    let mut child = std::process::Command::new(bin())
+        .args(args![
+            "analyze",
+            "--watch",
+            &folder,
+            "-o",
+            &out,
+            "--cache-dir",
+            tmp.path().join("cache"),
+            "-q",
+            "--analysis",
+            "summary",
+            "--analysis",
+            &script
+        ])
+        .env_remove("NSYS_JAX_PIPE_CACHE")
+        .env_remove("NSYS_JAX_PIPE_CACHE_URL")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let result = out.join("analysis/count/result.txt");
+    let wait_for = |text: &str, child: &mut std::process::Child| {
+        let t0 = Instant::now();
+        while std::fs::read_to_string(&result).ok().as_deref() != Some(text) {
+            assert!(child.try_wait().unwrap().is_none(), "the watch ended");
+            assert!(t0.elapsed() < Duration::from_secs(120), "no {text:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait_for("version 1", &mut child);
+    // Edited: the next update runs the script again, and nothing else.
+    std::thread::sleep(Duration::from_millis(50));
+    std::fs::write(&script, version(2)).unwrap();
+    wait_for("version 2", &mut child);
+    let t0 = Instant::now();
+    let run = loop {
+        let run = json(&out.join("pipeline-run.json"));
+        let ran: Vec<String> = run["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["status"] == "executed")
+            .map(|n| n["kind"].as_str().unwrap().to_string())
+            .collect();
+        if !ran.is_empty() || t0.elapsed() > Duration::from_secs(10) {
+            break ran;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(run, vec!["analysis-script:count".to_string()]);
+    // SAFETY: kill(2) on the id of a child not yet waited for.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}

@@ -55,7 +55,7 @@ impl CacheUrl {
 pub(super) struct CacheArgs {
     #[command(flatten)]
     pub dir: CacheDir,
-    /// Do not read or write the on-disk cache.
+    /// Do not read or write the cache (neither the local one nor a shared one).
     #[arg(long)]
     pub no_cache: bool,
 }
@@ -66,13 +66,11 @@ impl CacheArgs {
         (!self.no_cache).then(|| self.dir.path())
     }
 
-    /// The engine over the local cache and, with `--cache-url`, the remote one.
+    /// The engine over the local cache and, with `--cache-url`, the shared one behind it
+    /// (`--no-cache`: neither).
     pub fn engine(&self) -> Result<crate::engine::Engine> {
         let url = self.dir.url.cache_url.as_deref().filter(|u| !u.is_empty());
-        if self.no_cache && url.is_some() {
-            bail!("--cache-url shares the local cache: it cannot go with --no-cache");
-        }
-        crate::engine::Engine::tiered(self.dir().as_deref(), url)
+        crate::engine::Engine::tiered(self.dir().as_deref(), url.filter(|_| !self.no_cache))
     }
 }
 
@@ -181,6 +179,9 @@ pub(super) struct CaptureArgs {
 pub(super) enum CacheCommand {
     /// Number and size of cached entries, by node kind.
     Stats(CacheDir),
+    /// Upload the local cache's entries to the shared cache (--cache-url) that it lacks:
+    /// entries computed before a shared cache was given are otherwise only ever local.
+    Push(CacheDir),
     /// Remove entries not used for a while, then the least recently used ones above a size.
     Gc {
         #[command(flatten)]

@@ -1,4 +1,4 @@
-//! `cache`: the on-disk cache's size by node kind, and trimming it.
+//! `cache`: the on-disk cache's size by node kind, trimming it, and filling the shared one.
 
 use super::args::CacheCommand;
 use anyhow::{Context, Result, bail};
@@ -27,6 +27,20 @@ pub(super) fn cache(c: CacheCommand) -> Result<()> {
             }
             print!("{}", t.render());
             remote_stats(&dir, &args)?;
+        }
+        CacheCommand::Push(args) => {
+            let dir = args.path();
+            let Some(remote) = args.url.open()? else {
+                bail!("cache push needs the shared cache: give --cache-url URL");
+            };
+            let store = crate::engine::Store::open(&dir)?.with_remote(Some(remote));
+            let (entries, counts) = store.push();
+            println!(
+                "{}: {entries} entries, {} uploaded to {} (the others were there)",
+                dir.display(),
+                counts.uploads,
+                store.remote().expect("given").url()
+            );
         }
         CacheCommand::Gc {
             cache,

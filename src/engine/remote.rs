@@ -134,6 +134,23 @@ impl Remote {
         }
     }
 
+    /// Whether object `name` exists (asked, not fetched: a large entry, such as a process's
+    /// frames, is often only asked about).
+    pub fn contains(&self, name: &str) -> bool {
+        if self.state.load(Ordering::Relaxed) == OFF {
+            return false;
+        }
+        let (store, path) = (self.store.clone(), self.object(name));
+        match self.rt.block_on(async move { store.head(&path).await }) {
+            Ok(_) => true,
+            Err(object_store::Error::NotFound { .. }) => false,
+            Err(e) => {
+                self.fail(OFF, &e);
+                false
+            }
+        }
+    }
+
     /// A cache entry (the store's bytes: header and payload), verified by `verify`; counted
     /// as a hit, a miss or a damaged object.
     pub fn get_entry(&self, name: &str, verify: impl Fn(&[u8]) -> bool) -> Option<Vec<u8>> {

@@ -126,10 +126,14 @@ impl Store {
         }
     }
 
-    /// Whether an entry exists (it is verified when read). One that only the remote tier has
-    /// is fetched now: whoever asks is about to read it.
+    /// Whether an entry exists, here or in the remote tier (it is verified when read; one
+    /// that only the remote tier has is not fetched until it is read).
     pub fn contains(&self, kind: &str, key: &Key) -> bool {
-        self.path_of(kind, key).is_file() || self.fetch(kind, key).is_some()
+        self.path_of(kind, key).is_file()
+            || self
+                .remote
+                .as_ref()
+                .is_some_and(|r| r.contains(&Self::name_of(kind, key)))
     }
 
     /// Store `payload` under `(kind, key)` atomically, and upload it to the remote tier.
@@ -178,6 +182,29 @@ impl Store {
                 ))
             })
             .collect()
+    }
+
+    /// Upload every verified local entry to the remote tier (put-if-absent); the number of
+    /// local entries and what the remote tier did.
+    pub fn push(&self) -> (u64, super::remote::RemoteCounts) {
+        let Some(remote) = &self.remote else {
+            return (0, Default::default());
+        };
+        let objects = self.root.join("objects");
+        let mut n = 0;
+        for (path, _, _) in self.entries() {
+            let Ok(bytes) = fs::read(&path) else { continue };
+            if verify(&bytes).is_none() || path.to_string_lossy().contains("/.tmp-") {
+                continue;
+            }
+            let Ok(rel) = path.strip_prefix(&objects) else {
+                continue;
+            };
+            let name = format!("objects/{}", rel.to_string_lossy());
+            remote.put(&name, bytes, false);
+            n += 1;
+        }
+        (n, remote.flush())
     }
 
     pub fn stats(&self) -> StoreStats {

@@ -130,15 +130,17 @@ pub fn open_runs(
     runs: &[Vec<RunInput>],
     nsys_flag: Option<PathBuf>,
 ) -> Result<(Db, Vec<Run>)> {
+    use rayon::prelude::*;
     let inputs: Vec<&RunInput> = runs.iter().flatten().collect();
     let archives: Vec<Arc<Archive>> = inputs
         .iter()
         .map(|i| open_input(i).map(Arc::new))
         .collect::<Result<_>>()?;
-    let mut file_keys = Vec::new();
-    for a in &archives {
-        file_keys.push(input_key(&engine, a)?);
-    }
+    // Content keys of inputs not seen before are hashes of whole files: in parallel.
+    let file_keys: Vec<Key> = archives
+        .par_iter()
+        .map(|a| input_key(&engine, a))
+        .collect::<Result<_>>()?;
     let stems: Vec<Vec<Option<String>>> = archives
         .iter()
         .map(|a| a.process_stems())
