@@ -165,6 +165,22 @@ impl Engine {
         Ok((key, self.transient(node.kind(), label, key, compute)?))
     }
 
+    /// Fetch the stored values of `nodes` from the shared cache, many at once, when there is
+    /// one and they are not local (see [`Store::prefetch`]): a run about to read them one by
+    /// one then finds them locally.
+    pub fn prefetch(&self, nodes: &[(String, Key)]) {
+        if let Some(store) = &self.store
+            && store.remote().is_some()
+        {
+            store.prefetch(nodes);
+        }
+    }
+
+    /// Whether a shared cache is behind the local one.
+    pub fn has_remote(&self) -> bool {
+        self.store.as_ref().is_some_and(|s| s.remote().is_some())
+    }
+
     /// Whether the store holds a value for `node` (without reading it).
     pub fn is_stored<N: Node>(&self, node: &N) -> bool {
         self.stored(node.kind(), &node.key())

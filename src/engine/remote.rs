@@ -23,6 +23,8 @@ use std::time::Duration;
 
 /// Uploads in flight at once (each holds its entry in memory until it is sent).
 const IN_FLIGHT: usize = 16;
+/// Fetches in flight at once when many entries are wanted together.
+const FETCH_IN_FLIGHT: usize = 32;
 
 /// What the remote tier did in one run.
 #[derive(Debug, Default, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -164,14 +166,59 @@ impl Remote {
             self.counts.hits.fetch_add(1, Ordering::Relaxed);
             Some(bytes)
         } else {
-            crate::error::warn(&format!(
-                "remote cache {}: entry {name} is damaged; recomputing it",
-                self.url
-            ));
-            self.counts.damaged.fetch_add(1, Ordering::Relaxed);
-            self.damaged.lock().unwrap().insert(name.to_string());
+            self.damaged_entry(name);
             None
         }
+    }
+
+    /// Fetch the cache entries `names`, [`FETCH_IN_FLIGHT`] at a time, handing each verified
+    /// one to `found` as it arrives (absent ones are misses; damaged ones are counted, warned
+    /// about and left out, as by [`Remote::get_entry`]).
+    pub fn get_entries(
+        &self,
+        names: Vec<String>,
+        verify: impl Fn(&[u8]) -> bool,
+        mut found: impl FnMut(&str, Vec<u8>),
+    ) {
+        use futures::StreamExt;
+        if self.state.load(Ordering::Relaxed) == OFF || names.is_empty() {
+            return;
+        }
+        let fetches = futures::stream::iter(names.into_iter().map(|name| {
+            let (store, path) = (self.store.clone(), self.object(&name));
+            async move {
+                let got = async {
+                    let r = store.get(&path).await?;
+                    r.bytes().await
+                }
+                .await;
+                (name, got)
+            }
+        }))
+        .buffer_unordered(FETCH_IN_FLIGHT);
+        self.rt.block_on(fetches.for_each(|(name, got)| {
+            match got {
+                Ok(b) if verify(&b) => {
+                    self.counts.hits.fetch_add(1, Ordering::Relaxed);
+                    found(&name, b.to_vec());
+                }
+                Ok(_) => self.damaged_entry(&name),
+                Err(object_store::Error::NotFound { .. }) => {
+                    self.counts.misses.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => self.fail(OFF, &e),
+            }
+            futures::future::ready(())
+        }));
+    }
+
+    fn damaged_entry(&self, name: &str) {
+        crate::error::warn(&format!(
+            "remote cache {}: entry {name} is damaged; recomputing it",
+            self.url
+        ));
+        self.counts.damaged.fetch_add(1, Ordering::Relaxed);
+        self.damaged.lock().unwrap().insert(name.to_string());
     }
 
     /// Upload `bytes` as `name` in the background (put-if-absent, or written over a damaged

@@ -88,20 +88,44 @@ impl Store {
         })
     }
 
+    /// Fetch from the remote tier, many at once, the entries among `wanted` that are not
+    /// local, and keep them locally: what a run is about to read one by one.
+    pub fn prefetch(&self, wanted: &[(String, Key)]) {
+        let Some(remote) = &self.remote else { return };
+        let names: Vec<String> = wanted
+            .iter()
+            .map(|(kind, key)| Self::name_of(kind, key))
+            .filter(|name| !self.root.join(name).is_file())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        remote.get_entries(
+            names,
+            |b| verify(b).is_some(),
+            |name, bytes| self.keep(name, &bytes),
+        );
+    }
+
+    /// Write an entry fetched from the remote tier to the local one (best effort: a failure
+    /// only means it is fetched again next time).
+    fn keep(&self, name: &str, bytes: &[u8]) {
+        let path = self.root.join(name);
+        if let Some(dir) = path.parent() {
+            let _ = fs::create_dir_all(dir);
+        }
+        if let Ok(tmp) = TempFile::new_in(&self.root, tmpfiles::SUFFIX)
+            && (&mut tmp.file()).write_all(bytes).is_ok()
+        {
+            let _ = tmp.commit(&path, false);
+        }
+    }
+
     /// The remote tier's verified entry for `(kind, key)`, written to the local tier.
     fn fetch(&self, kind: &str, key: &Key) -> Option<Vec<u8>> {
         let remote = self.remote.as_ref()?;
         let name = Self::name_of(kind, key);
         let bytes = remote.get_entry(&name, |b| verify(b).is_some())?;
-        let path = self.root.join(&name);
-        if let Some(dir) = path.parent() {
-            let _ = fs::create_dir_all(dir);
-        }
-        if let Ok(tmp) = TempFile::new_in(&self.root, tmpfiles::SUFFIX)
-            && (&mut tmp.file()).write_all(&bytes).is_ok()
-        {
-            let _ = tmp.commit(&path, false);
-        }
+        self.keep(&name, &bytes);
         Some(bytes)
     }
 

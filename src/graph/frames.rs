@@ -370,6 +370,29 @@ pub struct ProcessFacts {
 }
 impl JsonValue for ProcessFacts {}
 
+/// The stored node that says whether `p`'s frames need its position (None without frames),
+/// as (kind, key).
+pub(super) fn unplaced_node(db: &Db, p: Process) -> Result<Option<(String, Key)>, NodeError> {
+    Ok(gpu_frames_node(db, p)?.map(|n| {
+        let u = UnplacedNode {
+            gpu_frames: n.key(),
+        };
+        (u.kind().to_string(), u.key())
+    }))
+}
+
+/// The stored nodes of `p` that the run's warm-up context reads, as (kind, key).
+pub(super) fn context_nodes(db: &Db, p: Process) -> Result<Vec<(String, Key)>, NodeError> {
+    let facts = ProcessFactsNode {
+        gpu_frames: gpu_frames_key(db, p)?,
+    };
+    let compiled = compiled_node(db, p)?;
+    Ok(vec![
+        (facts.kind().to_string(), facts.key()),
+        (compiled.kind().to_string(), compiled.key()),
+    ])
+}
+
 pub(super) fn facts_key(db: &Db, p: Process) -> Result<Key, NodeError> {
     Ok(ProcessFactsNode {
         gpu_frames: gpu_frames_key(db, p)?,

@@ -23,6 +23,7 @@ pub mod hlo;
 pub mod inputs;
 pub mod kinds;
 pub mod members;
+mod prefetch;
 pub mod report;
 pub mod scheduler;
 pub mod shares;

@@ -50,6 +50,11 @@ impl Needs {
         Ok(Needs::new(uses))
     }
 
+    /// Every share named.
+    pub(super) fn uses(&self) -> impl Iterator<Item = &ShareUse> {
+        self.0.iter()
+    }
+
     fn reading(&self, reads: Reads) -> impl Iterator<Item = &ShareUse> {
         self.0.iter().filter(move |u| u.share.reads() == reads)
     }
@@ -64,6 +69,7 @@ pub fn prepare_archives(db: &Db, run: Run) -> Result<()> {
             archives.push(p.archive(db));
         }
     }
+    super::prefetch::member_keys(db, &archives);
     archives
         .par_iter()
         .map_with(db.clone(), |db, &a| member_keys(db, a).map(|_| ()))
@@ -136,6 +142,7 @@ pub fn prepare_processes(
     // that keeps every thread busy and none waiting: the schemas (decodes need them), the
     // compile frames (which need no decoded dump), then each distinct HLO dump once, the
     // largest first, of the processes whose GPU frames are not stored yet.
+    super::prefetch::process_nodes(db, &procs)?;
     let engine = db.engine();
     let mut schemas = Vec::new();
     let mut compiles = Vec::new();
@@ -200,6 +207,7 @@ pub fn prepare_processes(
         })
         .collect::<Result<Vec<()>, _>>()?;
     warmup_context(db, run)?;
+    super::prefetch::shares(db, run, needs)?;
     procs
         .par_iter()
         .map_with(db.clone(), |db, &p| -> Result<(), NodeError> {
