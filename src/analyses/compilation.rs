@@ -571,6 +571,8 @@ impl Share for RangeSumsShare {
     const KIND: &'static str = "compile-sums";
     const SOURCES: &'static [&'static str] = &["analyses/compilation.rs"];
     const READS: Reads = Reads::Compile;
+    // Large (a sum per range name), and read once into its group's sum.
+    const KEEP: crate::engine::Keep = crate::engine::Keep::Volatile;
     type Param = ();
     type Value = RangeSums;
 

@@ -62,6 +62,9 @@ pub trait Share: Sync + 'static {
     /// The source files its map step is made of (its version).
     const SOURCES: &'static [&'static str];
     const READS: Reads;
+    /// How its values are kept in memory: a share read once, into the stored sum of its
+    /// group of processes (see [`Share::add_up`]), is better dropped once read (`Volatile`).
+    const KEEP: Keep = Keep::Stored;
     /// Its parameters (`()` for none); part of the key.
     type Param: Serialize + DeserializeOwned + Default + Send + Sync;
     type Value: Value + Clone;
@@ -100,7 +103,7 @@ pub struct ShareNode<'a, S> {
 
 impl<S: Share> Node for ShareNode<'_, S> {
     type Value = S::Value;
-    const KEEP: Keep = Keep::Stored;
+    const KEEP: Keep = S::KEEP;
     fn kind(&self) -> &str {
         S::KIND
     }
