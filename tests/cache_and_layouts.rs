@@ -237,24 +237,8 @@ fn one_more_rank_executes_only_its_own_nodes_and_the_reduces() {
             )
         })
         .collect();
-    let per_process = [
-        "member-keys",
-        "gpu-frames",
-        "unplaced-devices",
-        "compile-frame",
-        "compiled-names",
-        "compiled-programs",
-        "process-facts",
-        "summary-partial",
-        "communication-partial",
-        "compile-sums",
-        "compilations",
-        "ops-partial",
-        "stacks-partial",
-        "memory-partial",
-    ];
     for (kind, label) in &executed {
-        if per_process.contains(&kind.as_str()) {
+        if PER_PROCESS_KINDS.contains(&kind.as_str()) {
             assert!(label.ends_with("proc3.zip"), "{kind} of {label} executed");
         } else {
             // The reduces, the run's warm-up context, and decoding the new rank's HLO.

@@ -64,24 +64,8 @@ fn node_count(out: &Path) -> usize {
         .len()
 }
 
-/// Every output file but the run record, by relative path.
-fn outputs(out: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut v: Vec<(String, Vec<u8>)> = walkdir::WalkDir::new(out)
-        .sort_by_file_name()
-        .into_iter()
-        .map(|e| e.unwrap())
-        .filter(|e| e.file_type().is_file() && e.file_name() != "pipeline-run.json")
-        .map(|e| {
-            let rel = e.path().strip_prefix(out).unwrap().display().to_string();
-            (rel, std::fs::read(e.path()).unwrap())
-        })
-        .collect();
-    v.sort();
-    v
-}
-
 fn assert_same_outputs(a: &Path, b: &Path) {
-    let (x, y) = (outputs(a), outputs(b));
+    let (x, y) = (output_files(a), output_files(b));
     assert!(!x.is_empty());
     assert_eq!(
         x.iter().map(|f| &f.0).collect::<Vec<_>>(),

@@ -8,24 +8,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// Per-process node kinds (their labels name the process's archive).
-const PER_PROCESS: &[&str] = &[
-    "member-keys",
-    "gpu-frames",
-    "unplaced-devices",
-    "compile-frame",
-    "compiled-names",
-    "compiled-programs",
-    "process-facts",
-    "summary-partial",
-    "communication-partial",
-    "compile-sums",
-    "compilations",
-    "ops-partial",
-    "stacks-partial",
-    "memory-partial",
-];
-
 /// The run-wide nodes: the reduces, the warm-up context, decoding a new rank's HLO.
 const RUN_WIDE: &[&str] = &[
     "warmup-context",
@@ -53,20 +35,6 @@ fn wait_for_update(out: &Path, n: usize, child: &mut std::process::Child) -> ser
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-fn files(out: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut v: Vec<(String, Vec<u8>)> = walkdir::WalkDir::new(out)
-        .into_iter()
-        .map(|e| e.unwrap())
-        .filter(|e| e.file_type().is_file() && e.file_name() != "pipeline-run.json")
-        .map(|e| {
-            let rel = e.path().strip_prefix(out).unwrap().display().to_string();
-            (rel, std::fs::read(e.path()).unwrap())
-        })
-        .collect();
-    v.sort();
-    v
 }
 
 #[test]
@@ -132,7 +100,7 @@ fn ranks_arriving_one_by_one_update_only_their_nodes() {
             }
             let kind = n["kind"].as_str().unwrap();
             let label = n["label"].as_str().unwrap_or("");
-            if PER_PROCESS.contains(&kind) {
+            if PER_PROCESS_KINDS.contains(&kind) {
                 assert!(
                     label.ends_with(&name),
                     "update {}: {kind} of {label} executed",
@@ -155,7 +123,7 @@ fn ranks_arriving_one_by_one_update_only_their_nodes() {
         &["-q"],
         &ranks,
     ));
-    assert_eq!(files(&out), files(&cold));
+    assert_eq!(output_files(&out), output_files(&cold));
     // Each rank was analysed once: four updates, no more.
     let said = std::fs::read_to_string(&log).unwrap();
     assert_eq!(said.matches("update ").count(), 4, "{said}");

@@ -26,6 +26,39 @@ pub const ALL_ANALYSES: &[&str] = &[
     "memory",
 ];
 
+/// The node kinds computed once per process (their labels name the process's archive).
+pub const PER_PROCESS_KINDS: &[&str] = &[
+    "member-keys",
+    "gpu-frames",
+    "unplaced-devices",
+    "compile-frame",
+    "compiled-names",
+    "compiled-programs",
+    "process-facts",
+    "summary-partial",
+    "communication-partial",
+    "compile-sums",
+    "compilations",
+    "ops-partial",
+    "stacks-partial",
+    "memory-partial",
+];
+
+/// Every file of an output folder but its run record, by relative path, sorted.
+pub fn output_files(out: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = walkdir::WalkDir::new(out)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file() && e.file_name() != "pipeline-run.json")
+        .map(|e| {
+            let rel = e.path().strip_prefix(out).unwrap().display().to_string();
+            (rel, std::fs::read(e.path()).unwrap())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
 pub fn pax_archives(f: &Path) -> Vec<PathBuf> {
     (0..4)
         .map(|i| f.join(format!("jaxtoolbox-pax-fsdp4-4proc/proc{i}.zip")))
