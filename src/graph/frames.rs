@@ -118,13 +118,7 @@ pub fn gpu_frames_key(db: &Db, p: Process) -> Result<Option<Key>, NodeError> {
 }
 
 fn placed_key(db: &Db, p: Process, frames: Key) -> Result<Key, NodeError> {
-    let node = UnplacedNode { gpu_frames: frames };
-    let (_, unplaced) = fail(db.engine().compute(&node, &p.label(db), || {
-        let node = gpu_frames_node(db, p)?.expect("the frames exist");
-        let g = own_gpu_frames(db, p, &node)?;
-        Ok(frames::placement::has_unplaced(&g.value.0))
-    }))?;
-    Ok(if *unplaced {
+    Ok(if *frames_unplaced(db, p)?.value {
         KeyBuilder::new("placed-gpu-frames", "1")
             .input(&frames)
             .param("position", p.position(db).to_le_bytes())
@@ -132,6 +126,23 @@ fn placed_key(db: &Db, p: Process, frames: Key) -> Result<Key, NodeError> {
     } else {
         frames
     })
+}
+
+/// Whether `p`'s frames have rows that only its position in the run can place (a stored
+/// node, memoised here: every key built on the frames asks). Only asked of a process that
+/// has frames.
+#[salsa::tracked(returns(clone))]
+fn frames_unplaced(db: &dyn Graph, p: Process) -> NodeResult<bool> {
+    let db = db.db();
+    let own = gpu_frames_node(db, p)?.expect("asked only with frames");
+    let node = UnplacedNode {
+        gpu_frames: own.key(),
+    };
+    let (key, value) = fail(db.engine().compute(&node, &p.label(db), || {
+        let g = own_gpu_frames(db, p, &own)?;
+        Ok(frames::placement::has_unplaced(&g.value.0))
+    }))?;
+    Ok(Out { key, value })
 }
 
 /// Module and thunk frames of one process (None for an NVTX-only capture). A volatile node:
