@@ -73,7 +73,8 @@ pub trait Share: Sync + 'static {
 
     /// For a share whose values add up (the compile-time sums): the sum of `parts`. The graph
     /// then stores sums of groups of processes, so a reduce over many processes reads one
-    /// stored sum per group.
+    /// stored sum per group (and computes those sums before the reduces, in parallel: a
+    /// reduce reads such a share through [`RunShares::group_sums`]).
     fn add_up(&self, _parts: &[Self::Value]) -> Option<Self::Value> {
         None
     }
@@ -163,6 +164,8 @@ pub trait AnyShare: Sync {
         inputs: &ShareInputs,
         map: &dyn Fn() -> Result<Box<dyn Any + Send>>,
     ) -> Result<(Key, AnyValue)>;
+    /// Whether the share's values add up (see [`Share::add_up`]).
+    fn adds_up(&self) -> bool;
     /// The stored or computed sum of a group of shares (None: the share does not add up).
     fn group(
         &self,
@@ -221,6 +224,9 @@ impl<S: Share> AnyShare for S {
         })?;
         Ok((key, v))
     }
+    fn adds_up(&self) -> bool {
+        self.add_up(&[]).is_some()
+    }
     fn group(
         &self,
         engine: &Engine,
@@ -228,7 +234,7 @@ impl<S: Share> AnyShare for S {
         members: &[Key],
         parts: &dyn Fn() -> Result<Vec<AnyValue>>,
     ) -> Result<Option<AnyValue>> {
-        if self.add_up(&[]).is_none() {
+        if !self.adds_up() {
             return Ok(None);
         }
         let node = GroupNode {

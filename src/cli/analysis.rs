@@ -42,9 +42,12 @@ pub(super) fn run_analyses(
     requests: &[AnalysisRequest],
 ) -> Result<AnalysisResults> {
     graph::prepare_archives(db, run)?;
+    let specs: Vec<Option<AnalysisSpec>> = requests
+        .iter()
+        .map(|r| (!r.is_script()).then(|| AnalysisSpec::new(db, r.name.clone(), r.params.clone())))
+        .collect();
     let mut all_stored = true;
-    for req in requests.iter().filter(|r| !r.is_script()) {
-        let spec = AnalysisSpec::new(db, req.name.clone(), req.params.clone());
+    for &spec in specs.iter().flatten() {
         all_stored &= graph::analysis_is_stored(db, run, spec)?;
     }
     if !all_stored {
@@ -63,7 +66,7 @@ pub(super) fn run_analyses(
     let mut in_archive: Vec<PathBuf> = Vec::new();
     let mut texts: Vec<(String, String)> = Vec::new();
     let mut outputs = Vec::new();
-    for req in requests {
+    for (req, spec) in requests.iter().zip(specs) {
         if req.is_script() {
             let path = PathBuf::from(&req.name);
             if !path.is_file() {
@@ -79,8 +82,7 @@ pub(super) fn run_analyses(
                 files.push((rel, bytes.clone()));
             }
             texts.push((name, out.value.stdout.clone()));
-        } else {
-            let spec = AnalysisSpec::new(db, req.name.clone(), req.params.clone());
+        } else if let Some(spec) = spec {
             let out = graph::analysis(db, run, spec).map_err(anyhow::Error::from)?;
             for (name, content) in &out.value.files {
                 in_archive.push(Path::new("analysis").join(&req.name).join(name));

@@ -165,6 +165,16 @@ impl Engine {
         Ok((key, self.transient(node.kind(), label, key, compute)?))
     }
 
+    /// Ask the shared cache, many at once, whether it holds `nodes` (see
+    /// [`Store::prefetch_presence`]): a run about to ask [`Engine::stored`] of each.
+    pub fn prefetch_presence(&self, nodes: &[(String, Key)]) {
+        if let Some(store) = &self.store
+            && store.remote().is_some()
+        {
+            store.prefetch_presence(nodes);
+        }
+    }
+
     /// Fetch the stored values of `nodes` from the shared cache, many at once, when there is
     /// one and they are not local (see [`Store::prefetch`]): a run about to read them one by
     /// one then finds them locally.

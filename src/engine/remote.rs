@@ -153,6 +153,29 @@ impl Remote {
         }
     }
 
+    /// Which of objects `names` exist, asked [`FETCH_IN_FLIGHT`] at a time.
+    pub fn present(&self, names: Vec<String>) -> Vec<String> {
+        use futures::StreamExt;
+        if self.state.load(Ordering::Relaxed) == OFF || names.is_empty() {
+            return Vec::new();
+        }
+        let heads = futures::stream::iter(names.into_iter().map(|name| {
+            let (store, path) = (self.store.clone(), self.object(&name));
+            async move { (name, store.head(&path).await) }
+        }))
+        .buffer_unordered(FETCH_IN_FLIGHT);
+        let mut found = Vec::new();
+        self.rt.block_on(heads.for_each(|(name, head)| {
+            match head {
+                Ok(_) => found.push(name),
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => self.fail(OFF, &e),
+            }
+            futures::future::ready(())
+        }));
+        found
+    }
+
     /// A cache entry (the store's bytes: header and payload), verified by `verify`; counted
     /// as a hit, a miss or a damaged object.
     pub fn get_entry(&self, name: &str, verify: impl Fn(&[u8]) -> bool) -> Option<Vec<u8>> {
@@ -171,38 +194,47 @@ impl Remote {
         }
     }
 
-    /// Fetch the cache entries `names`, [`FETCH_IN_FLIGHT`] at a time, handing each verified
-    /// one to `found` as it arrives (absent ones are misses; damaged ones are counted, warned
-    /// about and left out, as by [`Remote::get_entry`]).
+    /// Fetch the cache entries `names`, [`FETCH_IN_FLIGHT`] at a time, handing each one to
+    /// `take` as it arrives, on the I/O runtime's blocking threads (so that checking and
+    /// keeping entries runs in parallel with the fetches and with each other). `take` checks
+    /// the entry and returns whether it was good: absent ones are misses; damaged ones are
+    /// counted, warned about and left out, as by [`Remote::get_entry`].
     pub fn get_entries(
         &self,
         names: Vec<String>,
-        verify: impl Fn(&[u8]) -> bool,
-        mut found: impl FnMut(&str, Vec<u8>),
+        take: Arc<dyn Fn(&str, &[u8]) -> bool + Send + Sync>,
     ) {
         use futures::StreamExt;
         if self.state.load(Ordering::Relaxed) == OFF || names.is_empty() {
             return;
         }
         let fetches = futures::stream::iter(names.into_iter().map(|name| {
-            let (store, path) = (self.store.clone(), self.object(&name));
+            let (store, path, take) = (self.store.clone(), self.object(&name), take.clone());
             async move {
                 let got = async {
                     let r = store.get(&path).await?;
                     r.bytes().await
                 }
                 .await;
-                (name, got)
+                let good = match &got {
+                    Ok(b) => {
+                        let (name, b) = (name.clone(), b.clone());
+                        tokio::task::spawn_blocking(move || take(&name, &b))
+                            .await
+                            .unwrap_or(false)
+                    }
+                    Err(_) => false,
+                };
+                (name, got.map(|_| good))
             }
         }))
         .buffer_unordered(FETCH_IN_FLIGHT);
         self.rt.block_on(fetches.for_each(|(name, got)| {
             match got {
-                Ok(b) if verify(&b) => {
+                Ok(true) => {
                     self.counts.hits.fetch_add(1, Ordering::Relaxed);
-                    found(&name, b.to_vec());
                 }
-                Ok(_) => self.damaged_entry(&name),
+                Ok(false) => self.damaged_entry(&name),
                 Err(object_store::Error::NotFound { .. }) => {
                     self.counts.misses.fetch_add(1, Ordering::Relaxed);
                 }

@@ -11,9 +11,11 @@
 use super::key::Key;
 use crate::tmpfiles::{self, TempFile};
 use anyhow::{Context, Result};
+use std::collections::HashSet;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 const MAGIC: &[u8; 8] = b"NJPSTOR1";
@@ -25,6 +27,42 @@ pub struct Store {
     cleaned: u64,
     /// The second tier, shared between machines (see [`super::remote`]).
     remote: Option<super::remote::Remote>,
+    /// Entries fetched from the second tier and written here by this process.
+    kept: Arc<Kept>,
+    /// Entries the second tier was found to hold (an object once there stays there).
+    present: Mutex<HashSet<String>>,
+}
+
+/// Where entries fetched from the remote tier are written locally, by several threads at once.
+struct Kept {
+    root: PathBuf,
+    /// Entry folders (`objects/xx`) known to exist.
+    dirs: Mutex<HashSet<PathBuf>>,
+    /// Names written by this process after they were verified: read back without a second
+    /// check, and their modification time is already recent.
+    fresh: Mutex<HashSet<String>>,
+}
+
+impl Kept {
+    /// Write an entry fetched from the remote tier (best effort: a failure only means it is
+    /// fetched again next time).
+    fn keep(&self, name: &str, bytes: &[u8]) {
+        let path = self.root.join(name);
+        if let Some(dir) = path.parent()
+            && !self.dirs.lock().unwrap().contains(dir)
+        {
+            if fs::create_dir_all(dir).is_err() {
+                return;
+            }
+            self.dirs.lock().unwrap().insert(dir.to_path_buf());
+        }
+        if let Ok(tmp) = TempFile::new_in(&self.root, tmpfiles::SUFFIX)
+            && (&mut tmp.file()).write_all(bytes).is_ok()
+            && tmp.commit(&path, false).is_ok()
+        {
+            self.fresh.lock().unwrap().insert(name.to_string());
+        }
+    }
 }
 
 /// What `gc` and `stats` report.
@@ -51,6 +89,12 @@ impl Store {
             root: root.to_path_buf(),
             cleaned,
             remote: None,
+            kept: Arc::new(Kept {
+                root: root.to_path_buf(),
+                dirs: Default::default(),
+                fresh: Default::default(),
+            }),
+            present: Default::default(),
         })
     }
 
@@ -99,25 +143,17 @@ impl Store {
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
+        let kept = self.kept.clone();
         remote.get_entries(
             names,
-            |b| verify(b).is_some(),
-            |name, bytes| self.keep(name, &bytes),
+            Arc::new(move |name: &str, bytes: &[u8]| {
+                let good = verify(bytes).is_some();
+                if good {
+                    kept.keep(name, bytes);
+                }
+                good
+            }),
         );
-    }
-
-    /// Write an entry fetched from the remote tier to the local one (best effort: a failure
-    /// only means it is fetched again next time).
-    fn keep(&self, name: &str, bytes: &[u8]) {
-        let path = self.root.join(name);
-        if let Some(dir) = path.parent() {
-            let _ = fs::create_dir_all(dir);
-        }
-        if let Ok(tmp) = TempFile::new_in(&self.root, tmpfiles::SUFFIX)
-            && (&mut tmp.file()).write_all(bytes).is_ok()
-        {
-            let _ = tmp.commit(&path, false);
-        }
     }
 
     /// The remote tier's verified entry for `(kind, key)`, written to the local tier.
@@ -125,13 +161,19 @@ impl Store {
         let remote = self.remote.as_ref()?;
         let name = Self::name_of(kind, key);
         let bytes = remote.get_entry(&name, |b| verify(b).is_some())?;
-        self.keep(&name, &bytes);
+        self.kept.keep(&name, &bytes);
         Some(bytes)
     }
 
     fn get_local(&self, kind: &str, key: &Key) -> Option<Vec<u8>> {
-        let path = self.path_of(kind, key);
+        let name = Self::name_of(kind, key);
+        let path = self.root.join(&name);
         let bytes = fs::read(&path).ok()?;
+        if bytes.len() >= HEADER && self.kept.fresh.lock().unwrap().contains(&name) {
+            let mut bytes = bytes;
+            bytes.drain(..HEADER);
+            return Some(bytes);
+        }
         match verify(&bytes) {
             Some(()) => {
                 // Mark as recently used, for `gc`.
@@ -153,11 +195,39 @@ impl Store {
     /// Whether an entry exists, here or in the remote tier (it is verified when read; one
     /// that only the remote tier has is not fetched until it is read).
     pub fn contains(&self, kind: &str, key: &Key) -> bool {
-        self.path_of(kind, key).is_file()
-            || self
-                .remote
-                .as_ref()
-                .is_some_and(|r| r.contains(&Self::name_of(kind, key)))
+        if self.path_of(kind, key).is_file() {
+            return true;
+        }
+        let Some(remote) = &self.remote else {
+            return false;
+        };
+        let name = Self::name_of(kind, key);
+        if self.present.lock().unwrap().contains(&name) {
+            return true;
+        }
+        let there = remote.contains(&name);
+        if there {
+            self.present.lock().unwrap().insert(name);
+        }
+        there
+    }
+
+    /// Ask the remote tier, many at once, which of the entries among `wanted` that are not
+    /// local it holds: what a run is about to ask one by one with [`Store::contains`].
+    pub fn prefetch_presence(&self, wanted: &[(String, Key)]) {
+        let Some(remote) = &self.remote else { return };
+        let names: Vec<String> = {
+            let present = self.present.lock().unwrap();
+            wanted
+                .iter()
+                .map(|(kind, key)| Self::name_of(kind, key))
+                .filter(|name| !present.contains(name) && !self.root.join(name).is_file())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect()
+        };
+        let found = remote.present(names);
+        self.present.lock().unwrap().extend(found);
     }
 
     /// Store `payload` under `(kind, key)` atomically, and upload it to the remote tier.

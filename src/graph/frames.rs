@@ -24,7 +24,12 @@ use super::{Db, Graph, NodeError, NodeResult, Out, Process, Run, fail};
 
 type Result<T, E = anyhow::Error> = std::result::Result<T, E>;
 
-fn gpu_frames_node(db: &Db, p: Process) -> Result<Option<GpuFramesNode>, NodeError> {
+/// What a process's GPU frames are built from (None for an NVTX-only capture). Memoised: the
+/// key of every node built on the frames starts here, and listing the process's dumps reads
+/// the archive's member list.
+#[salsa::tracked(returns(clone))]
+fn gpu_frames_node(db: &dyn Graph, p: Process) -> Result<Option<GpuFramesNode>, NodeError> {
+    let db = db.db();
     let Some((_, trace)) = member_key(db, p, archive::TRACE)? else {
         return Ok(None);
     };
@@ -390,6 +395,20 @@ pub(super) fn unplaced_node(db: &Db, p: Process) -> Result<Option<(String, Key)>
         };
         (u.kind().to_string(), u.key())
     }))
+}
+
+/// The stored frames of `p` (GPU and compile), as (kind, key): what deciding which of them
+/// to build asks about.
+pub(super) fn frame_nodes(db: &Db, p: Process) -> Result<Vec<(String, Key)>, NodeError> {
+    let mut out = Vec::new();
+    if let Some(n) = gpu_frames_node(db, p)? {
+        out.push((n.kind().to_string(), n.key()));
+    }
+    if let Some((_, pushpop)) = pushpop_member(db, p)? {
+        let n = CompileFrameNode { pushpop };
+        out.push((n.kind().to_string(), n.key()));
+    }
+    Ok(out)
 }
 
 /// The stored nodes of `p` that the run's warm-up context reads, as (kind, key).

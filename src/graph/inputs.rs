@@ -132,15 +132,21 @@ pub fn open_runs(
 ) -> Result<(Db, Vec<Run>)> {
     use rayon::prelude::*;
     let inputs: Vec<&RunInput> = runs.iter().flatten().collect();
-    let archives: Vec<Arc<Archive>> = inputs
-        .iter()
-        .map(|i| open_input(i).map(Arc::new))
-        .collect::<Result<_>>()?;
-    // Content keys of inputs not seen before are hashes of whole files: in parallel.
-    let file_keys: Vec<Key> = archives
+    // Opened and keyed in parallel (each reads its central directory; the content key of an
+    // input not seen before is the hash of the whole file); the first failure in input order
+    // is the one said.
+    let (archives, file_keys): (Vec<Arc<Archive>>, Vec<Key>) = inputs
         .par_iter()
-        .map(|a| input_key(&engine, a))
-        .collect::<Result<_>>()?;
+        .map(|i| {
+            let a = open_input(i)?;
+            let key = input_key(&engine, &a)?;
+            Ok((Arc::new(a), key))
+        })
+        .collect::<Vec<Result<_>>>()
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .unzip();
     let stems: Vec<Vec<Option<String>>> = archives
         .iter()
         .map(|a| a.process_stems())

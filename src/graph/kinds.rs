@@ -128,6 +128,7 @@ impl SourceNamesNode {
 }
 
 /// Module and thunk frames of one process, with the remarks made building them.
+#[derive(Clone, PartialEq, Eq, Debug)]
 pub struct GpuFramesNode {
     pub trace: Key,
     /// The graph operations member (None when the input has none).

@@ -2,12 +2,13 @@
 //! many at once: each fetch is a round trip to object storage, and a run over a thousand
 //! processes reads several per process. Each step needs the values of the one before to key
 //! its nodes: the archives' member keys, then whether each process's frames need its position,
-//! then what the warm-up context reads, then (after the context) the shares.
+//! then what the warm-up context reads (and whether the frames are stored), then (after the
+//! context) the shares.
 
 use crate::engine::{Key, Node};
 use rayon::prelude::*;
 
-use super::frames::{context_nodes, unplaced_node};
+use super::frames::{context_nodes, frame_nodes, unplaced_node};
 use super::kinds::MemberKeysNode;
 use super::scheduler::Needs;
 use super::shares::share_inputs;
@@ -31,8 +32,9 @@ pub(super) fn member_keys(db: &Db, archives: &[InputArchive]) {
     db.engine().prefetch(&wanted);
 }
 
-/// What keying the processes' frames and the warm-up context read.
-pub(super) fn process_nodes(db: &Db, procs: &[Process]) -> Result<(), NodeError> {
+/// Whether each process's frames need its position: what keying anything built on its frames
+/// reads.
+pub(super) fn unplaced(db: &Db, procs: &[Process]) -> Result<(), NodeError> {
     if !db.engine().has_remote() {
         return Ok(());
     }
@@ -40,6 +42,17 @@ pub(super) fn process_nodes(db: &Db, procs: &[Process]) -> Result<(), NodeError>
         Ok(unplaced_node(db, p)?.into_iter().collect())
     })?;
     db.engine().prefetch(&unplaced);
+    Ok(())
+}
+
+/// What the warm-up context reads, and whether the processes' frames are stored (asked, not
+/// fetched: a run whose shares are stored never reads them).
+pub(super) fn process_nodes(db: &Db, procs: &[Process]) -> Result<(), NodeError> {
+    if !db.engine().has_remote() {
+        return Ok(());
+    }
+    let frames = each(db, procs, frame_nodes)?;
+    db.engine().prefetch_presence(&frames);
     let context = each(db, procs, context_nodes)?;
     db.engine().prefetch(&context);
     Ok(())

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::frames::{
     compile_frame, compile_frame_stored, compiled_names, compiled_programs, gpu_frames,
-    gpu_frames_stored, process_facts, warmup_context,
+    gpu_frames_key, gpu_frames_stored, process_facts, warmup_context,
 };
 use super::hlo::{HloMember, decode_dump, hlo_members, hlo_schema, schema_key};
 use super::members::member_keys;
@@ -60,7 +60,8 @@ impl Needs {
     }
 }
 
-/// Key the members of every input archive, in parallel (top level, outside any query).
+/// Key the members of every input archive, then what each process's frames are keyed by, in
+/// parallel (top level, outside any query): every key of the run is built on these.
 pub fn prepare_archives(db: &Db, run: Run) -> Result<()> {
     use rayon::prelude::*;
     let mut archives: Vec<InputArchive> = Vec::new();
@@ -74,6 +75,13 @@ pub fn prepare_archives(db: &Db, run: Run) -> Result<()> {
         .par_iter()
         .map_with(db.clone(), |db, &a| member_keys(db, a).map(|_| ()))
         .collect::<std::result::Result<Vec<()>, _>>()?;
+    // Only warming memos: a failure here (a damaged dump) is said by whatever needs the key,
+    // or not at all when nothing does.
+    let procs = run.processes(db).clone();
+    let _ = super::prefetch::unplaced(db, &procs);
+    procs.par_iter().for_each_with(db.clone(), |db, &p| {
+        let _ = gpu_frames_key(db, p);
+    });
     Ok(())
 }
 
@@ -149,12 +157,25 @@ pub fn prepare_processes(
     let mut decodes = Vec::new();
     let mut schema_keys = BTreeSet::new();
     let mut seen = BTreeSet::new();
-    for &p in &procs {
-        if !gpu_frames_stored(db, p)? {
+    // Which frames each process lacks (in parallel: keying them lists each archive's dumps).
+    let lacking = procs
+        .par_iter()
+        .map_with(db.clone(), |db, &p| -> Result<_, NodeError> {
+            let dumps = match gpu_frames_stored(db, p)? {
+                true => None,
+                false => Some(hlo_members(db, p)?),
+            };
+            Ok((p, dumps, !compile_frame_stored(db, p)?))
+        })
+        .collect::<Vec<Result<_, NodeError>>>()
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
+    for (p, dumps, compile) in lacking {
+        if let Some(dumps) = dumps {
             let a = p.archive(db);
             let schema_key = schema_key(db, a)?;
             let archive = p.archive_ref(db);
-            for m in hlo_members(db, p)? {
+            for m in dumps {
                 if seen.insert((schema_key, m.content, m.report.as_ref().map(|r| r.1))) {
                     if schema_keys.insert(schema_key) {
                         schemas.push(Task::Schema(a));
@@ -164,7 +185,7 @@ pub fn prepare_processes(
                 }
             }
         }
-        if !compile_frame_stored(db, p)? {
+        if compile {
             compiles.push(Task::Compile(p));
         }
     }
@@ -232,6 +253,7 @@ pub fn prepare_processes(
             Ok(())
         })
         .collect::<Result<Vec<()>, _>>()?;
+    super::shares::prepare_group_sums(db, run, needs.uses());
     Ok(())
 }
 

@@ -142,6 +142,27 @@ fn group_sum(
     }))
 }
 
+/// The group sums of the shares among `uses` that add up, for every group of the run's
+/// processes, in parallel. Called at the top level, before the reduces, which then find them
+/// memoised (a reduce runs inside a query, one group after another). Only warming memos: a
+/// failure is said by the reduce that reads the sum.
+pub(super) fn prepare_group_sums<'a>(
+    db: &Db,
+    run: Run,
+    uses: impl Iterator<Item = &'a crate::analyses::ShareUse>,
+) {
+    use rayon::prelude::*;
+    let groups = run.processes(db).len().div_ceil(GROUP);
+    let work: Vec<(&dyn AnyShare, usize)> = uses
+        .filter(|u| u.share.adds_up() && u.param == u.share.default_param())
+        .flat_map(|u| (0..groups).map(move |g| (u.share, g)))
+        .collect();
+    work.par_iter()
+        .for_each_with(db.clone(), |db, &(share, g)| {
+            let _ = group_sum(db, run, share, g);
+        });
+}
+
 /// A run's shares, as a reduce reads them.
 pub struct RunView<'a> {
     pub db: &'a Db,
