@@ -136,13 +136,7 @@ impl Store {
     /// local, and keep them locally: what a run is about to read one by one.
     pub fn prefetch(&self, wanted: &[(String, Key)]) {
         let Some(remote) = &self.remote else { return };
-        let names: Vec<String> = wanted
-            .iter()
-            .map(|(kind, key)| Self::name_of(kind, key))
-            .filter(|name| !self.root.join(name).is_file())
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        let names = self.not_local(wanted, |_| true);
         let kept = self.kept.clone();
         remote.get_entries(
             names,
@@ -216,18 +210,24 @@ impl Store {
     /// local it holds: what a run is about to ask one by one with [`Store::contains`].
     pub fn prefetch_presence(&self, wanted: &[(String, Key)]) {
         let Some(remote) = &self.remote else { return };
-        let names: Vec<String> = {
+        let names = {
             let present = self.present.lock().unwrap();
-            wanted
-                .iter()
-                .map(|(kind, key)| Self::name_of(kind, key))
-                .filter(|name| !present.contains(name) && !self.root.join(name).is_file())
-                .collect::<std::collections::BTreeSet<_>>()
-                .into_iter()
-                .collect()
+            self.not_local(wanted, |name| !present.contains(name))
         };
         let found = remote.present(names);
         self.present.lock().unwrap().extend(found);
+    }
+
+    /// The names of the entries among `wanted` that are not local and that `keep` keeps,
+    /// each once, in order.
+    fn not_local(&self, wanted: &[(String, Key)], keep: impl Fn(&str) -> bool) -> Vec<String> {
+        wanted
+            .iter()
+            .map(|(kind, key)| Self::name_of(kind, key))
+            .filter(|name| keep(name) && !self.root.join(name).is_file())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect()
     }
 
     /// Store `payload` under `(kind, key)` atomically, and upload it to the remote tier.
