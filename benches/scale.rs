@@ -461,6 +461,9 @@ fn measure_shared(n: usize, ranks: &[PathBuf], work: &Path) -> Result<String> {
         })
     })?;
     let maps_s = t0.elapsed().as_secs_f64();
+    // The maps wrote gigabytes that the kernel is still writing back: on one machine standing
+    // in for many, the measured runs would wait behind other nodes' writes. Flushed first.
+    std::process::Command::new("sync").status()?;
     let run = |inputs: &[PathBuf],
                cache: &str,
                tag: &str,

@@ -211,7 +211,7 @@ fn a_second_machine_executes_nothing_and_labels_travel() {
 )]
 fn per_rank_work_done_elsewhere_is_reused_by_the_whole_run() {
     let Some(f) = fixtures() else { return };
-    let Some((_s, env)) = server() else { return };
+    let Some((s, env)) = server() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let ranks = pax_archives(&f);
     // Four machines, one rank each, each with its own local cache.
@@ -225,6 +225,8 @@ fn per_rank_work_done_elsewhere_is_reused_by_the_whole_run() {
             std::slice::from_ref(rank),
         ));
     }
+    // Each rank's archive was read whole where it ran, and its content key claimed.
+    assert_eq!(s.keys(BUCKET, "ci/claims/").len(), ranks.len());
     // The reference: a cold run of the four ranks, without the remote cache.
     let cold = tmp.path().join("cold");
     assert_ok(&analyze(
@@ -239,6 +241,16 @@ fn per_rank_work_done_elsewhere_is_reused_by_the_whole_run() {
     let o = analyze_remote(&env, &tmp.path().join("all-cache"), &all, &ranks);
     assert_ok(&o);
     assert_same_outputs(&cold, &all);
+    // The fifth machine took the archives' keys from the claims instead of reading them.
+    assert_eq!(
+        json(&all.join("pipeline-run.json"))["remote"]["claimed"],
+        ranks.len() as u64
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("4 inputs keyed unread"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     let ran = executed(&all);
     assert!(
         ran.len() * 5 <= cold_executed,

@@ -29,6 +29,8 @@ use anyhow::Result;
 use arrow::array::{Array, RecordBatch, StringArray};
 use serde::{Deserialize, Serialize};
 
+use crate::analyses::range_sums::sums;
+pub use crate::analyses::range_sums::{RangeSums, add_up};
 use crate::analyses::{Analysis, ProcessView, Reads, Reduced, RunShares, Share, ShareUse};
 use crate::formats::pushpop::{self, Columns};
 use crate::frames::compile::{is_xla_compile, preorder, program_columns};
@@ -246,65 +248,6 @@ fn sort_desc<T>(rows: &mut [T], key: impl Fn(&T) -> (f64, &str)) {
     });
 }
 
-/// One process's share of the summary tables: non-child and child time (ns) per range name.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct RangeSums {
-    /// (name, non-child ns, child ns), by name.
-    pub by_name: Vec<(String, f64, f64)>,
-}
-
-/// Stored as an Arrow table: thousands of range names per process (names carry the module),
-/// read back for every process of a run by the reduce.
-impl crate::engine::value::Value for RangeSums {
-    fn encode(&self) -> Result<Vec<u8>> {
-        use arrow::array::Float64Array;
-        let batch = RecordBatch::try_from_iter(vec![
-            (
-                "name",
-                std::sync::Arc::new(StringArray::from_iter_values(
-                    self.by_name.iter().map(|r| r.0.as_str()),
-                )) as arrow::array::ArrayRef,
-            ),
-            (
-                "non_child",
-                std::sync::Arc::new(Float64Array::from_iter_values(
-                    self.by_name.iter().map(|r| r.1),
-                )),
-            ),
-            (
-                "child",
-                std::sync::Arc::new(Float64Array::from_iter_values(
-                    self.by_name.iter().map(|r| r.2),
-                )),
-            ),
-        ])?;
-        crate::engine::value::batch_to_ipc(&batch)
-    }
-
-    fn decode(bytes: &[u8]) -> Result<Self> {
-        use arrow::array::AsArray;
-        use arrow::datatypes::Float64Type;
-        let b = crate::engine::value::batch_from_ipc(bytes)?;
-        let (Some(name), Some(nc), Some(c)) = (
-            b.column_by_name("name"),
-            b.column_by_name("non_child"),
-            b.column_by_name("child"),
-        ) else {
-            anyhow::bail!("range sums without their columns");
-        };
-        let (name, nc, c) = (
-            name.as_string::<i32>(),
-            nc.as_primitive::<Float64Type>(),
-            c.as_primitive::<Float64Type>(),
-        );
-        Ok(RangeSums {
-            by_name: (0..b.num_rows())
-                .map(|i| (name.value(i).to_string(), nc.value(i), c.value(i)))
-                .collect(),
-        })
-    }
-}
-
 /// One process's compilations (the share of the `compilation` analysis).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Compilations(pub Vec<CompilationEntry>);
@@ -331,43 +274,16 @@ pub fn summary_tables(frames: &[RecordBatch]) -> Result<CompilationTables> {
     Ok(reduce_summary(&sums))
 }
 
-/// Shares added up in order, per range name.
-fn sums_by_name(shares: &[RangeSums]) -> BTreeMap<String, (f64, f64)> {
-    let mut by_name: BTreeMap<String, (f64, f64)> = BTreeMap::new();
-    for share in shares {
-        for (name, nc, c) in &share.by_name {
-            // Most names recur in every process: look up before allocating.
-            let entry = match by_name.get_mut(name.as_str()) {
-                Some(e) => e,
-                None => by_name.entry(name.clone()).or_default(),
-            };
-            entry.0 += nc;
-            entry.1 += c;
-        }
-    }
-    by_name
-}
-
-/// The shares of several processes as one (added in order).
-pub fn add_up(shares: &[RangeSums]) -> RangeSums {
-    RangeSums {
-        by_name: sums_by_name(shares)
-            .into_iter()
-            .map(|(n, (nc, c))| (n, nc, c))
-            .collect(),
-    }
-}
-
 /// nsys-jax's summary tables from the processes' shares (or sums of consecutive groups of
 /// them), added in process order.
 pub fn reduce_summary(shares: &[RangeSums]) -> CompilationTables {
-    let by_name = sums_by_name(shares);
+    let by_name = sums(shares);
     // `+ 0.0`: an empty sum is -0.0.
-    let total_ns: f64 = by_name.values().map(|v| v.0).sum::<f64>() + 0.0;
+    let total_ns: f64 = by_name.iter().map(|v| v.1).sum::<f64>() + 0.0;
     let total_ms = total_ns * 1e-6;
     let mut ranges: Vec<RangeRow> = by_name
         .into_iter()
-        .map(|(name, (nc, c))| RangeRow {
+        .map(|(name, nc, c)| RangeRow {
             name,
             non_child_ms: nc * 1e-6,
             child_ms: c * 1e-6,
@@ -570,7 +486,7 @@ pub struct RangeSumsShare;
 
 impl Share for RangeSumsShare {
     const KIND: &'static str = "compile-sums";
-    const SOURCES: &'static [&'static str] = &["analyses/compilation.rs"];
+    const SOURCES: &'static [&'static str] = &["analyses/compilation.rs", "analyses/range_sums.rs"];
     const READS: Reads = Reads::Compile;
     // Large (a sum per range name), and read once into its group's sum.
     const KEEP: crate::engine::Keep = crate::engine::Keep::Volatile;

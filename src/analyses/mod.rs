@@ -8,6 +8,7 @@ pub mod external;
 pub mod memory;
 pub mod ops;
 pub mod pgle;
+pub mod range_sums;
 pub mod share;
 pub mod sources;
 pub mod stragglers;

@@ -79,8 +79,8 @@ pub(super) fn cache(c: CacheCommand) -> Result<()> {
 fn remote_stats(dir: &std::path::Path, args: &super::args::CacheDir) -> Result<()> {
     for (url, c) in crate::engine::remote::recorded_counts(dir) {
         println!(
-            "remote {url}: {} hits, {} misses, {} uploads, {} damaged objects replaced (all runs of this cache)",
-            c.hits, c.misses, c.uploads, c.damaged
+            "remote {url}: {} hits, {} misses, {} uploads, {} damaged objects replaced, {} inputs keyed by their claims (all runs of this cache)",
+            c.hits, c.misses, c.uploads, c.damaged, c.claimed
         );
     }
     let Some(remote) = args.url.open()? else {

@@ -61,10 +61,19 @@ pub(super) fn loading_bar(n: u64) -> indicatif::ProgressBar {
 /// What a command's graph did, for its last line: "3 nodes executed, 1 reused, 12 ms".
 pub(super) fn graph_work(record: &crate::engine::RunRecord) -> String {
     let remote = match &record.remote {
-        Some(r) => format!(
-            ", remote cache: {} read, {} uploaded",
-            r.counts.hits, r.counts.uploads
-        ),
+        Some(r) => {
+            let claimed = match r.counts.claimed {
+                0 => String::new(),
+                n => format!(
+                    ", {} keyed unread",
+                    crate::table::count(n as usize, "input", "inputs")
+                ),
+            };
+            format!(
+                ", remote cache: {} read, {} uploaded{claimed}",
+                r.counts.hits, r.counts.uploads
+            )
+        }
         None => String::new(),
     };
     format!(

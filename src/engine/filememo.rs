@@ -56,7 +56,24 @@ impl FileMemo {
 
     /// The content key of the file at `path`.
     pub fn key_of(&self, path: &Path) -> Result<Key> {
+        Ok(self.key_of_hashed(path)?.0)
+    }
+
+    /// The content key of the file at `path`, with the metadata it had when it was hashed
+    /// (None when the key came from the memo).
+    pub fn key_of_hashed(&self, path: &Path) -> Result<(Key, Option<fs::Metadata>)> {
         self.memoised(path, None, || hash_file(path))
+    }
+
+    /// Whether the content key of the file at `path`, as it is now (`md`), is in the memo.
+    pub fn knows(&self, path: &Path, md: &fs::Metadata) -> bool {
+        self.lookup(&entry_name(path, None), md).is_some()
+    }
+
+    /// Take `key` as the content key of the file at `path` whose metadata was `md` (a key
+    /// obtained without reading the file, see [`super::claims`]).
+    pub fn adopt(&self, path: &Path, md: &fs::Metadata, key: Key) {
+        self.insert(entry_name(path, None), md, key);
     }
 
     /// A key derived from the file at `path` by `compute` (e.g. the version of a program),
@@ -67,7 +84,7 @@ impl FileMemo {
         tag: &str,
         compute: impl FnOnce() -> Result<Key>,
     ) -> Result<Key> {
-        self.memoised(path, Some(tag), compute)
+        Ok(self.memoised(path, Some(tag), compute)?.0)
     }
 
     fn memoised(
@@ -75,19 +92,19 @@ impl FileMemo {
         path: &Path,
         tag: Option<&str>,
         compute: impl FnOnce() -> Result<Key>,
-    ) -> Result<Key> {
+    ) -> Result<(Key, Option<fs::Metadata>)> {
         let md = fs::metadata(path).with_context(|| format!("{}: cannot read", path.display()))?;
         let name = entry_name(path, tag);
         if let Some(key) = self.lookup(&name, &md) {
-            return Ok(key);
+            return Ok((key, None));
         }
         let key = compute()?;
         self.insert(name, &md, key);
-        Ok(key)
+        Ok((key, Some(md)))
     }
 
     fn lookup(&self, name: &str, md: &fs::Metadata) -> Option<Key> {
-        let mtime_ns = md.mtime() as i128 * 1_000_000_000 + md.mtime_nsec() as i128;
+        let mtime_ns = super::claims::mtime_ns(md);
         let entries = self.entries.lock().unwrap();
         let s = entries.get(name)?;
         (s.size == md.len() && s.mtime_ns == mtime_ns && s.inode == md.ino() && s.dev == md.dev())
@@ -95,7 +112,7 @@ impl FileMemo {
     }
 
     fn insert(&self, name: String, md: &fs::Metadata, key: Key) {
-        let mtime_ns = md.mtime() as i128 * 1_000_000_000 + md.mtime_nsec() as i128;
+        let mtime_ns = super::claims::mtime_ns(md);
         self.entries.lock().unwrap().insert(
             name,
             Stamp {

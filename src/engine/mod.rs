@@ -6,6 +6,7 @@
 //! and otherwise computes it, stores it atomically and records the execution. In-process
 //! memoisation and dependency tracking are salsa's job (see [`crate::graph`]).
 
+pub mod claims;
 pub mod filememo;
 pub mod key;
 pub mod node;
@@ -106,9 +107,62 @@ impl Engine {
         self.store.as_ref()
     }
 
-    /// The content key of an input file (memoised on path, size, mtime and inode).
+    /// The content key of an input file (memoised on path, size, mtime and inode). A large
+    /// file hashed here is claimed in the remote tier for other machines ([`claims`]).
     pub fn file_key(&self, path: &Path) -> Result<Key> {
-        self.memo.key_of(path)
+        let (key, hashed) = self.memo.key_of_hashed(path)?;
+        if let Some(md) = hashed {
+            self.publish_claim(path, &md, key);
+        }
+        Ok(key)
+    }
+
+    fn remote(&self) -> Option<&remote::Remote> {
+        self.store.as_ref()?.remote()
+    }
+
+    fn publish_claim(&self, path: &Path, md: &std::fs::Metadata, key: Key) {
+        use std::os::unix::fs::MetadataExt;
+        let Some(remote) = self.remote().filter(|_| claims::wanted(md)) else {
+            return;
+        };
+        // Only a file that did not change while it was hashed.
+        let same = std::fs::metadata(path).is_ok_and(|now| {
+            (now.len(), claims::mtime_ns(&now), now.ino())
+                == (md.len(), claims::mtime_ns(md), md.ino())
+        });
+        if let Some(fp) = claims::fingerprint(path, md).filter(|_| same) {
+            remote.put_claim(&claims::object_name(&fp), claims::encode(&key));
+        }
+    }
+
+    /// Take the content keys of the large files among `paths` that the local memo does not
+    /// know from their claims in the remote tier (asked all at once), so that opening them
+    /// does not read them whole ([`claims`]). Files without a claim are hashed when keyed.
+    pub fn claim_file_keys(&self, paths: &[&Path]) {
+        use rayon::prelude::*;
+        let Some(remote) = self.remote() else { return };
+        let wanted: Vec<(&Path, std::fs::Metadata, String)> = paths
+            .par_iter()
+            .filter_map(|&p| {
+                let md = std::fs::metadata(p).ok()?;
+                if !claims::wanted(&md) || self.memo.knows(p, &md) {
+                    return None;
+                }
+                let name = claims::object_name(&claims::fingerprint(p, &md)?);
+                Some((p, md, name))
+            })
+            .collect();
+        let names = wanted.iter().map(|w| w.2.clone()).collect();
+        let got: HashMap<String, Vec<u8>> = remote.get_objects(names).into_iter().collect();
+        let mut claimed = 0;
+        for (path, md, name) in &wanted {
+            if let Some(key) = got.get(name).and_then(|b| claims::decode(b)) {
+                self.memo.adopt(path, md, key);
+                claimed += 1;
+            }
+        }
+        remote.claimed(claimed);
     }
 
     /// A key derived from a file by `compute` (see [`filememo::FileMemo::derived`]).

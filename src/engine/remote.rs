@@ -23,6 +23,8 @@ use std::time::Duration;
 
 /// Uploads in flight at once (each holds its entry in memory until it is sent).
 const IN_FLIGHT: usize = 16;
+/// Threads for blocking work on the I/O runtime.
+const BLOCKING_THREADS: usize = 4;
 /// Fetches in flight at once when many entries are wanted together.
 const FETCH_IN_FLIGHT: usize = 32;
 
@@ -37,6 +39,10 @@ pub struct RemoteCounts {
     pub uploads: u64,
     /// Objects that failed their check (recomputed and replaced).
     pub damaged: u64,
+    /// Input files whose content key was taken from a claim instead of reading them
+    /// ([`super::claims`]).
+    #[serde(default)]
+    pub claimed: u64,
 }
 
 impl RemoteCounts {
@@ -45,6 +51,7 @@ impl RemoteCounts {
         self.misses += o.misses;
         self.uploads += o.uploads;
         self.damaged += o.damaged;
+        self.claimed += o.claimed;
     }
 }
 
@@ -54,6 +61,7 @@ struct Counters {
     misses: AtomicU64,
     uploads: AtomicU64,
     damaged: AtomicU64,
+    claimed: AtomicU64,
 }
 
 const OK: u8 = 0;
@@ -85,8 +93,11 @@ impl Remote {
     /// warned about) at its first use.
     pub fn open(url: &str) -> Result<Remote> {
         let (store, prefix) = build(url).with_context(|| format!("cache URL {url}"))?;
+        // Few blocking threads (entries checked and kept; a shared file system's reads): a
+        // large pool on a small machine only adds wake-ups and thread starts.
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
+            .max_blocking_threads(BLOCKING_THREADS)
             .thread_name("remote-cache")
             .enable_all()
             .build()
@@ -257,6 +268,48 @@ impl Remote {
     /// object or, with `overwrite`, always). Waits only while [`IN_FLIGHT`] uploads are
     /// running.
     pub fn put(&self, name: &str, bytes: Vec<u8>, overwrite: bool) {
+        self.upload(name, bytes, overwrite, true)
+    }
+
+    /// The objects `names` that exist (not cache entries: nothing is checked or counted),
+    /// fetched [`FETCH_IN_FLIGHT`] at a time.
+    pub fn get_objects(&self, names: Vec<String>) -> Vec<(String, Vec<u8>)> {
+        use futures::StreamExt;
+        if self.state.load(Ordering::Relaxed) == OFF || names.is_empty() {
+            return Vec::new();
+        }
+        let gets = futures::stream::iter(names.into_iter().map(|name| {
+            let (store, path) = (self.store.clone(), self.object(&name));
+            async move {
+                let got = async { store.get(&path).await?.bytes().await }.await;
+                (name, got)
+            }
+        }))
+        .buffer_unordered(FETCH_IN_FLIGHT);
+        let mut found = Vec::new();
+        self.rt.block_on(gets.for_each(|(name, got)| {
+            match got {
+                Ok(b) => found.push((name, b.to_vec())),
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => self.fail(OFF, &e),
+            }
+            futures::future::ready(())
+        }));
+        found
+    }
+
+    /// Upload the claim `bytes` as `name` in the background, over any object of that name
+    /// (not counted as an entry).
+    pub fn put_claim(&self, name: &str, bytes: Vec<u8>) {
+        self.upload(name, bytes, true, false)
+    }
+
+    /// Count `n` input files keyed by their claims.
+    pub fn claimed(&self, n: u64) {
+        self.counts.claimed.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn upload(&self, name: &str, bytes: Vec<u8>, overwrite: bool, counted: bool) {
         if self.state.load(Ordering::Relaxed) != OK {
             return;
         }
@@ -291,7 +344,9 @@ impl Remote {
             }
             match r {
                 Ok(_) => {
-                    counts.uploads.fetch_add(1, Ordering::Relaxed);
+                    if counted {
+                        counts.uploads.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
                 // Another writer stored it first: the same bytes.
                 Err(
@@ -395,6 +450,7 @@ impl Remote {
             misses: c.misses.swap(0, Ordering::Relaxed),
             uploads: c.uploads.swap(0, Ordering::Relaxed),
             damaged: c.damaged.swap(0, Ordering::Relaxed),
+            claimed: c.claimed.swap(0, Ordering::Relaxed),
         }
     }
 

@@ -49,6 +49,21 @@ pub fn batch_to_ipc(batch: &RecordBatch) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// [`batch_to_ipc`] with LZ4-compressed buffers (read back by [`batch_from_ipc`]): for large
+/// tables of repetitive strings that travel through the shared cache.
+pub fn batch_to_ipc_lz4(batch: &RecordBatch) -> Result<Vec<u8>> {
+    use arrow::ipc::{CompressionType, writer::IpcWriteOptions};
+    let options =
+        IpcWriteOptions::default().try_with_compression(Some(CompressionType::LZ4_FRAME))?;
+    let mut buf = Vec::new();
+    {
+        let mut w = StreamWriter::try_new_with_options(&mut buf, &batch.schema(), options)?;
+        w.write(batch)?;
+        w.finish()?;
+    }
+    Ok(buf)
+}
+
 pub fn batch_from_ipc(bytes: &[u8]) -> Result<RecordBatch> {
     let mut r = StreamReader::try_new(bytes, None)?;
     let schema = r.schema();

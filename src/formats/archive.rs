@@ -31,7 +31,8 @@ pub const DERIVED: [&str; 6] = [
 ];
 
 enum Source {
-    Zip(Mutex<zip::ZipArchive<fs::File>>),
+    /// Read through a buffer: the central directory is read in small fields.
+    Zip(Mutex<zip::ZipArchive<std::io::BufReader<fs::File>>>),
     Dir,
     /// A capture: the report, the XLA dump folder (if any) and the members derived from them.
     Capture {
@@ -114,14 +115,16 @@ impl Archive {
                 path.display()
             );
         }
-        let f = fs::File::open(path)?;
-        let mut zip = zip::ZipArchive::new(f).map_err(|e| {
+        let f = std::io::BufReader::new(fs::File::open(path)?);
+        let zip = zip::ZipArchive::new(f).map_err(|e| {
             anyhow::anyhow!("{}: corrupt or truncated zip archive ({e})", path.display())
         })?;
         let mut members = BTreeMap::new();
+        // The central directory alone (no member's local header is read here: a damaged
+        // one is found, and said, when that member is read).
         for i in 0..zip.len() {
             let entry = zip
-                .by_index_raw(i)
+                .by_index_data(i)
                 .map_err(|e| anyhow::anyhow!("{}: corrupt zip entry #{i} ({e})", path.display()))?;
             let name = entry.name().map_err(|e| {
                 anyhow::anyhow!("{}: bad member name in entry #{i} ({e})", path.display())

@@ -132,6 +132,8 @@ pub fn open_runs(
 ) -> Result<(Db, Vec<Run>)> {
     use rayon::prelude::*;
     let inputs: Vec<&RunInput> = runs.iter().flatten().collect();
+    let files: Vec<&Path> = inputs.iter().map(|i| i.path()).collect();
+    engine.claim_file_keys(&files);
     // Opened and keyed in parallel (each reads its central directory; the content key of an
     // input not seen before is the hash of the whole file); the first failure in input order
     // is the one said.
@@ -195,6 +197,7 @@ fn input_key(engine: &Engine, a: &Archive) -> Result<Key> {
 /// Open one more input and register it with a database that is already in use (a new
 /// revision of its inputs follows): the input and the stems of its processes.
 pub fn add_input(db: &Db, input: &RunInput) -> Result<(InputArchive, Vec<Option<String>>)> {
+    db.engine().claim_file_keys(&[input.path()]);
     let archive = open_input(input)?;
     let key = input_key(db.engine(), &archive)?;
     let stems = archive.process_stems()?;
