@@ -12,6 +12,7 @@
 //! as the remote tier's entries are: whoever can write the bucket can already store a wrong
 //! result under a right key.
 
+use super::filememo::mtime_ns;
 use super::key::Key;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
@@ -43,10 +44,6 @@ pub fn fingerprint(path: &Path, md: &fs::Metadata) -> Option<Key> {
     h.update(&md.ino().to_le_bytes());
     h.update(&tail);
     Some(Key(*h.finalize().as_bytes()))
-}
-
-pub fn mtime_ns(md: &fs::Metadata) -> i128 {
-    md.mtime() as i128 * 1_000_000_000 + md.mtime_nsec() as i128
 }
 
 /// The remote object that holds the claim for fingerprint `fp`.

@@ -104,7 +104,7 @@ impl FileMemo {
     }
 
     fn lookup(&self, name: &str, md: &fs::Metadata) -> Option<Key> {
-        let mtime_ns = super::claims::mtime_ns(md);
+        let mtime_ns = mtime_ns(md);
         let entries = self.entries.lock().unwrap();
         let s = entries.get(name)?;
         (s.size == md.len() && s.mtime_ns == mtime_ns && s.inode == md.ino() && s.dev == md.dev())
@@ -112,7 +112,7 @@ impl FileMemo {
     }
 
     fn insert(&self, name: String, md: &fs::Metadata, key: Key) {
-        let mtime_ns = super::claims::mtime_ns(md);
+        let mtime_ns = mtime_ns(md);
         self.entries.lock().unwrap().insert(
             name,
             Stamp {
@@ -171,6 +171,11 @@ impl FileMemo {
             let _ = tmp.commit(file, false);
         }
     }
+}
+
+/// A file's modification time in nanoseconds.
+pub fn mtime_ns(md: &fs::Metadata) -> i128 {
+    md.mtime() as i128 * 1_000_000_000 + md.mtime_nsec() as i128
 }
 
 /// blake3 of a file's content, streamed.

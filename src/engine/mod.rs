@@ -128,8 +128,8 @@ impl Engine {
         };
         // Only a file that did not change while it was hashed.
         let same = std::fs::metadata(path).is_ok_and(|now| {
-            (now.len(), claims::mtime_ns(&now), now.ino())
-                == (md.len(), claims::mtime_ns(md), md.ino())
+            (now.len(), filememo::mtime_ns(&now), now.ino())
+                == (md.len(), filememo::mtime_ns(md), md.ino())
         });
         if let Some(fp) = claims::fingerprint(path, md).filter(|_| same) {
             remote.put_claim(&claims::object_name(&fp), claims::encode(&key));

@@ -40,13 +40,7 @@ impl Tables {
 }
 
 pub fn batch_to_ipc(batch: &RecordBatch) -> Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    {
-        let mut w = StreamWriter::try_new(&mut buf, &batch.schema())?;
-        w.write(batch)?;
-        w.finish()?;
-    }
-    Ok(buf)
+    write_ipc(batch, Default::default())
 }
 
 /// [`batch_to_ipc`] with LZ4-compressed buffers (read back by [`batch_from_ipc`]): for large
@@ -55,6 +49,10 @@ pub fn batch_to_ipc_lz4(batch: &RecordBatch) -> Result<Vec<u8>> {
     use arrow::ipc::{CompressionType, writer::IpcWriteOptions};
     let options =
         IpcWriteOptions::default().try_with_compression(Some(CompressionType::LZ4_FRAME))?;
+    write_ipc(batch, options)
+}
+
+fn write_ipc(batch: &RecordBatch, options: arrow::ipc::writer::IpcWriteOptions) -> Result<Vec<u8>> {
     let mut buf = Vec::new();
     {
         let mut w = StreamWriter::try_new_with_options(&mut buf, &batch.schema(), options)?;
