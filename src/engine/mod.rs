@@ -10,6 +10,7 @@ pub mod claims;
 pub mod filememo;
 pub mod key;
 pub mod node;
+pub mod packs;
 pub mod remote;
 pub mod runlog;
 pub mod store;

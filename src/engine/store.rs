@@ -9,6 +9,7 @@
 //! reported as missing, so the caller recomputes it.
 
 use super::key::Key;
+use super::packs::{PackWriter, Packs};
 use crate::tmpfiles::{self, TempFile};
 use anyhow::{Context, Result};
 use std::collections::HashSet;
@@ -19,7 +20,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 const MAGIC: &[u8; 8] = b"NJPSTOR1";
-const HEADER: usize = 8 + 8 + 32;
+pub(super) const HEADER: usize = 8 + 8 + 32;
+/// A prefetch of at least this many entries is kept locally as one pack (see [`super::packs`]).
+const PACK_AT_LEAST: usize = 64;
 
 pub struct Store {
     root: PathBuf,
@@ -31,6 +34,8 @@ pub struct Store {
     kept: Arc<Kept>,
     /// Entries the second tier was found to hold (an object once there stays there).
     present: Mutex<HashSet<String>>,
+    /// Entries fetched from the second tier in batches, kept as packs.
+    packs: Packs,
 }
 
 /// Where entries fetched from the remote tier are written locally, by several threads at once.
@@ -95,6 +100,7 @@ impl Store {
                 fresh: Default::default(),
             }),
             present: Default::default(),
+            packs: Packs::new(root),
         })
     }
 
@@ -113,11 +119,12 @@ impl Store {
     }
 
     /// The entry's name relative to the store's root (the same in the remote tier).
-    fn name_of(kind: &str, key: &Key) -> String {
+    pub(super) fn name_of(kind: &str, key: &Key) -> String {
         let hex = key.hex();
         format!("objects/{}/{}.{}", &hex[..2], &hex[2..], sanitize(kind))
     }
 
+    #[cfg(test)]
     fn path_of(&self, kind: &str, key: &Key) -> PathBuf {
         self.root.join(Self::name_of(kind, key))
     }
@@ -133,21 +140,41 @@ impl Store {
     }
 
     /// Fetch from the remote tier, many at once, the entries among `wanted` that are not
-    /// local, and keep them locally: what a run is about to read one by one.
+    /// local, and keep them locally (a large batch as one pack): what a run is about to read
+    /// one by one.
     pub fn prefetch(&self, wanted: &[(String, Key)]) {
         let Some(remote) = &self.remote else { return };
         let names = self.not_local(wanted, |_| true);
-        let kept = self.kept.clone();
+        let pack = if names.len() >= PACK_AT_LEAST {
+            self.packs.writer(&self.root).ok()
+        } else {
+            None
+        };
+        let pack: Arc<Mutex<Option<PackWriter>>> = Arc::new(Mutex::new(pack));
+        let (kept, into) = (self.kept.clone(), pack.clone());
         remote.get_entries(
             names,
             Arc::new(move |name: &str, bytes: &[u8]| {
                 let good = verify(bytes).is_some();
                 if good {
-                    kept.keep(name, bytes);
+                    let mut pack = into.lock().unwrap();
+                    let packed = pack.as_mut().is_some_and(|w| w.add(name, bytes).is_ok());
+                    if !packed {
+                        // Not written to the pack (there is none, or writing failed): loose.
+                        *pack = None;
+                        drop(pack);
+                        kept.keep(name, bytes);
+                    }
                 }
                 good
             }),
         );
+        let writer = pack.lock().unwrap().take();
+        if let Some(writer) = writer
+            && let Err(e) = self.packs.commit(writer)
+        {
+            tracing::warn!("{e:#}: the entries fetched are fetched again when read");
+        }
     }
 
     /// The remote tier's verified entry for `(kind, key)`, written to the local tier.
@@ -162,7 +189,9 @@ impl Store {
     fn get_local(&self, kind: &str, key: &Key) -> Option<Vec<u8>> {
         let name = Self::name_of(kind, key);
         let path = self.root.join(&name);
-        let bytes = fs::read(&path).ok()?;
+        let Ok(bytes) = fs::read(&path) else {
+            return self.packs.get(&name);
+        };
         if bytes.len() >= HEADER && self.kept.fresh.lock().unwrap().contains(&name) {
             let mut bytes = bytes;
             bytes.drain(..HEADER);
@@ -189,13 +218,13 @@ impl Store {
     /// Whether an entry exists, here or in the remote tier (it is verified when read; one
     /// that only the remote tier has is not fetched until it is read).
     pub fn contains(&self, kind: &str, key: &Key) -> bool {
-        if self.path_of(kind, key).is_file() {
+        let name = Self::name_of(kind, key);
+        if self.root.join(&name).is_file() || self.packs.has(&name) {
             return true;
         }
         let Some(remote) = &self.remote else {
             return false;
         };
-        let name = Self::name_of(kind, key);
         if self.present.lock().unwrap().contains(&name) {
             return true;
         }
@@ -224,7 +253,7 @@ impl Store {
         wanted
             .iter()
             .map(|(kind, key)| Self::name_of(kind, key))
-            .filter(|name| keep(name) && !self.root.join(name).is_file())
+            .filter(|name| keep(name) && !self.root.join(name).is_file() && !self.packs.has(name))
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect()
@@ -303,16 +332,24 @@ impl Store {
 
     pub fn stats(&self) -> StoreStats {
         let mut s = StoreStats::default();
-        for (path, len, _) in self.entries() {
+        let mut count = |name: &Path, len: u64| {
             s.entries += 1;
             s.bytes += len;
-            let kind = path
+            let kind = name
                 .extension()
                 .map(|e| e.to_string_lossy().into_owned())
                 .unwrap_or_default();
             let e = s.by_kind.entry(kind).or_default();
             e.0 += 1;
             e.1 += len;
+        };
+        for (path, len, _) in self.entries() {
+            count(&path, len);
+        }
+        for pack in self.packs.infos() {
+            for (name, len) in pack.entries {
+                count(Path::new(&name), len);
+            }
         }
         s
     }
@@ -333,14 +370,26 @@ impl Store {
         ] {
             s.removed_leftovers += c.items;
         }
-        let mut entries = self.entries();
-        let remove = |path: &Path, len: u64, s: &mut StoreStats| {
+        // What `gc` removes: loose entries, and packs as a whole (a pack's last use is its
+        // modification time; its entries count as removed with it).
+        let mut units: Vec<(PathBuf, u64, SystemTime, u64)> = self
+            .entries()
+            .into_iter()
+            .map(|(path, len, mtime)| (path, len, mtime, 1))
+            .collect();
+        units.extend(
+            self.packs
+                .infos()
+                .into_iter()
+                .map(|p| (p.path, p.len, p.modified, p.entries.len() as u64)),
+        );
+        let remove = |path: &Path, len: u64, n: u64, s: &mut StoreStats| {
             if fs::remove_file(path).is_ok() {
-                s.removed_entries += 1;
+                s.removed_entries += n;
                 s.removed_bytes += len;
             }
         };
-        entries.retain(|(path, len, mtime)| {
+        units.retain(|(path, len, mtime, n)| {
             let is_tmp = path
                 .file_name()
                 .is_some_and(|n| n.to_string_lossy().starts_with(".tmp-"));
@@ -353,20 +402,20 @@ impl Store {
                 s.removed_leftovers += fs::remove_file(path).is_ok() as u64;
                 false
             } else if too_old {
-                remove(path, *len, &mut s);
+                remove(path, *len, *n, &mut s);
                 false
             } else {
                 !is_tmp
             }
         });
         if let Some(max) = max_bytes {
-            entries.sort_by_key(|(_, _, mtime)| *mtime);
-            let mut total: u64 = entries.iter().map(|e| e.1).sum();
-            for (path, len, _) in &entries {
+            units.sort_by_key(|(_, _, mtime, _)| *mtime);
+            let mut total: u64 = units.iter().map(|e| e.1).sum();
+            for (path, len, _, n) in &units {
                 if total <= max {
                     break;
                 }
-                remove(path, *len, &mut s);
+                remove(path, *len, *n, &mut s);
                 total -= len;
             }
         }
@@ -378,7 +427,7 @@ impl Store {
     }
 }
 
-fn verify(bytes: &[u8]) -> Option<()> {
+pub(super) fn verify(bytes: &[u8]) -> Option<()> {
     if bytes.len() < HEADER || &bytes[..8] != MAGIC {
         return None;
     }
