@@ -46,9 +46,9 @@ pub(super) fn run_analyses(
         .iter()
         .map(|r| (!r.is_script()).then(|| AnalysisSpec::new(db, r.name.clone(), r.params.clone())))
         .collect();
-    let mut all_stored = true;
+    let mut all_stored = graph::frames_keyed_cheaply(db, run)?;
     for &spec in specs.iter().flatten() {
-        all_stored &= graph::analysis_is_stored(db, run, spec)?;
+        all_stored = all_stored && graph::analysis_is_stored(db, run, spec)?;
     }
     if !all_stored {
         let n = run.processes(db).len() as u64;

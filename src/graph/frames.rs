@@ -249,7 +249,7 @@ pub fn notes_of(t: &Tables) -> Vec<String> {
 
 // ---------------------------------------------------------------- compile frame
 
-fn pushpop_member(db: &Db, p: Process) -> Result<Option<(String, Key)>, NodeError> {
+pub(super) fn pushpop_member(db: &Db, p: Process) -> Result<Option<(String, Key)>, NodeError> {
     if let Some(m) = member_key(db, p, archive::PUSHPOP_PARQUET)? {
         return Ok(Some(m));
     }

@@ -38,7 +38,9 @@ pub use inputs::{
 };
 pub use members::{derived_member, member_keys, read_archive_member};
 pub use report::html_report;
-pub use scheduler::{Needs, prepare_archives, prepare_processes, shares_stored};
+pub use scheduler::{
+    Needs, frames_keyed_cheaply, prepare_archives, prepare_processes, shares_stored,
+};
 pub use shares::share;
 
 use crate::capture::nsys::Nsys;

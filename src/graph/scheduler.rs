@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use super::frames::{
     compile_frame, compile_frame_stored, compiled_names, compiled_programs, gpu_frames,
-    gpu_frames_key, gpu_frames_stored, process_facts, warmup_context,
+    pushpop_member,
+    gpu_frames_key, gpu_frames_stored, process_facts, unplaced_node, warmup_context,
 };
 use super::hlo::{HloMember, decode_dump, hlo_members, hlo_schema, schema_key};
 use super::members::member_keys;
@@ -76,19 +77,47 @@ pub fn prepare_archives(db: &Db, run: Run) -> Result<()> {
         .map_with(db.clone(), |db, &a| member_keys(db, a).map(|_| ()))
         .collect::<std::result::Result<Vec<()>, _>>()?;
     // Only warming memos: a failure here (a damaged dump) is said by whatever needs the key,
-    // or not at all when nothing does.
+    // or not at all when nothing does. Only where it is cheap: a process whose frames do not
+    // yet say whether they need its position is keyed by building its frames, which
+    // `prepare_processes` schedules with the rest of the run's work.
     let procs = run.processes(db).clone();
     let _ = super::prefetch::unplaced(db, &procs);
     procs.par_iter().for_each_with(db.clone(), |db, &p| {
-        let _ = gpu_frames_key(db, p);
+        if let Ok(Some((kind, key))) = unplaced_node(db, p)
+            && db.engine().stored(&kind, &key)
+        {
+            let _ = gpu_frames_key(db, p);
+        }
     });
     Ok(())
+}
+
+/// Whether every process's frames are known to say whether they need its position (the
+/// stored node that keying anything built on them reads). When one is not, nothing keyed by
+/// that process's frames (its shares, the run's analyses) can be stored: a run that stored
+/// them stored it too. Asking whether an analysis is stored would then build that process's
+/// frames one process after another just to key it; `prepare_processes` builds them instead,
+/// in parallel with the rest of the run's work.
+pub fn frames_keyed_cheaply(db: &Db, run: Run) -> Result<bool> {
+    for &p in run.processes(db) {
+        if let Some((kind, key)) = unplaced_node(db, p)?
+            && !db.engine().stored(&kind, &key)
+        {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 fn is_stored(db: &Db, run: Run, p: Process, u: &ShareUse) -> Result<bool, NodeError> {
     let key = u.share.key(&share_inputs(db, run, p, u.share, &u.param)?);
     Ok(db.engine().stored(u.share.kind(), &key))
 }
+
+/// The cost of decoding an HLO dump against that of building a compile frame, per stored
+/// byte of their members (both xz; measured on the JAX-Toolbox pax archives, a dump's
+/// protobuf costs about twice a push/pop CSV's rows).
+const DECODE_COST: u64 = 2;
 
 /// One piece of the first, flat pass over a run's processes.
 enum Task {
@@ -147,14 +176,13 @@ pub fn prepare_processes(
     use rayon::prelude::*;
     let procs = run.processes(db).clone();
     // First, one flat pass over the work that is independent between processes, in an order
-    // that keeps every thread busy and none waiting: the schemas (decodes need them), the
-    // compile frames (which need no decoded dump), then each distinct HLO dump once, the
-    // largest first, of the processes whose GPU frames are not stored yet.
+    // that keeps every thread busy and none waiting: the schemas (decodes need them), then the
+    // compile frames (which need no decoded dump) and each distinct HLO dump once (of the
+    // processes whose GPU frames are not stored yet), the longest first.
     super::prefetch::process_nodes(db, &procs)?;
     let engine = db.engine();
     let mut schemas = Vec::new();
-    let mut compiles = Vec::new();
-    let mut decodes = Vec::new();
+    let mut work = Vec::new();
     let mut schema_keys = BTreeSet::new();
     let mut seen = BTreeSet::new();
     // Which frames each process lacks (in parallel: keying them lists each archive's dumps).
@@ -165,7 +193,11 @@ pub fn prepare_processes(
                 true => None,
                 false => Some(hlo_members(db, p)?),
             };
-            Ok((p, dumps, !compile_frame_stored(db, p)?))
+            let compile = match compile_frame_stored(db, p)? {
+                true => None,
+                false => pushpop_member(db, p)?.map(|(member, _)| member),
+            };
+            Ok((p, dumps, compile))
         })
         .collect::<Vec<Result<_, NodeError>>>()
         .into_iter()
@@ -180,20 +212,22 @@ pub fn prepare_processes(
                     if schema_keys.insert(schema_key) {
                         schemas.push(Task::Schema(a));
                     }
-                    let size = archive.member_size(&m.member);
-                    decodes.push((size, Task::Decode(a, archive.clone(), schema_key, m)));
+                    let cost = DECODE_COST * archive.member_size(&m.member);
+                    work.push((cost, Task::Decode(a, archive.clone(), schema_key, m)));
                 }
             }
         }
-        if compile {
-            compiles.push(Task::Compile(p));
+        if let Some(member) = compile {
+            let cost = p.archive_ref(db).member_size(&member);
+            work.push((cost, Task::Compile(p)));
         }
     }
-    decodes.sort_by_key(|(size, _)| std::cmp::Reverse(*size));
+    // Longest first (an estimate from the members' stored sizes), so that no thread is left
+    // with one long task at the end.
+    work.sort_by_key(|(cost, _)| std::cmp::Reverse(*cost));
     let tasks: Vec<Task> = schemas
         .into_iter()
-        .chain(compiles)
-        .chain(decodes.into_iter().map(|(_, t)| t))
+        .chain(work.into_iter().map(|(_, t)| t))
         .collect();
     run_in_order(db, &tasks, &|db, t| {
         match t {
