@@ -46,8 +46,9 @@ pub(super) fn run_analyses(
         .iter()
         .map(|r| (!r.is_script()).then(|| AnalysisSpec::new(db, r.name.clone(), r.params.clone())))
         .collect();
-    let mut all_stored = graph::frames_keyed_cheaply(db, run)?;
-    for &spec in specs.iter().flatten() {
+    let registered: Vec<AnalysisSpec> = specs.iter().flatten().copied().collect();
+    let mut all_stored = registered.is_empty() || graph::frames_keyed_cheaply(db, run)?;
+    for &spec in &registered {
         all_stored = all_stored && graph::analysis_is_stored(db, run, spec)?;
     }
     if !all_stored {

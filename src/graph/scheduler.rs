@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use super::frames::{
     compile_frame, compile_frame_stored, compiled_names, compiled_programs, gpu_frames,
-    pushpop_member,
-    gpu_frames_key, gpu_frames_stored, process_facts, unplaced_node, warmup_context,
+    gpu_frames_key, gpu_frames_stored, process_facts, pushpop_member, unplaced_node,
+    warmup_context,
 };
 use super::hlo::{HloMember, decode_dump, hlo_members, hlo_schema, schema_key};
 use super::members::member_keys;
