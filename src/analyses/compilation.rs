@@ -893,7 +893,7 @@ mod tests {
                 let mut entry = archive.by_name("report_nvtx_pushpop_trace.csv.xz").unwrap();
                 let mut bytes = Vec::new();
                 entry.read_to_end(&mut bytes).unwrap();
-                let pushpop = read_csv_xz(&bytes).unwrap();
+                let pushpop = read_csv_xz(&bytes, crate::formats::limits::Checked::No).unwrap();
                 (format!("proc{i}"), build_compile_frame(&pushpop).unwrap())
             })
             .collect()

@@ -176,25 +176,56 @@ impl<R: Read> Read for Capped<R> {
 
 /// A streaming xz decoder over `bytes` (one or several concatenated streams), capped at the
 /// member's limit.
-pub fn xz_reader(bytes: &[u8]) -> Capped<xz2::read::XzDecoder<&[u8]>> {
+pub fn xz_reader(bytes: &[u8], checked: Checked) -> Capped<xz2::read::XzDecoder<&[u8]>> {
     let limit = get().for_member(bytes.len() as u64);
     Capped {
-        inner: xz2::read::XzDecoder::new_multi_decoder(bytes),
+        inner: xz_decoder(bytes, checked),
         left: limit,
         limit,
         compressed: bytes.len() as u64,
     }
 }
 
+/// Whether the bytes of an xz stream were already verified by their container.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Checked {
+    /// A zip member, whose CRC-32 the zip reader verifies as it reads the member to its end:
+    /// the stream's own check (CRC-64 or SHA-256 of the output, about a tenth of the decoding
+    /// time) is skipped. A damaged member is refused by the zip reader instead.
+    ByContainer,
+    /// A file read as it is (an extracted archive, a capture's dump): the stream's check is
+    /// verified.
+    No,
+}
+
+impl Checked {
+    /// [`Checked::ByContainer`] for the members of a zip archive.
+    pub fn by_zip(is_zip: bool) -> Checked {
+        if is_zip {
+            Checked::ByContainer
+        } else {
+            Checked::No
+        }
+    }
+}
+
+/// A decoder of one or several concatenated xz streams.
+fn xz_decoder(bytes: &[u8], checked: Checked) -> xz2::read::XzDecoder<&[u8]> {
+    let mut flags = lzma_sys::LZMA_CONCATENATED;
+    if checked == Checked::ByContainer {
+        flags |= lzma_sys::LZMA_IGNORE_CHECK;
+    }
+    match xz2::stream::Stream::new_stream_decoder(u64::MAX, flags) {
+        Ok(stream) => xz2::read::XzDecoder::new_stream(bytes, stream),
+        // Only when liblzma cannot allocate its state; the default decoder says the same.
+        Err(_) => xz2::read::XzDecoder::new_multi_decoder(bytes),
+    }
+}
+
 /// Decompress an xz stream (one or several concatenated), within the limit of its size.
 /// Errors say what is wrong in one line; the caller adds the member's name.
-pub fn xz_decompress(bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
-    read_capped(
-        xz2::read::XzDecoder::new_multi_decoder(bytes),
-        bytes.len() as u64,
-        0,
-    )
-    .map_err(|e| match e {
+pub fn xz_decompress(bytes: &[u8], checked: Checked) -> anyhow::Result<Vec<u8>> {
+    read_capped(xz_decoder(bytes, checked), bytes.len() as u64, 0).map_err(|e| match e {
         ExpandError::Io(e) => anyhow::anyhow!("bad xz stream ({e})"),
         e => anyhow::anyhow!("{e}"),
     })
@@ -235,7 +266,7 @@ mod tests {
             enc.write_all(&zeros).unwrap();
         }
         let bomb = enc.finish().unwrap();
-        let e = xz_decompress(&bomb).unwrap_err().to_string();
+        let e = xz_decompress(&bomb, Checked::No).unwrap_err().to_string();
         assert!(
             e.contains("decompression bomb") && e.contains("64.0 MiB"),
             "{e}"
@@ -243,18 +274,50 @@ mod tests {
         // Honest data passes.
         let mut enc = xz2::write::XzEncoder::new(Vec::new(), 1);
         enc.write_all(b"hello").unwrap();
-        assert_eq!(xz_decompress(&enc.finish().unwrap()).unwrap(), b"hello");
+        assert_eq!(
+            xz_decompress(&enc.finish().unwrap(), Checked::No).unwrap(),
+            b"hello"
+        );
         // The streaming reader stops at the same limit, with the same message.
         let mut sink = std::io::sink();
-        let e = std::io::copy(&mut xz_reader(&bomb), &mut sink).unwrap_err();
+        let e = std::io::copy(&mut xz_reader(&bomb, Checked::ByContainer), &mut sink).unwrap_err();
         assert!(e.to_string().contains("decompression bomb"), "{e}");
         let mut enc = xz2::write::XzEncoder::new(Vec::new(), 1);
         enc.write_all(b"hello").unwrap();
         let mut out = Vec::new();
-        xz_reader(&enc.finish().unwrap())
+        xz_reader(&enc.finish().unwrap(), Checked::No)
             .read_to_end(&mut out)
             .unwrap();
         assert_eq!(out, b"hello");
+    }
+
+    #[test]
+    fn the_stream_check_is_skipped_only_for_bytes_the_container_verified() {
+        let text: Vec<u8> = (0..4000u32).flat_map(|i| i.to_le_bytes()).collect();
+        let mut enc = xz2::write::XzEncoder::new(Vec::new(), 1);
+        enc.write_all(&text).unwrap();
+        let good = enc.finish().unwrap();
+        // Some byte is the block's check (CRC-64 of the output): damaged, the output is the
+        // same, and only the check tells.
+        let check_only = (0..good.len()).find(|&i| {
+            let mut bad = good.clone();
+            bad[i] ^= 0x40;
+            xz_decompress(&bad, Checked::No).is_err()
+                && xz_decompress(&bad, Checked::ByContainer).ok().as_deref() == Some(&text[..])
+        });
+        assert!(
+            check_only.is_some(),
+            "no byte of the stream is its check alone"
+        );
+        // Damage to the compressed data is found either way.
+        let mut bad = good.clone();
+        bad[good.len() / 3] ^= 0x40;
+        for checked in [Checked::No, Checked::ByContainer] {
+            assert_ne!(
+                xz_decompress(&bad, checked).ok().as_deref(),
+                Some(&text[..])
+            );
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use crate::engine::value::{JsonValue, Tables};
 use crate::engine::{Key, KeyBuilder, Node};
 use crate::formats::archive;
+use crate::formats::limits::Checked;
 use crate::formats::{graph_ops, pushpop, thunk_metadata, trace};
 use crate::frames;
 use crate::frames::command_buffers::GraphInputs;
@@ -77,7 +78,8 @@ fn graph_inputs(db: &Db, p: Process) -> Result<GraphInputs> {
     for (file, member, id, _) in thunk_metadata_members(db, p)? {
         let raw = read_member(db, p, &member)?;
         let bytes = if file.ends_with(".xz") {
-            crate::formats::limits::xz_decompress(&raw)
+            let checked = Checked::by_zip(p.archive_ref(db).is_zip());
+            crate::formats::limits::xz_decompress(&raw, checked)
         } else {
             Ok(raw)
         };
@@ -279,7 +281,7 @@ pub fn compile_frame(db: &Db, p: Process) -> Result<Option<Out<Tables>>, NodeErr
                     &member,
                     // In a combined archive the member is `report_nvtx_pushpop_trace.csv.xz/<stem>`.
                     if member.starts_with(archive::PUSHPOP_CSV_XZ) {
-                        pushpop::read_csv_xz(&bytes)
+                        pushpop::read_csv_xz(&bytes, Checked::by_zip(p.archive_ref(db).is_zip()))
                     } else {
                         pushpop::read_parquet(&bytes)
                     },

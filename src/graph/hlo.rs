@@ -5,6 +5,7 @@ use crate::engine::{Engine, Key, Node};
 use crate::error::Place;
 use crate::formats::archive::Archive;
 use crate::formats::hlo::{self, HloModuleInfo};
+use crate::formats::limits::Checked;
 use crate::frames;
 use anyhow::{Context, Result};
 use std::collections::BTreeSet;
@@ -159,7 +160,7 @@ pub(super) fn decode_dump(
     let (_, module) = engine.compute_transient(&node, file, || {
         let raw = archive.read(member)?;
         let bytes = if member.contains(".xz") {
-            crate::formats::limits::xz_decompress(&raw)
+            crate::formats::limits::xz_decompress(&raw, Checked::by_zip(archive.is_zip()))
         } else {
             Ok(raw)
         };
@@ -188,7 +189,7 @@ pub(super) fn decode_dump(
 fn read_xz_member(archive: &Archive, member: &str) -> Result<Vec<u8>> {
     let raw = archive.read(member)?;
     if member.contains(".xz") {
-        crate::formats::limits::xz_decompress(&raw)
+        crate::formats::limits::xz_decompress(&raw, Checked::by_zip(archive.is_zip()))
     } else {
         Ok(raw)
     }

@@ -127,8 +127,8 @@ fn elementwise(a: &Int64Array, b: &Int64Array, f: impl Fn(i64, i64) -> i64) -> I
 
 /// Reads the xz-compressed CSV variant, parsing as it decompresses (within the member's
 /// limit).
-pub fn read_csv_xz(bytes: &[u8]) -> Result<RecordBatch> {
-    normalize(&csv::read(super::limits::xz_reader(bytes))?)
+pub fn read_csv_xz(bytes: &[u8], checked: super::limits::Checked) -> Result<RecordBatch> {
+    normalize(&csv::read(super::limits::xz_reader(bytes, checked))?)
 }
 
 /// Reads the uncompressed CSV variant.
@@ -531,6 +531,7 @@ impl<'a> Columns<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::formats::limits::Checked;
     use std::io::Write;
 
     const CSV: &str = "Start (ns),End (ns),Duration (ns),DurChild (ns),DurNonChild (ns),Name,PID,TID,Lvl,NumChild,RangeId,ParentId,RangeStack,NameTree\n\
@@ -545,7 +546,7 @@ mod tests {
 
     #[test]
     fn csv_xz_roundtrip() {
-        let batch = read_csv_xz(&xz(CSV.as_bytes())).unwrap();
+        let batch = read_csv_xz(&xz(CSV.as_bytes()), Checked::No).unwrap();
         assert_eq!(batch.schema(), schema());
         let c = Columns::of(&batch).unwrap();
         assert_eq!(c.start, &[10, 20]);
@@ -563,7 +564,9 @@ mod tests {
 
     #[test]
     fn bad_inputs_are_errors() {
-        let e = read_csv_xz(b"not xz at all").unwrap_err().to_string();
+        let e = read_csv_xz(b"not xz at all", Checked::No)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("xz"), "{e}");
         let e = read_csv(b"Start (ns),Name\n1,a\n").unwrap_err().to_string();
         assert!(e.contains("missing column"), "{e}");
