@@ -209,15 +209,17 @@ impl Remote {
     /// `take` as it arrives, on the I/O runtime's blocking threads (so that checking and
     /// keeping entries runs in parallel with the fetches and with each other). `take` checks
     /// the entry and returns whether it was good: absent ones are misses; damaged ones are
-    /// counted, warned about and left out, as by [`Remote::get_entry`].
+    /// counted, warned about and left out, as by [`Remote::get_entry`]. Returns the names
+    /// found absent.
     pub fn get_entries(
         &self,
         names: Vec<String>,
         take: Arc<dyn Fn(&str, &[u8]) -> bool + Send + Sync>,
-    ) {
+    ) -> Vec<String> {
         use futures::StreamExt;
+        let mut absent = Vec::new();
         if self.state.load(Ordering::Relaxed) == OFF || names.is_empty() {
-            return;
+            return absent;
         }
         let fetches = futures::stream::iter(names.into_iter().map(|name| {
             let (store, path, take) = (self.store.clone(), self.object(&name), take.clone());
@@ -248,11 +250,13 @@ impl Remote {
                 Ok(false) => self.damaged_entry(&name),
                 Err(object_store::Error::NotFound { .. }) => {
                     self.counts.misses.fetch_add(1, Ordering::Relaxed);
+                    absent.push(name);
                 }
                 Err(e) => self.fail(OFF, &e),
             }
             futures::future::ready(())
         }));
+        absent
     }
 
     fn damaged_entry(&self, name: &str) {

@@ -34,6 +34,9 @@ pub struct Store {
     kept: Arc<Kept>,
     /// Entries the second tier was found to hold (an object once there stays there).
     present: Mutex<HashSet<String>>,
+    /// Entries the second tier was found not to hold when this run asked for many at once:
+    /// not asked for again (one that another machine stores meanwhile is computed here).
+    absent: Mutex<HashSet<String>>,
     /// Entries fetched from the second tier in batches, kept as packs.
     packs: Packs,
 }
@@ -100,6 +103,7 @@ impl Store {
                 fresh: Default::default(),
             }),
             present: Default::default(),
+            absent: Default::default(),
             packs: Packs::new(root),
         })
     }
@@ -152,7 +156,7 @@ impl Store {
         };
         let pack: Arc<Mutex<Option<PackWriter>>> = Arc::new(Mutex::new(pack));
         let (kept, into) = (self.kept.clone(), pack.clone());
-        remote.get_entries(
+        let absent = remote.get_entries(
             names,
             Arc::new(move |name: &str, bytes: &[u8]| {
                 let good = verify(bytes).is_some();
@@ -169,6 +173,7 @@ impl Store {
                 good
             }),
         );
+        self.absent.lock().unwrap().extend(absent);
         let writer = pack.lock().unwrap().take();
         if let Some(writer) = writer
             && let Err(e) = self.packs.commit(writer)
@@ -181,6 +186,9 @@ impl Store {
     fn fetch(&self, kind: &str, key: &Key) -> Option<Vec<u8>> {
         let remote = self.remote.as_ref()?;
         let name = Self::name_of(kind, key);
+        if self.absent.lock().unwrap().contains(&name) {
+            return None;
+        }
         let bytes = remote.get_entry(&name, |b| verify(b).is_some())?;
         self.kept.keep(&name, &bytes);
         Some(bytes)
@@ -228,6 +236,9 @@ impl Store {
         if self.present.lock().unwrap().contains(&name) {
             return true;
         }
+        if self.absent.lock().unwrap().contains(&name) {
+            return false;
+        }
         let there = remote.contains(&name);
         if there {
             self.present.lock().unwrap().insert(name);
@@ -243,7 +254,10 @@ impl Store {
             let present = self.present.lock().unwrap();
             self.not_local(wanted, |name| !present.contains(name))
         };
-        let found = remote.present(names);
+        let found: HashSet<String> = remote.present(names.clone()).into_iter().collect();
+        let mut absent = self.absent.lock().unwrap();
+        absent.extend(names.into_iter().filter(|n| !found.contains(n)));
+        drop(absent);
         self.present.lock().unwrap().extend(found);
     }
 
@@ -476,6 +490,31 @@ mod tests {
         bytes[n - 1] ^= 1;
         fs::write(&path, &bytes).unwrap();
         assert!(store.get("k", &key).is_none());
+    }
+
+    #[test]
+    fn entries_a_batch_found_absent_are_not_asked_for_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let bucket = dir.path().join("bucket");
+        fs::create_dir_all(&bucket).unwrap();
+        let remote = super::super::remote::Remote::open(&format!("file://{}", bucket.display()));
+        let store = Store::open(&dir.path().join("cache"))
+            .unwrap()
+            .with_remote(Some(remote.unwrap()));
+        let wanted: Vec<(String, Key)> = (0..5u8)
+            .map(|i| ("k".to_string(), Key::of_bytes(&[i])))
+            .collect();
+        store.prefetch(&wanted[..3]);
+        store.prefetch_presence(&wanted[3..]);
+        for (kind, key) in &wanted {
+            assert!(!store.contains(kind, key));
+            assert!(store.get(kind, key).is_none());
+        }
+        let counts = store.remote().unwrap().flush();
+        assert_eq!(counts.misses, 3, "one request per entry: {counts:?}");
+        // Computed here after all: read locally.
+        store.put("k", &wanted[0].1, b"v").unwrap();
+        assert_eq!(store.get("k", &wanted[0].1).unwrap(), b"v");
     }
 
     #[test]
