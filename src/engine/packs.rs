@@ -25,7 +25,7 @@ use std::fs::{self, File};
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
 const MAGIC: &[u8; 8] = b"NJPPACK1";
@@ -38,7 +38,7 @@ pub const DIR: &str = "packs";
 /// One pack that this process can read.
 struct Pack {
     path: PathBuf,
-    file: File,
+    file: Arc<File>,
     /// Written by this process after each entry was verified: read back without a second check.
     own: bool,
     /// Its modification time was set to now by this process (once is enough for `gc`).
@@ -131,7 +131,7 @@ impl Packs {
                 pack.touched = true;
                 let _ = pack.file.set_modified(SystemTime::now());
             }
-            (p, pack.file.try_clone().ok()?, offset, len, pack.own)
+            (p, pack.file.clone(), offset, len, pack.own)
         };
         let mut bytes = vec![0; len as usize];
         let good = file.read_exact_at(&mut bytes, offset).is_ok()
@@ -226,7 +226,7 @@ impl Index {
         let p = self.packs.len();
         self.packs.push(Pack {
             path,
-            file,
+            file: Arc::new(file),
             own,
             touched: own,
         });

@@ -177,6 +177,15 @@ impl Archive {
         })
     }
 
+    /// How the xz members this archive reads are checked: [`Archive::read`] of a zip member
+    /// verifies its CRC-32, so their stream's own check is not needed.
+    pub fn xz_check(&self) -> super::limits::Checked {
+        match self.source {
+            Source::Zip(_) => super::limits::Checked::ByContainer,
+            _ => super::limits::Checked::No,
+        }
+    }
+
     pub fn is_zip(&self) -> bool {
         matches!(self.source, Source::Zip(_))
     }

@@ -198,17 +198,6 @@ pub enum Checked {
     No,
 }
 
-impl Checked {
-    /// [`Checked::ByContainer`] for the members of a zip archive.
-    pub fn by_zip(is_zip: bool) -> Checked {
-        if is_zip {
-            Checked::ByContainer
-        } else {
-            Checked::No
-        }
-    }
-}
-
 /// A decoder of one or several concatenated xz streams.
 fn xz_decoder(bytes: &[u8], checked: Checked) -> xz2::read::XzDecoder<&[u8]> {
     let mut flags = lzma_sys::LZMA_CONCATENATED;

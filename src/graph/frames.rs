@@ -5,7 +5,6 @@
 use crate::engine::value::{JsonValue, Tables};
 use crate::engine::{Key, KeyBuilder, Node};
 use crate::formats::archive;
-use crate::formats::limits::Checked;
 use crate::formats::{graph_ops, pushpop, thunk_metadata, trace};
 use crate::frames;
 use crate::frames::command_buffers::GraphInputs;
@@ -78,8 +77,7 @@ fn graph_inputs(db: &Db, p: Process) -> Result<GraphInputs> {
     for (file, member, id, _) in thunk_metadata_members(db, p)? {
         let raw = read_member(db, p, &member)?;
         let bytes = if file.ends_with(".xz") {
-            let checked = Checked::by_zip(p.archive_ref(db).is_zip());
-            crate::formats::limits::xz_decompress(&raw, checked)
+            crate::formats::limits::xz_decompress(&raw, p.archive_ref(db).xz_check())
         } else {
             Ok(raw)
         };
@@ -281,7 +279,7 @@ pub fn compile_frame(db: &Db, p: Process) -> Result<Option<Out<Tables>>, NodeErr
                     &member,
                     // In a combined archive the member is `report_nvtx_pushpop_trace.csv.xz/<stem>`.
                     if member.starts_with(archive::PUSHPOP_CSV_XZ) {
-                        pushpop::read_csv_xz(&bytes, Checked::by_zip(p.archive_ref(db).is_zip()))
+                        pushpop::read_csv_xz(&bytes, p.archive_ref(db).xz_check())
                     } else {
                         pushpop::read_parquet(&bytes)
                     },

@@ -5,7 +5,6 @@ use crate::engine::{Engine, Key, Node};
 use crate::error::Place;
 use crate::formats::archive::Archive;
 use crate::formats::hlo::{self, HloModuleInfo};
-use crate::formats::limits::Checked;
 use crate::frames;
 use anyhow::{Context, Result};
 use std::collections::BTreeSet;
@@ -160,7 +159,7 @@ pub(super) fn decode_dump(
     let (_, module) = engine.compute_transient(&node, file, || {
         let raw = archive.read(member)?;
         let bytes = if member.contains(".xz") {
-            crate::formats::limits::xz_decompress(&raw, Checked::by_zip(archive.is_zip()))
+            crate::formats::limits::xz_decompress(&raw, archive.xz_check())
         } else {
             Ok(raw)
         };
@@ -189,7 +188,7 @@ pub(super) fn decode_dump(
 fn read_xz_member(archive: &Archive, member: &str) -> Result<Vec<u8>> {
     let raw = archive.read(member)?;
     if member.contains(".xz") {
-        crate::formats::limits::xz_decompress(&raw, Checked::by_zip(archive.is_zip()))
+        crate::formats::limits::xz_decompress(&raw, archive.xz_check())
     } else {
         Ok(raw)
     }
