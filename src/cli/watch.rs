@@ -5,7 +5,8 @@
 //! The inputs are polled (twice a second; polling works the same on local disks and on the
 //! network file systems jobs write to, where change notifications are not delivered). A file
 //! is taken once its size and modification time have held still for a second, and never while
-//! its name says it is being written (`.tmp`, `.part`, hidden). Each new or changed input is
+//! its name says it is being written (`.tmp`, `.part`, hidden); while an analysed input or a
+//! script is being rewritten, no update starts (it would leave that file out). Each new or changed input is
 //! registered with the database as a new salsa input and the run's process list is set to a
 //! new revision, so that an update recomputes only the nodes of what changed and the reduces;
 //! the outputs are replaced one atomic rename each, as `analyze` writes them. An update that
@@ -61,8 +62,16 @@ pub(super) fn watch(engine: Engine, a: &AnalyzeArgs, requests: &[AnalysisRequest
     );
     crate::interrupt::idle(Some(waiting.clone()));
     loop {
-        let ready = scanner.poll();
-        if last.as_ref() == Some(&ready) || ready.iter().all(|(p, _)| scanner.is_script(p)) {
+        let (ready, moving) = scanner.poll();
+        // A script or an analysed input that is being written waits for the update until it
+        // settles: without it the update would drop it, and run again once it is back.
+        let unsettled = moving
+            .iter()
+            .any(|m| scanner.is_script(m) || analysed.iter().any(|(p, _)| p == m));
+        if unsettled
+            || last.as_ref() == Some(&ready)
+            || ready.iter().all(|(p, _)| scanner.is_script(p))
+        {
             std::thread::sleep(POLL);
             continue;
         }
@@ -173,8 +182,9 @@ impl Scanner {
         self.scripts.iter().any(|s| s == p)
     }
 
-    /// The settled candidates, sorted (scripts last), with their signatures.
-    fn poll(&mut self) -> Vec<(PathBuf, Sig)> {
+    /// The settled candidates, sorted (scripts last), with their signatures; and the
+    /// candidates that changed within the last [`SETTLE`].
+    fn poll(&mut self) -> (Vec<(PathBuf, Sig)>, Vec<PathBuf>) {
         let mut candidates = Vec::new();
         for (root, folder) in &self.roots {
             if *folder {
@@ -193,7 +203,7 @@ impl Scanner {
         }
         candidates.extend(self.scripts.iter().cloned());
         let now = Instant::now();
-        let mut ready = Vec::new();
+        let (mut ready, mut moving) = (Vec::new(), Vec::new());
         for c in candidates {
             let Some(sig) = signature(&c) else { continue };
             let since = match self.seen.get(&c) {
@@ -205,9 +215,11 @@ impl Scanner {
             };
             if now.duration_since(since) >= SETTLE {
                 ready.push((c, sig));
+            } else {
+                moving.push(c);
             }
         }
-        ready
+        (ready, moving)
     }
 }
 
@@ -254,4 +266,46 @@ pub(super) fn check(a: &AnalyzeArgs) -> Result<()> {
         bail!("--watch finds each report's XLA dump beside it: it cannot go with --dump");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Moves every candidate's "unchanged since" back by more than [`SETTLE`].
+    fn age(scanner: &mut Scanner) {
+        for (_, since) in scanner.seen.values_mut() {
+            *since -= SETTLE * 2;
+        }
+    }
+
+    #[test]
+    fn files_are_taken_once_settled_and_an_edited_one_is_moving_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let job = tmp.path().join("job");
+        std::fs::create_dir(&job).unwrap();
+        let script = tmp.path().join("count.py");
+        std::fs::write(&script, "print(1)\n").unwrap();
+        let mut scanner = Scanner::new(vec![job.clone()], vec![script.clone()]);
+        std::fs::write(job.join("rank0.zip"), b"zip").unwrap();
+        std::fs::write(job.join("rank1.zip.tmp"), b"half").unwrap();
+        std::fs::write(job.join(".rank2.zip"), b"hidden").unwrap();
+        let (ready, moving) = scanner.poll();
+        assert!(ready.is_empty());
+        assert_eq!(moving, vec![job.join("rank0.zip"), script.clone()]);
+        age(&mut scanner);
+        let (ready, moving) = scanner.poll();
+        let names: Vec<&Path> = ready.iter().map(|(p, _)| p.as_path()).collect();
+        assert_eq!(names, vec![job.join("rank0.zip").as_path(), &script]);
+        assert!(moving.is_empty());
+        // An edit makes the script move again: it leaves the ready list for a while.
+        std::fs::write(&script, "print(2)  # edited\n").unwrap();
+        let (ready, moving) = scanner.poll();
+        assert_eq!(ready.len(), 1);
+        assert_eq!(moving, vec![script.clone()]);
+        age(&mut scanner);
+        let (ready, moving) = scanner.poll();
+        assert_eq!(ready.len(), 2);
+        assert!(moving.is_empty());
+    }
 }
