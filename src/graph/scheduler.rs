@@ -127,6 +127,9 @@ enum Task {
     Compile(Process),
     /// One distinct HLO dump (by schema, content and memory report).
     Decode(InputArchive, Arc<Archive>, Key, HloMember),
+    /// A process's GPU frames, built (and stored) to learn whether they need its position:
+    /// after its dumps, which they read.
+    Frames(Process),
 }
 
 /// Run `tasks` on every thread of the pool, each thread taking the next task in list order
@@ -178,13 +181,16 @@ pub fn prepare_processes(
     // First, one flat pass over the work that is independent between processes, in an order
     // that keeps every thread busy and none waiting: the schemas (decodes need them), then the
     // compile frames (which need no decoded dump) and each distinct HLO dump once (of the
-    // processes whose GPU frames are not stored yet), the longest first.
+    // processes whose GPU frames are not stored yet), the longest first, and then those GPU
+    // frames.
     super::prefetch::process_nodes(db, &procs)?;
     let engine = db.engine();
     let mut schemas = Vec::new();
     let mut work = Vec::new();
     let mut schema_keys = BTreeSet::new();
     let mut seen = BTreeSet::new();
+    let mut frames = Vec::new();
+    let gpu_shares = needs.reading(Reads::Gpu).next().is_some();
     // Which frames each process lacks (in parallel: keying them lists each archive's dumps).
     let lacking = procs
         .par_iter()
@@ -216,6 +222,9 @@ pub fn prepare_processes(
                     work.push((cost, Task::Decode(a, archive.clone(), schema_key, m)));
                 }
             }
+            if gpu_shares {
+                frames.push(Task::Frames(p));
+            }
         }
         if let Some(member) = compile {
             let cost = p.archive_ref(db).member_size(&member);
@@ -225,9 +234,12 @@ pub fn prepare_processes(
     // Longest first (an estimate from the members' stored sizes), so that no thread is left
     // with one long task at the end.
     work.sort_by_key(|(cost, _)| std::cmp::Reverse(*cost));
+    // The frames last: a thread that takes one whose dumps another thread is still decoding
+    // waits for them, so by then nothing else should be left.
     let tasks: Vec<Task> = schemas
         .into_iter()
         .chain(work.into_iter().map(|(_, t)| t))
+        .chain(frames)
         .collect();
     run_in_order(db, &tasks, &|db, t| {
         match t {
@@ -245,6 +257,9 @@ pub fn prepare_processes(
             Task::Decode(a, archive, schema_key, dump) => {
                 let schema = hlo_schema(db, *a)?;
                 fail(decode_dump(engine, archive, &schema, schema_key, dump))?;
+            }
+            Task::Frames(p) => {
+                gpu_frames_key(db, *p)?;
             }
         }
         Ok(())
