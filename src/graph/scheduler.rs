@@ -234,6 +234,21 @@ pub fn prepare_processes(
     // Longest first (an estimate from the members' stored sizes), so that no thread is left
     // with one long task at the end.
     work.sort_by_key(|(cost, _)| std::cmp::Reverse(*cost));
+    // While the schemas compile, the other threads build compile frames rather than wait for
+    // a schema at the head of a decode.
+    let idle = rayon::current_num_threads().saturating_sub(schemas.len());
+    if !schemas.is_empty() && idle > 0 {
+        let mut ahead = Vec::new();
+        let mut i = 0;
+        while i < work.len() && ahead.len() < idle {
+            if matches!(work[i].1, Task::Compile(_)) {
+                ahead.push(work.remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        work.splice(0..0, ahead);
+    }
     // The frames last: a thread that takes one whose dumps another thread is still decoding
     // waits for them, so by then nothing else should be left.
     let tasks: Vec<Task> = schemas
