@@ -6,9 +6,10 @@
 //! network file systems jobs write to, where change notifications are not delivered). A file
 //! is taken once its size and modification time have held still for a second, and never while
 //! its name says it is being written (`.tmp`, `.part`, hidden); while an analysed input or a
-//! script is being rewritten, no update starts (it would leave that file out). Each new or changed input is
-//! registered with the database as a new salsa input and the run's process list is set to a
-//! new revision, so that an update recomputes only the nodes of what changed and the reduces;
+//! script is being rewritten, no update starts (it would leave that file out). Each new or
+//! changed input is registered with the database as a new salsa input and the run's process
+//! list is set to a new revision, so that an update recomputes only the nodes of what changed
+//! and the reduces;
 //! the outputs are replaced one atomic rename each, as `analyze` writes them. An update that
 //! fails (a damaged archive) is reported in one line and the watch goes on. Ctrl-C between
 //! updates exits with 0; during one, as any interrupted command (nothing half-written).
@@ -63,8 +64,8 @@ pub(super) fn watch(engine: Engine, a: &AnalyzeArgs, requests: &[AnalysisRequest
     crate::interrupt::idle(Some(waiting.clone()));
     loop {
         let (ready, moving) = scanner.poll();
-        // A script or an analysed input that is being written waits for the update until it
-        // settles: without it the update would drop it, and run again once it is back.
+        // No update while a script or an input of the last update is being written: it would
+        // be left out, and a second update would follow once it settled.
         let unsettled = moving
             .iter()
             .any(|m| scanner.is_script(m) || analysed.iter().any(|(p, _)| p == m));
