@@ -209,7 +209,8 @@ fn has_module_gpu_work(
     report_key: &Key,
 ) -> Result<bool> {
     use crate::formats::trace;
-    use arrow::array::{Array, AsArray};
+    use arrow::array::{Array, ArrayRef, AsArray};
+    use arrow::datatypes::DataType;
     let bytes = crate::capture::derived_member(
         engine,
         nsys,
@@ -220,19 +221,21 @@ fn has_module_gpu_work(
     let Some(bytes) = bytes else {
         return Ok(false);
     };
-    let t = trace::read(bytes)?;
-    let names = t
-        .column_by_name(trace::NAME)
-        .context("trace without names")?
-        .as_string::<i32>();
-    let ops = t
-        .column_by_name(trace::NUM_GPU_OPS)
-        .context("trace without NumGPUOps")?
-        .as_primitive::<arrow::datatypes::Int64Type>();
-    let levels = t
-        .column_by_name(trace::LVL)
-        .context("trace without Lvl")?
-        .as_primitive::<arrow::datatypes::Int32Type>();
+    // The capture's trace is written by this project in the classic layout: only the three
+    // columns needed are read.
+    let t = crate::formats::read_parquet_columns(bytes, &["Name", "NumGPUOps", "Lvl"])?;
+    let column = |name: &str, to: &DataType| -> Result<ArrayRef> {
+        let c = t
+            .column_by_name(name)
+            .with_context(|| format!("trace without {name}"))?;
+        Ok(arrow::compute::cast(c, to)?)
+    };
+    let names = column(trace::NAME, &DataType::Utf8)?;
+    let names = names.as_string::<i32>();
+    let ops = column(trace::NUM_GPU_OPS, &DataType::Int64)?;
+    let ops = ops.as_primitive::<arrow::datatypes::Int64Type>();
+    let levels = column(trace::LVL, &DataType::Int64)?;
+    let levels = levels.as_primitive::<arrow::datatypes::Int64Type>();
     // The autotuner's executions during compilation are nested in other ranges, or name a
     // module without a program id.
     Ok((0..t.num_rows()).any(|i| {
@@ -240,6 +243,7 @@ fn has_module_gpu_work(
         let name = name.strip_prefix("TSL:").unwrap_or(name);
         name.starts_with("XlaModule:#")
             && name.contains("program_id=")
+            && levels.is_valid(i)
             && levels.value(i) == 0
             && ops.is_valid(i)
             && ops.value(i) > 0

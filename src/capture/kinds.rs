@@ -7,7 +7,9 @@ use crate::formats::archive::{
     DEVICE_METADATA, GRAPH_OPS, PUSHPOP_PARQUET, SYSTEM_METADATA, THREAD_METADATA, TRACE,
 };
 
-/// The tables `nsys export` writes of a report, by this nsys (its version key).
+/// The tables `nsys export` writes of a report, by this nsys (its version key). Kept in
+/// memory only: the members derived from them are stored, and writing the tables too (tens of
+/// megabytes) cost a cold capture more than a later export of the same report would.
 pub struct ExportNode {
     pub report: Key,
     pub nsys_version: Key,
@@ -16,7 +18,7 @@ node_kind!(
     ExportNode,
     "nsys-export",
     ["formats/nsys_export.rs"],
-    Stored,
+    Transient,
     Tables
 );
 impl ExportNode {

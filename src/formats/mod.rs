@@ -31,6 +31,33 @@ pub fn read_parquet(bytes: Vec<u8>) -> Result<RecordBatch> {
     Ok(arrow::compute::concat_batches(&schema, &batches)?)
 }
 
+/// The top-level columns of a parquet file named in `names` that it has, read without the
+/// others (errors as [`read_parquet`]'s).
+pub fn read_parquet_columns(bytes: Vec<u8>, names: &[&str]) -> Result<RecordBatch> {
+    let len = bytes.len() as u64;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes))
+        .map_err(|e| anyhow::anyhow!("not a readable parquet file ({e})"))?;
+    check_parquet_expansion(builder.metadata(), len)?;
+    let roots: Vec<usize> = builder
+        .schema()
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| names.contains(&f.name().as_str()))
+        .map(|(i, _)| i)
+        .collect();
+    let mask = parquet::arrow::ProjectionMask::roots(builder.parquet_schema(), roots);
+    let reader = builder
+        .with_projection(mask)
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot read parquet ({e})"))?;
+    let schema = reader.schema();
+    let batches: Vec<RecordBatch> = reader
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("corrupt or truncated parquet ({e})"))?;
+    Ok(arrow::compute::concat_batches(&schema, &batches)?)
+}
+
 /// A parquet file of `len` bytes whose row groups declare more uncompressed data than a
 /// member of that size may expand to (see [`limits`]) is refused before any page is read.
 /// The pages' own sizes are checked as they are decompressed by the parquet reader.
@@ -116,7 +143,8 @@ pub fn pandas_metadata(batch: &RecordBatch, index: &PandasIndex, levels: usize) 
 }
 
 /// Write `batch` as a parquet file (snappy, one row group per 128k rows) with pandas
-/// metadata (see [`pandas_metadata`]).
+/// metadata (see [`pandas_metadata`]). Columns whose values are mostly distinct (see
+/// [`mostly_distinct`]) are written without a dictionary.
 pub fn write_parquet(batch: &RecordBatch, index: &PandasIndex, levels: usize) -> Result<Vec<u8>> {
     use parquet::arrow::ArrowWriter;
     use parquet::basic::Compression;
@@ -126,7 +154,14 @@ pub fn write_parquet(batch: &RecordBatch, index: &PandasIndex, levels: usize) ->
     meta.insert("pandas".to_string(), pandas.clone());
     let schema = std::sync::Arc::new(batch.schema().as_ref().clone().with_metadata(meta));
     let batch = batch.clone().with_schema(schema.clone())?;
-    let props = WriterProperties::builder()
+    let mut props = WriterProperties::builder();
+    for (field, column) in schema.fields().iter().zip(batch.columns()) {
+        if mostly_distinct(column) {
+            let path = parquet::schema::types::ColumnPath::from(field.name().as_str());
+            props = props.set_column_dictionary_enabled(path, false);
+        }
+    }
+    let props = props
         // Also as a file-level entry, where pandas' readers look first.
         .set_key_value_metadata(Some(vec![parquet::file::metadata::KeyValue::new(
             "pandas".to_string(),
@@ -140,4 +175,103 @@ pub fn write_parquet(batch: &RecordBatch, index: &PandasIndex, levels: usize) ->
     w.write(&batch)?;
     w.close()?;
     Ok(out)
+}
+
+/// Rows looked at by [`mostly_distinct`].
+const DISTINCT_SAMPLE: usize = 4096;
+
+/// Whether more than half of the first [`DISTINCT_SAMPLE`] values of a column of numbers or
+/// text differ from each other. A parquet writer looks each value up in a dictionary before
+/// it finds the dictionary too large and falls back to plain pages; for timestamps and ids
+/// (every value different) that look-up was most of the writing time, and the plain pages
+/// are no larger. Other columns keep the dictionary.
+fn mostly_distinct(column: &arrow::array::ArrayRef) -> bool {
+    use arrow::array::{Array, AsArray};
+    use arrow::datatypes::{DataType as D, Float64Type, Int32Type, Int64Type};
+    use std::collections::HashSet;
+    let n = column.len().min(DISTINCT_SAMPLE);
+    if n < 64 {
+        return false;
+    }
+    let distinct = match column.data_type() {
+        D::Int64 => {
+            let a = column.as_primitive::<Int64Type>();
+            (0..n).map(|i| a.value(i)).collect::<HashSet<_>>().len()
+        }
+        D::Int32 => {
+            let a = column.as_primitive::<Int32Type>();
+            (0..n).map(|i| a.value(i)).collect::<HashSet<_>>().len()
+        }
+        D::Float64 => {
+            let a = column.as_primitive::<Float64Type>();
+            (0..n)
+                .map(|i| a.value(i).to_bits())
+                .collect::<HashSet<_>>()
+                .len()
+        }
+        D::Utf8 => {
+            let a = column.as_string::<i32>();
+            (0..n).map(|i| a.value(i)).collect::<HashSet<_>>().len()
+        }
+        D::LargeUtf8 => {
+            let a = column.as_string::<i64>();
+            (0..n).map(|i| a.value(i)).collect::<HashSet<_>>().len()
+        }
+        _ => return false,
+    };
+    distinct * 2 > n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{ArrayRef, Int64Array, StringArray};
+    use std::sync::Arc;
+
+    #[test]
+    fn only_mostly_distinct_columns_lose_their_dictionary() {
+        let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(0..10_000));
+        let levels: ArrayRef = Arc::new(Int64Array::from_iter_values((0..10_000).map(|i| i % 7)));
+        let names: ArrayRef = Arc::new(StringArray::from_iter_values(
+            (0..10_000).map(|i| format!("op{}", i % 100)),
+        ));
+        let stacks: ArrayRef = Arc::new(StringArray::from_iter_values(
+            (0..10_000).map(|i| format!(":{i}")),
+        ));
+        assert!(mostly_distinct(&ids));
+        assert!(!mostly_distinct(&levels));
+        assert!(!mostly_distinct(&names));
+        assert!(mostly_distinct(&stacks));
+        // Too few rows to judge: the writer's default.
+        let few: ArrayRef = Arc::new(Int64Array::from_iter_values(0..10));
+        assert!(!mostly_distinct(&few));
+
+        let batch = RecordBatch::try_from_iter([
+            ("ids", ids),
+            ("levels", levels),
+            ("names", names),
+            ("stacks", stacks),
+        ])
+        .unwrap();
+        let bytes = write_parquet(&batch, &PandasIndex::Default, 1).unwrap();
+        let meta = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes.clone()))
+            .unwrap()
+            .metadata()
+            .clone();
+        let dictionary: Vec<bool> = meta
+            .row_group(0)
+            .columns()
+            .iter()
+            .map(|c| c.dictionary_page_offset().is_some())
+            .collect();
+        assert_eq!(dictionary, [false, true, true, false]);
+        // Read back unchanged.
+        let back = read_parquet(bytes).unwrap();
+        for name in ["ids", "levels", "names", "stacks"] {
+            assert_eq!(
+                back.column_by_name(name).unwrap().as_ref(),
+                batch.column_by_name(name).unwrap().as_ref()
+            );
+        }
+    }
 }

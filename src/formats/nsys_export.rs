@@ -237,7 +237,32 @@ pub fn read_export_dir(dir: &Path) -> Result<ExportTables> {
             dir.display()
         );
     }
-    let nvtx_events = match read_table(dir, NVTX_EVENTS, Some(NVTX_COLS))? {
+    // The three large tables are read side by side, the small ones after the smallest.
+    let ((nvtx, runtime), (kernel, small)) = rayon::join(
+        || {
+            rayon::join(
+                || read_table(dir, NVTX_EVENTS, Some(NVTX_COLS)),
+                || read_table(dir, RUNTIME, Some(RUNTIME_COLS)),
+            )
+        },
+        || {
+            rayon::join(
+                || read_table(dir, KERNEL, Some(KERNEL_COLS)),
+                || -> Result<[Option<RecordBatch>; 7]> {
+                    Ok([
+                        read_table(dir, STRING_IDS, Some(STRING_COLS))?,
+                        read_table(dir, MEMCPY, Some(MEM_COLS))?,
+                        read_table(dir, MEMSET, Some(MEM_COLS))?,
+                        read_table(dir, THREAD_NAMES, Some(THREAD_COLS))?,
+                        read_table(dir, TARGET_INFO_GPU, None)?,
+                        read_table(dir, TARGET_INFO_NVTX_CUDA_DEVICE, None)?,
+                        read_table(dir, TARGET_INFO_SYSTEM_ENV, None)?,
+                    ])
+                },
+            )
+        },
+    );
+    let nvtx_events = match nvtx? {
         Some(t) => t,
         // nsys writes no file for a table without rows: a report without NVTX events (a
         // program that never ran XLA code) has none, but has other tables.
@@ -251,17 +276,27 @@ pub fn read_export_dir(dir: &Path) -> Result<ExportTables> {
             dir.display()
         ),
     };
+    let (runtime, kernel) = (runtime?, kernel?);
+    let [
+        string_ids,
+        memcpy,
+        memset,
+        thread_names,
+        gpu,
+        nvtx_cuda_device,
+        system_env,
+    ] = small?;
     Ok(ExportTables {
         nvtx_events,
-        string_ids: read_table(dir, STRING_IDS, Some(STRING_COLS))?,
-        runtime: read_table(dir, RUNTIME, Some(RUNTIME_COLS))?,
-        kernel: read_table(dir, KERNEL, Some(KERNEL_COLS))?,
-        memcpy: read_table(dir, MEMCPY, Some(MEM_COLS))?,
-        memset: read_table(dir, MEMSET, Some(MEM_COLS))?,
-        thread_names: read_table(dir, THREAD_NAMES, Some(THREAD_COLS))?,
-        target_info_gpu: read_table(dir, TARGET_INFO_GPU, None)?,
-        target_info_nvtx_cuda_device: read_table(dir, TARGET_INFO_NVTX_CUDA_DEVICE, None)?,
-        target_info_system_env: read_table(dir, TARGET_INFO_SYSTEM_ENV, None)?,
+        string_ids,
+        runtime,
+        kernel,
+        memcpy,
+        memset,
+        thread_names,
+        target_info_gpu: gpu,
+        target_info_nvtx_cuda_device: nvtx_cuda_device,
+        target_info_system_env: system_env,
     })
 }
 
