@@ -375,16 +375,33 @@ pub fn archive_contents(
     }
     let report_key = engine.file_key(&archive.path)?;
     let derived = || -> Result<Vec<Entry>> {
-        // Each member not stored asks for the export, which runs once (the others wait).
+        // The export first, when a member needs it: the members are then derived side by
+        // side (threads waiting for it inside a member could not help read it).
+        let export = export_key(&report_key, nsys);
+        if archive::DERIVED
+            .iter()
+            .filter_map(|m| producer(m, &export))
+            .any(|node| !engine.is_stored(&node))
+        {
+            export_tables(engine, nsys, &archive.path, &report_key)?;
+        }
         let one = |m: &&str| derived_member(engine, nsys, &archive.path, &report_key, m);
-        let files: Vec<Option<Vec<u8>>> = if serial {
-            archive::DERIVED.iter().map(one).collect::<Result<_>>()?
-        } else {
-            archive::DERIVED
-                .par_iter()
-                .map(one)
-                .collect::<Result<_>>()?
-        };
+        if !serial {
+            // Each producer once, side by side (a thread asking for the second member of a
+            // producer another thread is running would wait for it), then the members.
+            let firsts: Vec<&str> = archive::DERIVED
+                .iter()
+                .enumerate()
+                .filter(|&(i, m)| {
+                    let p = Producer::of(m);
+                    !archive::DERIVED[..i].iter().any(|o| Producer::of(o) == p)
+                })
+                .map(|(_, m)| *m)
+                .collect();
+            firsts.par_iter().try_for_each(|m| one(&m).map(drop))?;
+        }
+        let files: Vec<Option<Vec<u8>>> =
+            archive::DERIVED.iter().map(one).collect::<Result<_>>()?;
         Ok(archive::DERIVED
             .iter()
             .zip(files)

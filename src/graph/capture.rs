@@ -15,6 +15,13 @@ use super::{Db, Process, Run};
 /// `serial` inside a graph query.
 pub fn archive_contents(db: &Db, p: Process, serial: bool) -> Result<ArchiveContents> {
     let archive = p.archive_ref(db);
+    if !serial && archive.is_capture() {
+        // nsys's version (part of the export's key) is probed while the dump is keyed.
+        let ctx = db.ctx.clone();
+        rayon::spawn(move || {
+            let _ = ctx.nsys();
+        });
+    }
     let keys = member_keys(db, p.archive(db))?;
     let dumps: Vec<(String, PathBuf, Key)> = archive
         .members_under("dump")
