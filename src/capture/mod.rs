@@ -2,7 +2,8 @@
 //! it, made into nsys-jax archive members by graph nodes (docs/design.md, "Captures"–"NVTX names"):
 //!
 //! - `nsys-export`: `nsys export` of the tables this project reads, keyed by the report's
-//!   content and the nsys version (the only step that runs an external program);
+//!   content and the nsys version (the only step that runs an external program; kept in
+//!   memory only, as the members below are stored);
 //! - `projection`: NVTX ranges projected onto the GPU → `nvtx_gpu_proj_trace/trace.parquet`
 //!   (absent when the capture has no GPU activity, e.g. an NVTX-only capture);
 //! - `pushpop`: CPU push/pop ranges → `report_nvtx_pushpop_trace.parquet`;
