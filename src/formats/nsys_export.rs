@@ -237,31 +237,30 @@ pub fn read_export_dir(dir: &Path) -> Result<ExportTables> {
             dir.display()
         );
     }
-    // The three large tables are read side by side, the small ones after the smallest.
-    let ((nvtx, runtime), (kernel, small)) = rayon::join(
-        || {
-            rayon::join(
-                || read_table(dir, NVTX_EVENTS, Some(NVTX_COLS)),
-                || read_table(dir, RUNTIME, Some(RUNTIME_COLS)),
-            )
-        },
-        || {
-            rayon::join(
-                || read_table(dir, KERNEL, Some(KERNEL_COLS)),
-                || -> Result<[Option<RecordBatch>; 7]> {
-                    Ok([
-                        read_table(dir, STRING_IDS, Some(STRING_COLS))?,
-                        read_table(dir, MEMCPY, Some(MEM_COLS))?,
-                        read_table(dir, MEMSET, Some(MEM_COLS))?,
-                        read_table(dir, THREAD_NAMES, Some(THREAD_COLS))?,
-                        read_table(dir, TARGET_INFO_GPU, None)?,
-                        read_table(dir, TARGET_INFO_NVTX_CUDA_DEVICE, None)?,
-                        read_table(dir, TARGET_INFO_SYSTEM_ENV, None)?,
-                    ])
-                },
-            )
-        },
-    );
+    // The three large tables are read side by side, the small ones after the smallest, on
+    // threads of their own (the caller may be a graph query, which must not lend its thread
+    // to rayon's other work while it waits).
+    let (nvtx, runtime, kernel, small) = std::thread::scope(|s| {
+        let nvtx = s.spawn(|| read_table(dir, NVTX_EVENTS, Some(NVTX_COLS)));
+        let runtime = s.spawn(|| read_table(dir, RUNTIME, Some(RUNTIME_COLS)));
+        let small = || -> Result<[Option<RecordBatch>; 7]> {
+            Ok([
+                read_table(dir, STRING_IDS, Some(STRING_COLS))?,
+                read_table(dir, MEMCPY, Some(MEM_COLS))?,
+                read_table(dir, MEMSET, Some(MEM_COLS))?,
+                read_table(dir, THREAD_NAMES, Some(THREAD_COLS))?,
+                read_table(dir, TARGET_INFO_GPU, None)?,
+                read_table(dir, TARGET_INFO_NVTX_CUDA_DEVICE, None)?,
+                read_table(dir, TARGET_INFO_SYSTEM_ENV, None)?,
+            ])
+        };
+        let (kernel, small) = (read_table(dir, KERNEL, Some(KERNEL_COLS)), small());
+        let joined = |h: std::thread::ScopedJoinHandle<'_, _>| {
+            h.join()
+                .unwrap_or_else(|_| Err(anyhow!("reading a table panicked")))
+        };
+        (joined(nvtx), joined(runtime), kernel, small)
+    });
     let nvtx_events = match nvtx? {
         Some(t) => t,
         // nsys writes no file for a table without rows: a report without NVTX events (a
