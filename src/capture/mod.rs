@@ -399,7 +399,7 @@ pub fn archive_contents(
                 })
                 .map(|(_, m)| *m)
                 .collect();
-            firsts.par_iter().try_for_each(|m| one(&m).map(drop))?;
+            firsts.par_iter().try_for_each(|m| one(m).map(drop))?;
         }
         let files: Vec<Option<Vec<u8>>> =
             archive::DERIVED.iter().map(one).collect::<Result<_>>()?;
