@@ -223,7 +223,10 @@ fn has_module_gpu_work(
     };
     // The capture's trace is written by this project in the classic layout: only the three
     // columns needed are read.
-    let t = crate::formats::read_parquet_columns(bytes, &["Name", "NumGPUOps", "Lvl"])?;
+    let t = crate::formats::read_parquet_columns(
+        bytes,
+        &[trace::NAME, trace::NUM_GPU_OPS, trace::LVL],
+    )?;
     let column = |name: &str, to: &DataType| -> Result<ArrayRef> {
         let c = t
             .column_by_name(name)

@@ -183,38 +183,27 @@ const DISTINCT_SAMPLE: usize = 4096;
 fn mostly_distinct(column: &arrow::array::ArrayRef) -> bool {
     use arrow::array::{Array, AsArray};
     use arrow::datatypes::{DataType as D, Float64Type, Int32Type, Int64Type};
-    use std::collections::HashSet;
     let n = column.len().min(DISTINCT_SAMPLE);
     if n < 64 {
         return false;
     }
     let distinct = match column.data_type() {
-        D::Int64 => {
-            let a = column.as_primitive::<Int64Type>();
-            (0..n).map(|i| a.value(i)).collect::<HashSet<_>>().len()
-        }
-        D::Int32 => {
-            let a = column.as_primitive::<Int32Type>();
-            (0..n).map(|i| a.value(i)).collect::<HashSet<_>>().len()
-        }
-        D::Float64 => {
-            let a = column.as_primitive::<Float64Type>();
-            (0..n)
-                .map(|i| a.value(i).to_bits())
-                .collect::<HashSet<_>>()
-                .len()
-        }
-        D::Utf8 => {
-            let a = column.as_string::<i32>();
-            (0..n).map(|i| a.value(i)).collect::<HashSet<_>>().len()
-        }
-        D::LargeUtf8 => {
-            let a = column.as_string::<i64>();
-            (0..n).map(|i| a.value(i)).collect::<HashSet<_>>().len()
-        }
+        D::Int64 => count_distinct(column.as_primitive::<Int64Type>().values()[..n].iter()),
+        D::Int32 => count_distinct(column.as_primitive::<Int32Type>().values()[..n].iter()),
+        D::Float64 => count_distinct(
+            column.as_primitive::<Float64Type>().values()[..n]
+                .iter()
+                .map(|v| v.to_bits()),
+        ),
+        D::Utf8 => count_distinct(column.as_string::<i32>().iter().take(n)),
+        D::LargeUtf8 => count_distinct(column.as_string::<i64>().iter().take(n)),
         _ => return false,
     };
     distinct * 2 > n
+}
+
+fn count_distinct<T: std::hash::Hash + Eq>(values: impl Iterator<Item = T>) -> usize {
+    values.collect::<std::collections::HashSet<_>>().len()
 }
 
 #[cfg(test)]
