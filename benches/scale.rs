@@ -253,7 +253,7 @@ fn perturb_trace(bytes: Vec<u8>, rank: usize) -> Result<Vec<u8>> {
 /// The push/pop CSV: `Start (ns),End (ns),Duration (ns),DurChild (ns),DurNonChild (ns),...`.
 fn perturb_pushpop(xz: &[u8], rank: usize) -> Result<Vec<u8>> {
     let mut text = String::new();
-    xz2::read::XzDecoder::new(xz).read_to_string(&mut text)?;
+    liblzma::read::XzDecoder::new(xz).read_to_string(&mut text)?;
     let mut lines = text.lines();
     let header = lines.next().context("empty push/pop CSV")?;
     if !header.starts_with("Start (ns),End (ns),Duration (ns),DurChild (ns),DurNonChild (ns),") {
@@ -287,7 +287,7 @@ fn perturb_pushpop(xz: &[u8], rank: usize) -> Result<Vec<u8>> {
             e - s - child
         ));
     }
-    let mut enc = xz2::write::XzEncoder::new(Vec::new(), 1);
+    let mut enc = liblzma::write::XzEncoder::new(Vec::new(), 1);
     enc.write_all(out.as_bytes())?;
     Ok(enc.finish()?)
 }

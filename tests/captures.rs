@@ -155,7 +155,7 @@ fn check_layout(zip: &Path, report: &Path, dump: &Path, gpu: bool) {
             let mut xz = Vec::new();
             e.read_to_end(&mut xz).unwrap();
             let mut raw = Vec::new();
-            xz2::read::XzDecoder::new(xz.as_slice())
+            liblzma::read::XzDecoder::new(xz.as_slice())
                 .read_to_end(&mut raw)
                 .unwrap();
             let original = std::fs::read(dump.join(rel.strip_suffix(".xz").unwrap())).unwrap();

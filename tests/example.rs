@@ -54,7 +54,7 @@ fn unpack_capture(dir: &Path) -> PathBuf {
         if let Some(rel) = m.strip_prefix("dump/") {
             let xz = zip_read(&zip, &m);
             let mut raw = Vec::new();
-            xz2::read::XzDecoder::new(xz.as_slice())
+            liblzma::read::XzDecoder::new(xz.as_slice())
                 .read_to_end(&mut raw)
                 .unwrap();
             let path = dir

@@ -194,7 +194,7 @@ fn pax_frames_hold_the_notebook_rows() {
     let reference = f.join("reference/pax4-notebook/notebook.json.xz");
     let mut text = String::new();
     std::io::Read::read_to_string(
-        &mut xz2::read::XzDecoder::new(std::fs::File::open(&reference).unwrap()),
+        &mut liblzma::read::XzDecoder::new(std::fs::File::open(&reference).unwrap()),
         &mut text,
     )
     .unwrap();

@@ -121,7 +121,7 @@ fn zip_bytes(members: &[(String, Vec<u8>)]) -> Vec<u8> {
 }
 
 fn xz(raw: &[u8]) -> Vec<u8> {
-    let mut e = xz2::write::XzEncoder::new(Vec::new(), 0);
+    let mut e = liblzma::write::XzEncoder::new(Vec::new(), 0);
     e.write_all(raw).unwrap();
     e.finish().unwrap()
 }
@@ -189,7 +189,7 @@ fn case(base: &[(String, Vec<u8>)], rng: &mut Rng) -> (Vec<u8>, String) {
                 .unwrap();
             if target == "dump (proto)" {
                 let mut raw = Vec::new();
-                xz2::read::XzDecoder::new(&b[..])
+                liblzma::read::XzDecoder::new(&b[..])
                     .read_to_end(&mut raw)
                     .unwrap();
                 for _ in 0..rounds {

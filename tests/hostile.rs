@@ -191,7 +191,7 @@ fn special_files_are_refused_at_once() {
 
 /// A multi-stream xz of `n × 64 MiB` zeros: small, built in a second.
 fn xz_bomb(n: usize) -> Vec<u8> {
-    let mut enc = xz2::write::XzEncoder::new(Vec::new(), 0);
+    let mut enc = liblzma::write::XzEncoder::new(Vec::new(), 0);
     let zeros = vec![0u8; 1 << 20];
     for _ in 0..64 {
         enc.write_all(&zeros).unwrap();
@@ -427,7 +427,9 @@ fn a_dump_of_another_program_is_an_input_error_and_a_partial_one_a_warning() {
 fn rename_module_in_dump(xz: &[u8]) -> Vec<u8> {
     use std::io::Read;
     let mut raw = Vec::new();
-    xz2::read::XzDecoder::new(xz).read_to_end(&mut raw).unwrap();
+    liblzma::read::XzDecoder::new(xz)
+        .read_to_end(&mut raw)
+        .unwrap();
     for from in [
         "jit_train_step",
         "jit_init_params",
@@ -444,7 +446,7 @@ fn rename_module_in_dump(xz: &[u8]) -> Vec<u8> {
             i += 1;
         }
     }
-    let mut enc = xz2::write::XzEncoder::new(Vec::new(), 1);
+    let mut enc = liblzma::write::XzEncoder::new(Vec::new(), 1);
     enc.write_all(&raw).unwrap();
     enc.finish().unwrap()
 }
@@ -664,7 +666,7 @@ fn an_empty_or_foreign_dump_given_with_a_report_is_an_input_error() {
         {
             let mut raw = Vec::new();
             use std::io::Read;
-            xz2::read::XzDecoder::new(&bytes[..])
+            liblzma::read::XzDecoder::new(&bytes[..])
                 .read_to_end(&mut raw)
                 .unwrap();
             std::fs::write(other.join(file), raw).unwrap();

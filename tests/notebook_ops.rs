@@ -15,7 +15,7 @@ const TOL: f64 = 0.005;
 fn reference(f: &Path, name: &str) -> Value {
     let path = f.join("reference").join(name).join("notebook.json.xz");
     let mut text = String::new();
-    xz2::read::XzDecoder::new(std::fs::File::open(&path).unwrap())
+    liblzma::read::XzDecoder::new(std::fs::File::open(&path).unwrap())
         .read_to_string(&mut text)
         .unwrap();
     serde_json::from_str(&text).unwrap()

@@ -225,7 +225,7 @@ Start (ns),End (ns),Duration (ns),DurChild (ns),DurNonChild (ns),Name,PID,TID,Lv
 150,350,200,0,200,\"TSL:XlaPass:#name=algsimp,module=jit_step,program_id=5#\",100,100,2,0,3,2,:1:2:3,\"----TSL:XlaPass:#name=algsimp,module=jit_step,program_id=5#\"
 750,950,200,0,200,\"TSL:XlaBufferAssignment:#module=jit_step,program_id=5#\",100,100,1,0,4,1,:1:4,\"--TSL:XlaBufferAssignment:#module=jit_step,program_id=5#\"
 ";
-    let mut enc = xz2::write::XzEncoder::new(Vec::new(), 6);
+    let mut enc = liblzma::write::XzEncoder::new(Vec::new(), 6);
     enc.write_all(csv.as_bytes()).unwrap();
     enc.finish().unwrap()
 }
@@ -294,7 +294,7 @@ fn hlo_dump() -> Vec<u8> {
     module.set_field_by_name("frontend_attributes", Value::Message(attrs));
     let mut proto = msg("xla.HloProto");
     proto.set_field_by_name("hlo_module", Value::Message(module));
-    let mut enc = xz2::write::XzEncoder::new(Vec::new(), 6);
+    let mut enc = liblzma::write::XzEncoder::new(Vec::new(), 6);
     enc.write_all(&prost::Message::encode_to_vec(&proto))
         .unwrap();
     enc.finish().unwrap()

@@ -263,8 +263,8 @@ pub fn dump_xz(engine: &Engine, file: &Path, content: &Key) -> Result<Arc<Bytes>
 /// as the preset's 8 MiB dictionary for the small files of a dump, without allocating and
 /// clearing the encoder's ~90 MiB for each (which took most of the time on them).
 fn xz_compress(raw: &[u8]) -> Result<Vec<u8>> {
+    use liblzma::stream::{Check, Filters, LzmaOptions, Stream};
     use std::io::Write;
-    use xz2::stream::{Check, Filters, LzmaOptions, Stream};
     let mut options = LzmaOptions::new_preset(XZ_PRESET)?;
     // liblzma's smallest dictionary is 4 KiB; the preset's is the largest worth having.
     let dict = (raw.len().min(8 << 20) as u32)
@@ -274,7 +274,7 @@ fn xz_compress(raw: &[u8]) -> Result<Vec<u8>> {
     let mut filters = Filters::new();
     filters.lzma2(&options);
     let stream = Stream::new_stream_encoder(&filters, Check::Crc64)?;
-    let mut enc = xz2::write::XzEncoder::new_stream(Vec::with_capacity(raw.len() / 3), stream);
+    let mut enc = liblzma::write::XzEncoder::new_stream(Vec::with_capacity(raw.len() / 3), stream);
     enc.write_all(raw)?;
     Ok(enc.finish()?)
 }
@@ -508,11 +508,11 @@ mod tests {
             .collect();
         let small = super::xz_compress(&raw).unwrap();
         let mut back = Vec::new();
-        xz2::read::XzDecoder::new(&small[..])
+        liblzma::read::XzDecoder::new(&small[..])
             .read_to_end(&mut back)
             .unwrap();
         assert_eq!(back, raw);
-        let mut preset = xz2::write::XzEncoder::new(Vec::new(), super::XZ_PRESET);
+        let mut preset = liblzma::write::XzEncoder::new(Vec::new(), super::XZ_PRESET);
         std::io::Write::write_all(&mut preset, &raw).unwrap();
         let preset = preset.finish().unwrap();
         assert!(

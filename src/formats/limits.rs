@@ -176,7 +176,7 @@ impl<R: Read> Read for Capped<R> {
 
 /// A streaming xz decoder over `bytes` (one or several concatenated streams), capped at the
 /// member's limit.
-pub fn xz_reader(bytes: &[u8], checked: Checked) -> Capped<xz2::read::XzDecoder<&[u8]>> {
+pub fn xz_reader(bytes: &[u8], checked: Checked) -> Capped<liblzma::read::XzDecoder<&[u8]>> {
     let limit = get().for_member(bytes.len() as u64);
     Capped {
         inner: xz_decoder(bytes, checked),
@@ -199,15 +199,15 @@ pub enum Checked {
 }
 
 /// A decoder of one or several concatenated xz streams.
-fn xz_decoder(bytes: &[u8], checked: Checked) -> xz2::read::XzDecoder<&[u8]> {
-    let mut flags = lzma_sys::LZMA_CONCATENATED;
+fn xz_decoder(bytes: &[u8], checked: Checked) -> liblzma::read::XzDecoder<&[u8]> {
+    let mut flags = liblzma::stream::CONCATENATED;
     if checked == Checked::ByContainer {
-        flags |= lzma_sys::LZMA_IGNORE_CHECK;
+        flags |= liblzma::stream::IGNORE_CHECK;
     }
-    match xz2::stream::Stream::new_stream_decoder(u64::MAX, flags) {
-        Ok(stream) => xz2::read::XzDecoder::new_stream(bytes, stream),
+    match liblzma::stream::Stream::new_stream_decoder(u64::MAX, flags) {
+        Ok(stream) => liblzma::read::XzDecoder::new_stream(bytes, stream),
         // Only when liblzma cannot allocate its state; the default decoder says the same.
-        Err(_) => xz2::read::XzDecoder::new_multi_decoder(bytes),
+        Err(_) => liblzma::read::XzDecoder::new_multi_decoder(bytes),
     }
 }
 
@@ -249,7 +249,7 @@ mod tests {
     #[test]
     fn an_xz_bomb_stops_at_the_limit() {
         // 80 MiB of zeros compress to a few KiB: far over 100x, and over the 64 MiB floor.
-        let mut enc = xz2::write::XzEncoder::new(Vec::new(), 1);
+        let mut enc = liblzma::write::XzEncoder::new(Vec::new(), 1);
         let zeros = vec![0u8; 1 << 20];
         for _ in 0..80 {
             enc.write_all(&zeros).unwrap();
@@ -261,7 +261,7 @@ mod tests {
             "{e}"
         );
         // Honest data passes.
-        let mut enc = xz2::write::XzEncoder::new(Vec::new(), 1);
+        let mut enc = liblzma::write::XzEncoder::new(Vec::new(), 1);
         enc.write_all(b"hello").unwrap();
         assert_eq!(
             xz_decompress(&enc.finish().unwrap(), Checked::No).unwrap(),
@@ -271,7 +271,7 @@ mod tests {
         let mut sink = std::io::sink();
         let e = std::io::copy(&mut xz_reader(&bomb, Checked::ByContainer), &mut sink).unwrap_err();
         assert!(e.to_string().contains("decompression bomb"), "{e}");
-        let mut enc = xz2::write::XzEncoder::new(Vec::new(), 1);
+        let mut enc = liblzma::write::XzEncoder::new(Vec::new(), 1);
         enc.write_all(b"hello").unwrap();
         let mut out = Vec::new();
         xz_reader(&enc.finish().unwrap(), Checked::No)
@@ -283,7 +283,7 @@ mod tests {
     #[test]
     fn the_stream_check_is_skipped_only_for_bytes_the_container_verified() {
         let text: Vec<u8> = (0..4000u32).flat_map(|i| i.to_le_bytes()).collect();
-        let mut enc = xz2::write::XzEncoder::new(Vec::new(), 1);
+        let mut enc = liblzma::write::XzEncoder::new(Vec::new(), 1);
         enc.write_all(&text).unwrap();
         let good = enc.finish().unwrap();
         // Some byte is the block's check (CRC-64 of the output): damaged, the output is the

@@ -29,7 +29,7 @@ pub fn example_capture() -> &'static (PathBuf, PathBuf) {
                 .and_then(|n| n.strip_suffix(".xz"))
             {
                 let mut out = Vec::new();
-                xz2::read::XzDecoder::new(&bytes[..])
+                liblzma::read::XzDecoder::new(&bytes[..])
                     .read_to_end(&mut out)
                     .unwrap();
                 (dump.join(rel), out)

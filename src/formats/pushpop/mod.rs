@@ -539,7 +539,7 @@ mod tests {
 20,50,30,0,30,\"TSL:XlaPass:#name=a,module=jit_f,program_id=1#\",7,7,1,0,6,5,:5:6,\"--TSL:XlaPass\"\n";
 
     fn xz(data: &[u8]) -> Vec<u8> {
-        let mut enc = xz2::write::XzEncoder::new(Vec::new(), 6);
+        let mut enc = liblzma::write::XzEncoder::new(Vec::new(), 6);
         enc.write_all(data).unwrap();
         enc.finish().unwrap()
     }

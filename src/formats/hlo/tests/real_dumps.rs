@@ -14,7 +14,7 @@ pub(super) fn read_zip_member(archive: &mut zip::ZipArchive<std::fs::File>, name
 
 pub(super) fn unxz(bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    xz2::read::XzDecoder::new(bytes)
+    liblzma::read::XzDecoder::new(bytes)
         .read_to_end(&mut out)
         .unwrap();
     out
