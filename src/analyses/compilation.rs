@@ -217,17 +217,16 @@ impl<'a> Attributed<'a> {
             .is_valid(i)
             .then(|| self.program_name.value(i))
     }
+}
 
-    /// The name as nsys-jax's summary shows it: `,module=M` and `:#module=M#` of the row's own
-    /// module removed (`program_id=` kept).
-    fn summary_name(&self, i: usize) -> String {
-        let name = self.cols.name.value(i);
-        match self.program_name(i) {
-            Some(module) if name.contains("module=") => name
-                .replace(&format!(",module={module}"), "")
-                .replace(&format!(":#module={module}#"), ""),
-            _ => name.to_string(),
-        }
+/// A range's name as nsys-jax's summary shows it: `,module=M` and `:#module=M#` of the
+/// range's own module removed (`program_id=` kept).
+fn summary_name(name: &str, module: Option<&str>) -> String {
+    match module {
+        Some(module) if name.contains("module=") => name
+            .replace(&format!(",module={module}"), "")
+            .replace(&format!(":#module={module}#"), ""),
+        _ => name.to_string(),
     }
 }
 
@@ -255,17 +254,27 @@ impl crate::engine::value::JsonValue for Compilations {}
 
 /// The summary share of one process's compile frame.
 pub fn range_sums(frame: &RecordBatch) -> Result<RangeSums> {
-    // Ordered maps: sums in a fixed order give the same digits on every run.
-    let mut by_name: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    // Each name's sum is added up in row order, which gives the same digits on every run.
+    // A frame has a few hundred distinct (name, module) pairs in tens of thousands of rows:
+    // each pair's shown name is made once, and rows find their sum through the pair.
     let a = Attributed::new(frame)?;
+    let mut sums: Vec<(String, f64, f64)> = Vec::new();
+    let mut by_shown: HashMap<String, usize> = HashMap::new();
+    let mut by_pair: HashMap<(&str, Option<&str>), usize> = HashMap::new();
     for i in 0..frame.num_rows() {
-        let entry = by_name.entry(a.summary_name(i)).or_default();
-        entry.0 += a.non_child[i];
-        entry.1 += a.child[i];
+        let pair = (a.cols.name.value(i), a.program_name(i));
+        let at = *by_pair.entry(pair).or_insert_with(|| {
+            let shown = summary_name(pair.0, pair.1);
+            *by_shown.entry(shown.clone()).or_insert_with(|| {
+                sums.push((shown, 0.0, 0.0));
+                sums.len() - 1
+            })
+        });
+        sums[at].1 += a.non_child[i];
+        sums[at].2 += a.child[i];
     }
-    Ok(RangeSums {
-        by_name: by_name.into_iter().map(|(n, (nc, c))| (n, nc, c)).collect(),
-    })
+    sums.sort_unstable_by(|x, y| x.0.cmp(&y.0));
+    Ok(RangeSums { by_name: sums })
 }
 
 /// nsys-jax's summary tables over the compile frames of all processes.
