@@ -2,7 +2,8 @@
 //! ([`Records`]) finds each field with `memchr` (a quoted field's closing quote, an unquoted
 //! one's comma or line end) instead of stepping a state machine over every byte, as general
 //! CSV readers do: the trace is RFC 4180 text whose long fields (`Name`, `NameTree`) are most
-//! of its bytes, so this splits it several times faster (docs/design.md, "The cold path").
+//! of its bytes, which `memchr` crosses many bytes at a time (docs/design.md, "The cold
+//! path").
 //! Fields go straight into arrow builders, and only the columns the normalized schema uses
 //! are converted; the rest are split and dropped. Fed from the xz decoder, the decompressed
 //! text is never held whole: the splitter holds one buffer of whole records at a time.
@@ -206,8 +207,9 @@ impl<R: Read> Records<R> {
         }
     }
 
-    /// Keeps the unsplit bytes, at the front, and reads more after them (growing the buffer
-    /// when one record fills it).
+    /// Keeps the unsplit bytes, at the front, and reads after them until the buffer is full
+    /// or the input ends (doubling the buffer when one record fills it, so that a record is
+    /// split again only as often as the buffer doubles).
     fn fill(&mut self) -> Result<()> {
         self.buf.copy_within(self.pos..self.len, 0);
         self.len -= self.pos;
@@ -215,20 +217,18 @@ impl<R: Read> Records<R> {
         if self.len == self.buf.len() {
             self.buf.resize(self.buf.len() * 2, 0);
         }
-        loop {
+        while self.len < self.buf.len() {
             match self.input.read(&mut self.buf[self.len..]) {
                 Ok(0) => {
                     self.eof = true;
-                    return Ok(());
+                    break;
                 }
-                Ok(n) => {
-                    self.len += n;
-                    return Ok(());
-                }
+                Ok(n) => self.len += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(bad_input(e)),
             }
         }
+        Ok(())
     }
 }
 
