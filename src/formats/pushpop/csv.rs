@@ -112,7 +112,6 @@ fn bad_input(e: std::io::Error) -> anyhow::Error {
 
 /// Where one field of the current record is: in the input buffer, or (a quoted field with
 /// doubled quotes) unescaped into the scratch buffer.
-#[derive(Clone)]
 enum Span {
     Input(Range<usize>),
     Unescaped(Range<usize>),
