@@ -1,8 +1,7 @@
 //! Inputs a user can get wrong: one-line errors naming the file and the problem, a non-zero
 //! exit, no panic, and nothing half-written in the cache or the output folder.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

@@ -2,8 +2,7 @@
 //! cache, `cache stats` / `cache gc`; and the archive layouts (zip, extracted folder, combined
 //! folder) giving the same answers.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 
 fn read(p: &Path) -> String {

@@ -4,9 +4,8 @@
 //! `--kill`, with the stand-in nsys (`tests/data/standin-nsys.sh`), which ends the program as
 //! nsys does, a moment after the program's cudaProfilerStop.
 
-mod common;
 
-use common::standin::*;
+use crate::common::standin::*;
 
 /// After cudaProfilerStop: sleep, then exit 24 (nsys ends it first when it ends it at all).
 const SLEEPS: &str = "touch \"$STANDIN_PROFILER_STOP\"; sleep 2; exit 24";

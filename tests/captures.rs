@@ -2,8 +2,7 @@
 //! `nsys export`: numbers against the Python tool's reference, archive layout, equality of the
 //! archive's analysis with the report's, memoisation without nsys, and errors.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 

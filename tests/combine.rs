@@ -1,9 +1,8 @@
 //! `combine` (and `nsys-jax-combine` command lines): the combined layout of real per-process
 //! archives and captures, its analysis against the inputs', and inputs that cannot be one run.
 
-mod common;
 
-use common::*;
+use crate::common::*;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -2,9 +2,8 @@
 //! command buffers (`tests/data/command-buffers*/`, READMEs there): kernels attributed to
 //! HLO instructions, checked against Nsight Systems' own kernel summary.
 
-mod common;
 
-use common::*;
+use crate::common::*;
 use nsys_jax_pipe::formats::graph_ops;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

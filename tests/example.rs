@@ -3,8 +3,7 @@
 //! (no fixtures, no nsys needed), and, where nsys is installed, from the report and dump it
 //! holds, which must give the same archive and the same numbers.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 

@@ -1,7 +1,6 @@
 //! An analysis script run the way nsys-jax runs its analysis scripts.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const SCRIPT: &str = r#"
 import os, sys, zipfile

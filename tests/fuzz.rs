@@ -8,8 +8,7 @@
 //! campaign: `NSYS_JAX_PIPE_FUZZ_CASES=10000 NSYS_JAX_PIPE_FUZZ_SEED=7 cargo test --release
 //! --test fuzz -- --nocapture`. Failing inputs are kept under `target/fuzz-failures/`.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -3,9 +3,8 @@
 //! (`RLIMIT_FSIZE`, with SIGXFSZ ignored, so that writes past it fail with EFBIG as they would
 //! with ENOSPC): it needs no privileges, unlike mounting a small tmpfs.
 
-mod common;
 
-use common::*;
+use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};

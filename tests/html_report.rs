@@ -3,12 +3,9 @@
 //! no request leaves the file, and a click on a flame graph zooms it. A screenshot of each
 //! report is written under the test's temporary folder (its path is printed).
 
-#[path = "common/browser.rs"]
-mod browser;
-mod common;
 
-use browser::Browser;
-use common::*;
+use crate::common::browser::Browser;
+use crate::common::*;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -4,10 +4,9 @@
 //! a driver call that Nsight Systems does not know, and the report lacks the GPU work. Every
 //! command says so, naming the error, and the archive keeps the fact.
 
-mod common;
 
-use common::standin::*;
-use common::*;
+use crate::common::standin::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 
 fn report() -> PathBuf {

@@ -3,8 +3,7 @@
 //! opcode, every thunk of the top modules (time, opcode, op_name), the variability of every
 //! compute thunk, and every source and op_name stack, within 0.5 %.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::Read;

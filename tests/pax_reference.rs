@@ -1,7 +1,6 @@
 //! The four JAX-Toolbox pax archives against the Python nsys-jax reference outputs.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,9 +1,8 @@
 //! `pgle` and `memory` against nsys-jax: the PGLE profile its `pgle_costs.py` wrote for the
 //! example archive, and the static heap peak its notebook shows for the pax programs.
 
-mod common;
 
-use common::*;
+use crate::common::*;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};

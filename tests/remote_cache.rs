@@ -3,9 +3,8 @@
 //! four machines is reused by the whole-run analysis, a server that stops mid-run, a damaged
 //! object, a read-only bucket, and labels that travel with their inputs.
 
-mod common;
-use common::s3::{S3Server, env_for};
-use common::*;
+use crate::common::s3::{S3Server, env_for};
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -279,7 +278,7 @@ fn a_server_that_stops_mid_run_costs_one_warning() {
     ));
     // The binary talks to the server through a proxy that stops the server after the 25th
     // request: in the middle of the run's uploads and lookups.
-    let proxy = common::s3::StoppingProxy::start(s, 25);
+    let proxy = crate::common::s3::StoppingProxy::start(s, 25);
     let env = env_for(&proxy.endpoint(), "testing", "testing");
     let out = tmp.path().join("out");
     let o = analyze_remote(&env, &tmp.path().join("cache"), &out, &ranks);
@@ -318,7 +317,7 @@ fn a_damaged_object_is_recomputed_and_replaced() {
     let python = nsys_jax_pipe::testutil::s3_server()
         .unwrap()
         .with_file_name("python");
-    common::s3::put_object(&python, &s.endpoint(), BUCKET, target, b"NJPSTOR1 garbage");
+    crate::common::s3::put_object(&python, &s.endpoint(), BUCKET, target, b"NJPSTOR1 garbage");
     let o2 = tmp.path().join("o2");
     let o = analyze_remote(&env, &tmp.path().join("c2"), &o2, &[example()]);
     assert_ok(&o);
@@ -349,7 +348,7 @@ fn a_read_only_bucket_is_read_and_warned_about() {
     // The server checks credentials and policies (IAM) after the set-up requests.
     let s = S3Server::start(&program, &[("INITIAL_NO_AUTH_ACTION_COUNT", "7")]);
     let python = program.parent().unwrap().join("python");
-    let keys = common::s3::reader_and_writer(&python, &s.endpoint(), BUCKET);
+    let keys = crate::common::s3::reader_and_writer(&python, &s.endpoint(), BUCKET);
     let writer = env_for(&s.endpoint(), &keys.0.0, &keys.0.1);
     let reader = env_for(&s.endpoint(), &keys.1.0, &keys.1.1);
     let tmp = tempfile::tempdir().unwrap();

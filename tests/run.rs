@@ -3,10 +3,9 @@
 //! the example profile the repository ships (and, when present, a fixture capture).
 //! `nsys export` and `--version` go to the real nsys.
 
-mod common;
 
-use common::standin::*;
-use common::*;
+use crate::common::standin::*;
+use crate::common::*;
 use std::path::Path;
 use std::process::Command;
 
@@ -142,7 +141,7 @@ fn run_writes_the_archive_under_the_expanded_name() {
         "head-1234abc",
         Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mlp-fsdp-2gpu.zip"),
     ];
-    let c = common::run(&os(&args));
+    let c = crate::common::run(&os(&args));
     assert_eq!(c.status.code(), Some(0), "{}{}", stdout(&c), stderr(&c));
     let base = json(&cmp.join("compare.json"))["base"]["inputs"][0].clone();
     assert!(

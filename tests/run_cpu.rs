@@ -2,9 +2,8 @@
 //! under the real `nsys profile --trace=nvtx` (the Nsight Systems `scripts/install-nsys.sh`
 //! installs, importer included). No stand-in: what a user without a GPU can do.
 
-mod common;
 
-use common::*;
+use crate::common::*;
 use std::path::Path;
 
 const PROGRAM: &str = r#"

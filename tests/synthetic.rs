@@ -2,9 +2,8 @@
 //! trace, HLO dump), analysed by the real binary: exact numbers worked out by hand, and golden
 //! terminal output. Runs without any external fixture.
 
-mod common;
 use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
-use common::*;
+use crate::common::*;
 use nsys_jax_pipe::formats::hlo;
 use prost_reflect::{DynamicMessage, MapKey, Value};
 use std::io::Write;

@@ -1,8 +1,7 @@
 //! What a newcomer reads: the terminal output of every analysis on the four pax archives,
 //! pinned as a golden file, within 100 columns and with no number longer than 8 characters.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// Runs of digits (with `.` and `,`) longer than 8 characters.
 fn long_numbers(text: &str) -> Vec<String> {

@@ -2,8 +2,7 @@
 //! slowly, one written under a temporary name) each update only that rank's nodes and the
 //! reduces, the final outputs are a cold `analyze` of them all, and Ctrl-C ends it cleanly.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+pub mod browser;
 pub mod s3;
 pub mod standin;
 

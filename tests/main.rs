@@ -1,0 +1,34 @@
+//! The integration tests, one module per area (each file of this folder). They run the built
+//! binary on data the repository owns and on the shared fixtures (skipped loudly when absent);
+//! `cargo test --test integration NAME` runs those whose path contains NAME (`hostile::`).
+//! One binary rather than one per file: each links the whole library.
+
+#[macro_use]
+mod common;
+
+mod bad_inputs;
+mod cache_and_layouts;
+mod capture_range;
+mod captures;
+mod combine;
+mod command_buffers;
+mod compare;
+mod example;
+mod external_script;
+mod frames;
+mod fuzz;
+mod hostile;
+mod hostile_fs;
+mod html_report;
+mod import_diagnostics;
+mod layout;
+mod notebook_ops;
+mod pax_reference;
+mod pgle_memory;
+mod python_package;
+mod remote_cache;
+mod run;
+mod run_cpu;
+mod synthetic;
+mod terminal;
+mod watch;
