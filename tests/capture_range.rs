@@ -4,7 +4,6 @@
 //! `--kill`, with the stand-in nsys (`tests/data/standin-nsys.sh`), which ends the program as
 //! nsys does, a moment after the program's cudaProfilerStop.
 
-
 use crate::common::standin::*;
 
 /// After cudaProfilerStop: sleep, then exit 24 (nsys ends it first when it ends it at all).

@@ -1,7 +1,6 @@
 //! `combine` (and `nsys-jax-combine` command lines): the combined layout of real per-process
 //! archives and captures, its analysis against the inputs', and inputs that cannot be one run.
 
-
 use crate::common::*;
 use std::collections::BTreeMap;
 use std::io::Write;

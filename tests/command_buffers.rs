@@ -2,7 +2,6 @@
 //! command buffers (`tests/data/command-buffers*/`, READMEs there): kernels attributed to
 //! HLO instructions, checked against Nsight Systems' own kernel summary.
 
-
 use crate::common::*;
 use nsys_jax_pipe::formats::graph_ops;
 use std::collections::BTreeMap;

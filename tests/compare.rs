@@ -2,16 +2,15 @@
 //! which one module's thunks were slowed down, labels, errors, and (with the shared fixtures)
 //! two captures of the same program.
 
-
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::common::*;
 use arrow::array::{
     Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, RecordBatchReader,
 };
 use arrow::datatypes::{DataType, Int64Type};
-use crate::common::*;
 
 const EXAMPLE: &str = "examples/mlp-fsdp-2gpu.zip";
 const TRACE: &str = "nvtx_gpu_proj_trace/trace.parquet";

@@ -2,12 +2,11 @@
 //! arrow and checked against the frames' meaning and against nsys-jax's notebook on the pax
 //! archives.
 
-
+use crate::common::*;
 use arrow::array::{
     Array, AsArray, BooleanArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
 };
 use arrow::datatypes::{Float64Type, Int32Type, Int64Type};
-use crate::common::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 

@@ -3,8 +3,8 @@
 //! Each is an input error naming the file and the problem (exit 2, one line), never a panic,
 //! a hang, memory without bound, a file outside the output folder or a wrong number.
 
-use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, StringArray};
 use crate::common::*;
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, StringArray};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

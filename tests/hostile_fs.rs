@@ -3,7 +3,6 @@
 //! (`RLIMIT_FSIZE`, with SIGXFSZ ignored, so that writes past it fail with EFBIG as they would
 //! with ENOSPC): it needs no privileges, unlike mounting a small tmpfs.
 
-
 use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};

@@ -3,7 +3,6 @@
 //! no request leaves the file, and a click on a flame graph zooms it. A screenshot of each
 //! report is written under the test's temporary folder (its path is printed).
 
-
 use crate::common::browser::Browser;
 use crate::common::*;
 use serde_json::json;

@@ -4,7 +4,6 @@
 //! a driver call that Nsight Systems does not know, and the report lacks the GPU work. Every
 //! command says so, naming the error, and the archive keeps the fact.
 
-
 use crate::common::standin::*;
 use crate::common::*;
 use std::path::{Path, PathBuf};

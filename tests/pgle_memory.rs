@@ -1,7 +1,6 @@
 //! `pgle` and `memory` against nsys-jax: the PGLE profile its `pgle_costs.py` wrote for the
 //! example archive, and the static heap peak its notebook shows for the pax programs.
 
-
 use crate::common::*;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};

@@ -2,7 +2,6 @@
 //! (`scripts/install-wheel.sh .wheel`, which `.ci/run` runs). Its commands run the README's
 //! example, answer under nsys-jax's names, and its Python package loads the frames.
 
-
 use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;

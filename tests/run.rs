@@ -3,7 +3,6 @@
 //! the example profile the repository ships (and, when present, a fixture capture).
 //! `nsys export` and `--version` go to the real nsys.
 
-
 use crate::common::standin::*;
 use crate::common::*;
 use std::path::Path;

@@ -2,7 +2,6 @@
 //! under the real `nsys profile --trace=nvtx` (the Nsight Systems `scripts/install-nsys.sh`
 //! installs, importer included). No stand-in: what a user without a GPU can do.
 
-
 use crate::common::*;
 use std::path::Path;
 

@@ -2,8 +2,8 @@
 //! trace, HLO dump), analysed by the real binary: exact numbers worked out by hand, and golden
 //! terminal output. Runs without any external fixture.
 
-use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use crate::common::*;
+use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use nsys_jax_pipe::formats::hlo;
 use prost_reflect::{DynamicMessage, MapKey, Value};
 use std::io::Write;
