@@ -76,50 +76,40 @@ pub(super) fn module_info(
         }
         keys.into_iter().map(|(_, _, i)| i).collect()
     };
-    // Copy the strings in the order they lie in memory, then put the instructions in order.
-    let info = |instr: Instruction<'_>| {
-        Some(HloInstructionInfo {
-            name: instr.name.into_owned(),
-            opcode: instr.opcode.into_owned(),
-            op_type: instr.op_type.into_owned(),
-            op_name: instr.op_name.into_owned(),
-            source_file: instr.source_file.into_owned(),
-            source_line: instr.source_line,
-            stack_frame_id: instr.stack_frame_id,
-            scheduling_name: instr.scheduling_name.into_owned(),
-            communication: None,
-            called: Vec::new(),
-        })
-    };
-    let mut unsorted: Vec<Option<HloInstructionInfo>> = if parallel {
-        computations
-            .into_par_iter()
-            .flat_map_iter(|c| c.instructions.into_iter().map(info))
-            .collect()
-    } else {
-        computations
-            .into_iter()
-            .flat_map(|c| c.instructions.into_iter().map(info))
-            .collect()
-    };
+    // Each instruction built in its place in the order, from its position in the
+    // computations: one copy of each, straight into the result (no intermediate list).
     let mut position = vec![0u32; total];
     for (sorted, &i) in order.iter().enumerate() {
         if let Some(p) = position.get_mut(i as usize) {
             *p = sorted as u32;
         }
     }
-    let mut instructions = Vec::with_capacity(total);
-    for i in order {
-        let i = i as usize;
-        if let Some(mut instr) = unsorted.get_mut(i).and_then(Option::take) {
-            instr.communication = communication.get_mut(i).and_then(Option::take);
-            instr.called = std::mem::take(&mut called[i])
-                .into_iter()
-                .map(|f| position[f as usize])
-                .collect();
-            instructions.push(instr);
-        }
+    let mut place = Vec::with_capacity(total);
+    for (ci, c) in computations.iter().enumerate() {
+        place.extend((0..c.instructions.len()).map(|ii| (ci, ii)));
     }
+    let info = |&i: &u32| {
+        let i = i as usize;
+        let (ci, ii) = place[i];
+        let instr = &computations[ci].instructions[ii];
+        HloInstructionInfo {
+            name: instr.name.to_string(),
+            opcode: instr.opcode.to_string(),
+            op_type: instr.op_type.to_string(),
+            op_name: instr.op_name.to_string(),
+            source_file: instr.source_file.to_string(),
+            source_line: instr.source_line,
+            stack_frame_id: instr.stack_frame_id,
+            scheduling_name: instr.scheduling_name.to_string(),
+            communication: communication[i].clone(),
+            called: called[i].iter().map(|&f| position[f as usize]).collect(),
+        }
+    };
+    let instructions: Vec<HloInstructionInfo> = if parallel {
+        order.par_iter().map(info).collect()
+    } else {
+        order.iter().map(info).collect()
+    };
 
     Ok(HloModuleInfo {
         name,
