@@ -74,7 +74,8 @@ pub fn main() -> i32 {
 /// it back to the kernel. By default a buffer of more than 128 KiB to 32 MiB (a decoded
 /// member, an arrow builder, a decoded HLO module) is mapped on its own and unmapped when
 /// freed, so the next one faults fresh zeroed pages in: on the four pax archives, cold, this
-/// saves ~4–7 % of the run for ~8 MiB more peak memory (docs/design.md, "The cold path").
+/// saves ~4–7 % of the run for ~11 MiB more peak memory, ~28 MiB on a capture's `archive`
+/// (docs/design.md, "The cold path").
 fn keep_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets allocator parameters; called before any other thread exists.
