@@ -96,12 +96,12 @@ fn module_memory(id: &str, name: &str, time: i64, m: &HloModuleInfo) -> Option<M
     let mut live: BTreeMap<(String, String), i64> = BTreeMap::new();
     for (instr, bytes) in &heap.at_peak {
         let (op_name, source) = match m.instruction(instr) {
-            Some(i) if !i.op_name.is_empty() || !i.source_file.is_empty() => (
-                i.op_name.clone(),
-                if i.source_file.is_empty() {
+            Some(i) if !i.op_name().is_empty() || !i.source_file().is_empty() => (
+                i.op_name().to_string(),
+                if i.source_file().is_empty() {
                     String::new()
                 } else {
-                    format!("{}:{}", i.source_file, i.source_line)
+                    format!("{}:{}", i.source_file(), i.source_line)
                 },
             ),
             _ => (format!("[{instr}]"), String::new()),

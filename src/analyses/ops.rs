@@ -200,14 +200,14 @@ pub fn partial(steady: &Steady, programs: &Programs) -> OpsPartial {
             module: names.get(p).copied().unwrap_or_default().to_string(),
             thunk: th.to_string(),
             opcode: match instr {
-                Some(i) => i.opcode.clone(),
+                Some(i) => i.opcode().to_string(),
                 None if is_command_buffer(th) => COMMAND_BUFFER_OPCODE.to_string(),
                 None => String::new(),
             },
             // The instruction's own metadata (the frame's OpName may be a fusion's common
             // prefix); the frame's when the dump lacks the instruction.
             op_name: match instr {
-                Some(i) => i.op_name.clone(),
+                Some(i) => i.op_name().to_string(),
                 None if op_name.is_valid(first) => op_name.value(first).to_string(),
                 None => String::new(),
             },

@@ -98,7 +98,7 @@ pub fn partial(steady: &Steady, programs: &crate::frames::gpu::Programs) -> Pgle
             .and_then(|ms| ms.iter().find_map(|m| m.instruction(th)));
         thunks.entry(p).or_default().push(InstructionCost {
             thunk: th.to_string(),
-            scheduling_name: instr.map(|i| i.scheduling_name.clone()),
+            scheduling_name: instr.map(|i| i.scheduling_name().to_string()),
             communication: comm.value(rows[0]),
             min: rows.iter().map(|&i| whole(i)).min().unwrap_or(0),
             max: rows.iter().map(|&i| whole(i)).max().unwrap_or(0),

@@ -100,11 +100,7 @@ pub fn partial(steady: &Steady, programs: &Programs) -> StacksPartial {
     for ((p, th), _) in group_by(t.num_rows(), |i| (prog.value(i), thunk.value(i))) {
         let mut dumps: Vec<Vec<(u32, u32)>> = Vec::new();
         for (mi, m) in by_program.get(p).into_iter().flatten().enumerate() {
-            let Some(own) = m
-                .instructions
-                .binary_search_by(|i| i.name.as_str().cmp(th))
-                .ok()
-            else {
+            let Some(own) = m.instructions.binary_search_by(|i| i.name().cmp(th)).ok() else {
                 continue;
             };
             let indices =
@@ -120,7 +116,7 @@ pub fn partial(steady: &Steady, programs: &Programs) -> StacksPartial {
                         s
                     }
                 };
-                list.push((interner.string(&instr.op_name), stack));
+                list.push((interner.string(instr.op_name()), stack));
             }
             if !dumps.contains(&list) {
                 dumps.push(list);

@@ -55,11 +55,9 @@ impl crate::engine::value::JsonValue for ThunkPartial {}
 /// instruction name's stem (XLA names instructions `<opcode>.<n>`).
 fn opcode(module: Option<&HloModuleInfo>, thunk: &str) -> String {
     if let Some(m) = module
-        && let Ok(i) = m
-            .instructions
-            .binary_search_by(|ins| ins.name.as_str().cmp(thunk))
+        && let Ok(i) = m.instructions.binary_search_by(|ins| ins.name().cmp(thunk))
     {
-        return m.instructions[i].opcode.clone();
+        return m.instructions[i].opcode().to_string();
     }
     thunk
         .split_once('.')

@@ -153,9 +153,9 @@ fn kernel_name(instruction: &str) -> String {
 fn kernel_names(hlo: &HloModuleInfo) -> HashMap<String, Option<Arc<str>>> {
     let mut out: HashMap<String, Option<Arc<str>>> = HashMap::new();
     for i in &hlo.instructions {
-        out.entry(kernel_name(&i.name))
+        out.entry(kernel_name(i.name()))
             .and_modify(|e| *e = None)
-            .or_insert_with(|| Some(Arc::from(i.name.as_str())));
+            .or_insert_with(|| Some(Arc::from(i.name())));
     }
     out
 }
@@ -211,7 +211,7 @@ fn attribute(
             _ => nodes.push((k, k + 1)),
         }
     }
-    let opcode = |instr: &Arc<str>| hlo.instruction(instr).map(|i| i.opcode.as_str());
+    let opcode = |instr: &Arc<str>| hlo.instruction(instr).map(|i| i.opcode());
     let mut taken = vec![false; list.len()];
     let mut owner: Vec<Option<&Arc<str>>> = vec![None; nodes.len()];
     let mut how = vec![0u8; nodes.len()];
@@ -443,27 +443,23 @@ pub fn expand<'h>(
 mod tests {
     use super::*;
     use crate::formats::graph_ops::SCHEMA;
-    use crate::formats::hlo::{HloInstructionInfo, StackFrameIndex};
+    use crate::formats::hlo::{HloInstructionInfo, InstructionText, StackFrameIndex};
     use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
     use std::sync::Arc;
 
     fn module(names: &[&str]) -> HloModuleInfo {
         let mut instructions: Vec<HloInstructionInfo> = names
             .iter()
-            .map(|n| HloInstructionInfo {
-                name: n.to_string(),
-                opcode: "fusion".into(),
-                op_type: String::new(),
-                op_name: String::new(),
-                source_file: String::new(),
-                source_line: 0,
-                stack_frame_id: 0,
-                scheduling_name: String::new(),
-                communication: None,
-                called: vec![],
+            .map(|n| {
+                let text = InstructionText {
+                    name: n,
+                    opcode: "fusion",
+                    ..InstructionText::default()
+                };
+                HloInstructionInfo::new(text, 0, 0, None, vec![])
             })
             .collect();
-        instructions.sort_by(|a, b| a.name.cmp(&b.name));
+        instructions.sort_by(|a, b| a.name().cmp(b.name()));
         HloModuleInfo {
             name: "m".into(),
             id: 1,

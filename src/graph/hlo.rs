@@ -163,9 +163,9 @@ pub(super) fn decode_dump(
         } else {
             Ok(raw)
         };
-        let bytes = bytes.context(Place::member(&archive.path, member))?;
-        let mut module =
-            hlo::decode_hlo(schema, &bytes).context(Place::member(&archive.path, member))?;
+        let bytes = bytes::Bytes::from(bytes.context(Place::member(&archive.path, member))?);
+        let mut module = hlo::decode_hlo_shared(schema, bytes.clone())
+            .context(Place::member(&archive.path, member))?;
         match hlo::heap::profile(&bytes) {
             Ok(h) => module.heap = h,
             Err(e) => module.heap_error = Some(format!("{member}: {e}")),

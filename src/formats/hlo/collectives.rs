@@ -1,5 +1,6 @@
 //! Communication analysis: classifying collectives and host-offload copies, and their sizes.
 
+use super::instruction::{Rest, build_run};
 use super::*;
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasherDefault;
@@ -10,6 +11,7 @@ use anyhow::{Context, Result, anyhow, bail};
 /// rayon's threads.
 pub(super) fn module_info(
     schema: &HloSchema,
+    dump: &bytes::Bytes,
     parts: ModuleParts<'_>,
     parallel: bool,
 ) -> Result<HloModuleInfo> {
@@ -88,27 +90,33 @@ pub(super) fn module_info(
     for (ci, c) in computations.iter().enumerate() {
         place.extend((0..c.instructions.len()).map(|ii| (ci, ii)));
     }
-    let info = |&i: &u32| {
+    // Built in runs of consecutive instructions (in parallel with `parallel`); their strings
+    // stay where they are in `dump` (the bytes `parts` borrow from).
+    let item = |&i: &u32| {
         let i = i as usize;
         let (ci, ii) = place[i];
         let instr = &computations[ci].instructions[ii];
-        HloInstructionInfo {
-            name: instr.name.to_string(),
-            opcode: instr.opcode.to_string(),
-            op_type: instr.op_type.to_string(),
-            op_name: instr.op_name.to_string(),
-            source_file: instr.source_file.to_string(),
+        let text = InstructionText {
+            name: &instr.name,
+            opcode: &instr.opcode,
+            op_type: &instr.op_type,
+            op_name: &instr.op_name,
+            source_file: &instr.source_file,
+            scheduling_name: &instr.scheduling_name,
+        };
+        let rest = Rest {
             source_line: instr.source_line,
             stack_frame_id: instr.stack_frame_id,
-            scheduling_name: instr.scheduling_name.to_string(),
             communication: communication[i].clone(),
             called: called[i].iter().map(|&f| position[f as usize]).collect(),
-        }
+        };
+        (text, rest)
     };
+    let run = |run: &[u32]| build_run(dump, run.iter().map(item));
     let instructions: Vec<HloInstructionInfo> = if parallel {
-        order.par_iter().map(info).collect()
+        order.par_chunks(RUN).flat_map_iter(run).collect()
     } else {
-        order.iter().map(info).collect()
+        order.chunks(RUN).flat_map(run).collect()
     };
 
     Ok(HloModuleInfo {
@@ -123,6 +131,10 @@ pub(super) fn module_info(
         usage_error: None,
     })
 }
+
+/// Instructions per run: enough runs to share between threads, each with a reference count of
+/// its own to the strings.
+const RUN: usize = 4096;
 
 /// A fast hasher for the analysis' integer keys (ids and indices).
 #[derive(Default, Clone, Copy)]

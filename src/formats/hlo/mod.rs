@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 mod collectives;
 pub mod heap;
+mod instruction;
 mod plan;
 #[cfg(test)]
 mod reflect;
@@ -119,6 +120,7 @@ const PRIMITIVE_BUFFER: i32 = 34;
 /// `LayoutProto.memory_space` of host memory.
 const HOST_MEMORY_SPACE: i64 = 5;
 pub use heap::{HeapProfile, UsageSummary};
+pub use instruction::{HloInstructionInfo, InstructionText};
 
 /// Module frontend attribute that identifies a module across processes (design.md "Program ids").
 const FINGERPRINT_ATTRIBUTE: &str = "fingerprint_before_lhs";
@@ -127,7 +129,7 @@ const FINGERPRINT_ATTRIBUTE: &str = "fingerprint_before_lhs";
 // Output types.
 
 /// What nsys-jax-pipe needs from one HLO module.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HloModuleInfo {
     pub name: String,
     pub id: i64,
@@ -138,34 +140,11 @@ pub struct HloModuleInfo {
     pub stack_frames: StackFrameIndex,
     /// The static heap from its buffer assignment (docs/design.md, "Memory"); filled by the
     /// reader of the dump, which also says why when it cannot be.
-    #[serde(default)]
     pub heap: Option<HeapProfile>,
-    #[serde(default)]
     pub heap_error: Option<String>,
     /// XLA's memory usage report of the module, when the dump has one.
-    #[serde(default)]
     pub usage: Option<UsageSummary>,
-    #[serde(default)]
     pub usage_error: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HloInstructionInfo {
-    pub name: String,
-    pub opcode: String,
-    pub op_type: String,
-    pub op_name: String,
-    pub source_file: String,
-    pub source_line: i64,
-    /// 1-based id into [`HloModuleInfo::stack_frames`]; 0 = none.
-    pub stack_frame_id: i64,
-    pub scheduling_name: String,
-    /// Set when the instruction is communication (docs/design.md, "Communication").
-    pub communication: Option<CommunicationInfo>,
-    /// The instructions of the computations it calls (one level down, in the order of the
-    /// proto), as indices into [`HloModuleInfo::instructions`].
-    #[serde(default)]
-    pub called: Vec<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -208,7 +187,7 @@ impl HloModuleInfo {
     /// The instruction with this name.
     pub fn instruction(&self, name: &str) -> Option<&HloInstructionInfo> {
         self.instructions
-            .binary_search_by(|i| i.name.as_str().cmp(name))
+            .binary_search_by(|i| i.name_bytes().cmp(name.as_bytes()))
             .ok()
             .map(|i| &self.instructions[i])
     }
@@ -305,8 +284,8 @@ pub fn is_after_optimizations(file_name: &str) -> bool {
 // ---------------------------------------------------------------------------------------------
 // Plain copies of the parts of a module the analysis needs; both decoders fill these.
 //
-// Strings borrow from the encoded module where the decoder can (`Cow::Borrowed`); only those
-// that end up in an `HloModuleInfo` are ever copied.
+// Strings borrow from the encoded module where the decoder can (`Cow::Borrowed`); an
+// `HloModuleInfo` keeps those as spans of the module's bytes (`instruction.rs`).
 
 /// A list of integers that keeps up to [`INLINE_INTS`] in place: most shapes, operand lists and
 /// called computations of an instruction are that short, and then cost no allocation.
@@ -463,5 +442,16 @@ struct ModuleParts<'a> {
 /// (see [`HloSchema`]); everything else is skipped. The computations of a large module are
 /// decoded in parallel (rayon). Gives what the reflective decoder (tests only) gives, faster.
 pub fn decode_hlo(schema: &HloSchema, bytes: &[u8]) -> Result<HloModuleInfo> {
-    module_info(schema, decode_planned(&schema.plan, bytes, true)?, true)
+    decode_hlo_shared(schema, bytes::Bytes::copy_from_slice(bytes))
+}
+
+/// [`decode_hlo`] of bytes that the module's instructions then share (their strings are read
+/// from them, not copied).
+pub fn decode_hlo_shared(schema: &HloSchema, bytes: bytes::Bytes) -> Result<HloModuleInfo> {
+    module_info(
+        schema,
+        &bytes,
+        decode_planned(&schema.plan, &bytes, true)?,
+        true,
+    )
 }

@@ -453,5 +453,5 @@ pub fn decode_hlo_reflect(schema: &HloSchema, bytes: &[u8]) -> Result<HloModuleI
         Some(parts) => parts?,
         None => decode_whole(schema, bytes)?,
     };
-    module_info(schema, parts, true)
+    module_info(schema, &bytes::Bytes::new(), parts, true)
 }

@@ -4,12 +4,14 @@ use super::*;
 /// thread and parallel) and checks they agree.
 pub(super) fn decode_both_ways(s: &HloSchema, bytes: &[u8]) -> HloModuleInfo {
     let split = decode_split(s, bytes).expect("split applies").unwrap();
-    let split = module_info(s, split, true).unwrap();
-    let whole = module_info(s, decode_whole(s, bytes).unwrap(), false).unwrap();
+    let none = bytes::Bytes::new();
+    let split = module_info(s, &none, split, true).unwrap();
+    let whole = module_info(s, &none, decode_whole(s, bytes).unwrap(), false).unwrap();
     assert_eq!(split, whole);
     for parallel in [false, true] {
-        let planned = decode_planned(&s.plan, bytes, parallel).unwrap();
-        let planned = module_info(s, planned, parallel);
+        let shared = bytes::Bytes::copy_from_slice(bytes);
+        let planned = decode_planned(&s.plan, &shared, parallel).unwrap();
+        let planned = module_info(s, &shared, planned, parallel);
         assert_eq!(planned.unwrap(), split, "parallel: {parallel}");
     }
     split

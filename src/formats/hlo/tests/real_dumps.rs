@@ -94,7 +94,7 @@ fn pax_archive_schema_and_builtin_schema_agree() {
         with_builtin
             .instructions
             .iter()
-            .any(|i| !i.op_name.is_empty())
+            .any(|i| !i.op_name().is_empty())
     );
 }
 
@@ -139,7 +139,7 @@ fn h200_dumps_decode_with_builtin_schema() {
     assert!(
         info.instructions
             .iter()
-            .any(|i| !i.scheduling_name.is_empty())
+            .any(|i| !i.scheduling_name().is_empty())
     );
     let with_stack = info
         .instructions
@@ -224,14 +224,20 @@ fn planned_and_reflective_agree_on_every_pax_dump() {
     }
 
     // Timings of the step function (37,026 instructions), for the record.
-    let bytes = step_fn.expect("the step function's dump");
+    let bytes = bytes::Bytes::from(step_fn.expect("the step function's dump"));
     let one_thread = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()
         .unwrap();
     let s = &archive_schema;
     let planned_1 = best_ms(10, || {
-        module_info(s, decode_planned(&s.plan, &bytes, false).unwrap(), false).unwrap()
+        module_info(
+            s,
+            &bytes,
+            decode_planned(&s.plan, &bytes, false).unwrap(),
+            false,
+        )
+        .unwrap()
     });
     let planned_decode_1 = best_ms(10, || decode_planned(&s.plan, &bytes, false).unwrap());
     let planned_n = best_ms(10, || decode_hlo(s, &bytes).unwrap());

@@ -122,7 +122,7 @@ fn packed_and_unpacked_repeated_integers_and_merged_messages() {
     let info = decode_agreeing(&s, &bytes);
     let ar = info.instruction("ar").unwrap();
     assert_eq!(
-        (ar.op_name.as_str(), ar.op_type.as_str(), ar.source_line),
+        (ar.op_name(), ar.op_type(), ar.source_line),
         ("second", "psum", 7)
     );
     let c = comm(&info, "ar");
@@ -418,7 +418,7 @@ fn fields_missing_from_an_older_schema_are_skipped() {
     let bytes = entry_module(&s, &[&[4]], vec![ar]);
     let new = decode_both_ways(&s, &bytes);
     assert_eq!(comm(&new, "ar").collective_size, 4);
-    assert_eq!(new.instruction("ar").unwrap().scheduling_name, "y");
+    assert_eq!(new.instruction("ar").unwrap().scheduling_name(), "y");
 
     let source = br#"syntax = "proto3"; package xla;
         message ShapeProto { int32 element_type = 2; repeated int64 dimensions = 3; }
@@ -435,10 +435,7 @@ fn fields_missing_from_an_older_schema_are_skipped() {
     let old = decode_both_ways(&HloSchema::from_descriptor_set(&set).unwrap(), &bytes);
     assert_eq!(comm(&old, "ar").collective_size, 2);
     let ar = old.instruction("ar").unwrap();
-    assert_eq!(
-        (ar.op_name.as_str(), ar.scheduling_name.as_str()),
-        ("x", "")
-    );
+    assert_eq!((ar.op_name(), ar.scheduling_name()), ("x", ""));
 }
 
 /// A module with a bit of everything the decoder reads, encoded.

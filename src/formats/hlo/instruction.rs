@@ -1,0 +1,285 @@
+//! One decoded HLO instruction. Its strings are not copied out of the decoded dump: each is a
+//! span of the dump's bytes (which the instructions keep alive), read when asked for. Decoding
+//! a module then touches the strings of an instruction only to sort the instructions by name;
+//! copying them out cost more than the rest of the module's analysis. A string that the
+//! decoder had to build (a field given twice, or the reflective decoder's) is copied into a
+//! small block of its own.
+
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::CommunicationInfo;
+
+/// The strings of one instruction, borrowed: what [`HloInstructionInfo::new`] copies.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct InstructionText<'a> {
+    pub name: &'a str,
+    pub opcode: &'a str,
+    pub op_type: &'a str,
+    pub op_name: &'a str,
+    pub source_file: &'a str,
+    pub scheduling_name: &'a str,
+}
+
+impl<'a> InstructionText<'a> {
+    fn parts(&self) -> [&'a str; PARTS] {
+        [
+            self.name,
+            self.opcode,
+            self.op_type,
+            self.op_name,
+            self.source_file,
+            self.scheduling_name,
+        ]
+    }
+}
+
+const PARTS: usize = 6;
+
+/// Where the strings of a run of consecutive instructions are: the dump's bytes, then the
+/// strings copied for the run, as one space of offsets.
+struct RunText {
+    dump: Bytes,
+    copied: String,
+}
+
+impl RunText {
+    fn get(&self, (start, end): (u32, u32)) -> &[u8] {
+        let (start, end) = (start as usize, end as usize);
+        let n = self.dump.len();
+        if end <= n {
+            self.dump.get(start..end)
+        } else {
+            self.copied.as_bytes().get(start.saturating_sub(n)..end - n)
+        }
+        .unwrap_or_default()
+    }
+}
+
+#[derive(Clone)]
+pub struct HloInstructionInfo {
+    text: Arc<RunText>,
+    /// (start, end) of each string in `text`, in the order of [`InstructionText`]'s fields.
+    spans: [(u32, u32); PARTS],
+    pub source_line: i64,
+    /// 1-based id into [`super::HloModuleInfo::stack_frames`]; 0 = none.
+    pub stack_frame_id: i64,
+    /// Set when the instruction is communication (docs/design.md, "Communication").
+    pub communication: Option<CommunicationInfo>,
+    /// The instructions of the computations it calls (one level down, in the order of the
+    /// proto), as indices into [`super::HloModuleInfo::instructions`].
+    pub called: Vec<u32>,
+}
+
+impl HloInstructionInfo {
+    /// An instruction with a copy of its strings.
+    pub fn new(
+        text: InstructionText<'_>,
+        source_line: i64,
+        stack_frame_id: i64,
+        communication: Option<CommunicationInfo>,
+        called: Vec<u32>,
+    ) -> HloInstructionInfo {
+        let rest = Rest {
+            source_line,
+            stack_frame_id,
+            communication,
+            called,
+        };
+        build_run(&Bytes::new(), [(text, rest)].into_iter())
+            .pop()
+            .expect("one instruction in, one out")
+    }
+
+    /// The name's bytes: what the instructions are sorted by.
+    pub(super) fn name_bytes(&self) -> &[u8] {
+        self.text.get(self.spans[0])
+    }
+
+    /// The strings were UTF-8 when decoded (the decoder checks), so this never reads "".
+    fn part(&self, i: usize) -> &str {
+        std::str::from_utf8(self.text.get(self.spans[i])).unwrap_or_default()
+    }
+
+    pub fn name(&self) -> &str {
+        self.part(0)
+    }
+
+    pub fn opcode(&self) -> &str {
+        self.part(1)
+    }
+
+    pub fn op_type(&self) -> &str {
+        self.part(2)
+    }
+
+    pub fn op_name(&self) -> &str {
+        self.part(3)
+    }
+
+    pub fn source_file(&self) -> &str {
+        self.part(4)
+    }
+
+    pub fn scheduling_name(&self) -> &str {
+        self.part(5)
+    }
+
+    /// All of its strings.
+    pub fn text(&self) -> InstructionText<'_> {
+        InstructionText {
+            name: self.name(),
+            opcode: self.opcode(),
+            op_type: self.op_type(),
+            op_name: self.op_name(),
+            source_file: self.source_file(),
+            scheduling_name: self.scheduling_name(),
+        }
+    }
+}
+
+/// Equal when every field reads the same, wherever the strings are kept.
+impl PartialEq for HloInstructionInfo {
+    fn eq(&self, other: &Self) -> bool {
+        self.text() == other.text()
+            && self.source_line == other.source_line
+            && self.stack_frame_id == other.stack_frame_id
+            && self.communication == other.communication
+            && self.called == other.called
+    }
+}
+
+impl fmt::Debug for HloInstructionInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HloInstructionInfo")
+            .field("name", &self.name())
+            .field("opcode", &self.opcode())
+            .field("op_type", &self.op_type())
+            .field("op_name", &self.op_name())
+            .field("source_file", &self.source_file())
+            .field("source_line", &self.source_line)
+            .field("stack_frame_id", &self.stack_frame_id)
+            .field("scheduling_name", &self.scheduling_name())
+            .field("communication", &self.communication)
+            .field("called", &self.called)
+            .finish()
+    }
+}
+
+/// Builds the instructions of one run from their strings and other fields. A string that lies
+/// in `dump` is kept as its span there; any other is copied into the run's own block.
+pub(super) fn build_run<'a>(
+    dump: &Bytes,
+    items: impl Iterator<Item = (InstructionText<'a>, Rest)>,
+) -> Vec<HloInstructionInfo> {
+    // Offsets are 32-bit: a dump of 4 GiB or more has every string copied.
+    let n = u32::try_from(dump.len()).ok();
+    let base = dump.as_ptr() as usize;
+    let in_dump = |s: &str| -> Option<(u32, u32)> {
+        let n = n?;
+        let start = (s.as_ptr() as usize).checked_sub(base)?;
+        let end = u32::try_from(start.checked_add(s.len())?).ok()?;
+        (end <= n).then_some((end - s.len() as u32, end))
+    };
+    let mut copied = String::new();
+    let mut placed = Vec::new();
+    for (text, rest) in items {
+        let mut spans = [(0, 0); PARTS];
+        for (span, part) in spans.iter_mut().zip(text.parts()) {
+            *span = match in_dump(part) {
+                Some(span) => span,
+                None => {
+                    let at = n.unwrap_or(0) as usize + copied.len();
+                    copied.push_str(part);
+                    match (u32::try_from(at), u32::try_from(at + part.len())) {
+                        (Ok(start), Ok(end)) => (start, end),
+                        // Past 4 GiB of strings in one run: not reachable from a dump under
+                        // the decompression cap, and read as "".
+                        _ => (0, 0),
+                    }
+                }
+            };
+        }
+        placed.push((spans, rest));
+    }
+    let dump = match n {
+        Some(_) => dump.clone(),
+        None => Bytes::new(),
+    };
+    let text = Arc::new(RunText { dump, copied });
+    placed
+        .into_iter()
+        .map(|(spans, rest)| HloInstructionInfo {
+            text: text.clone(),
+            spans,
+            source_line: rest.source_line,
+            stack_frame_id: rest.stack_frame_id,
+            communication: rest.communication,
+            called: rest.called,
+        })
+        .collect()
+}
+
+/// An instruction's fields other than its strings.
+pub(super) struct Rest {
+    pub(super) source_line: i64,
+    pub(super) stack_frame_id: i64,
+    pub(super) communication: Option<CommunicationInfo>,
+    pub(super) called: Vec<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_are_spans_of_the_dump_or_copies_and_read_back_the_same() {
+        let dump = Bytes::from_static("..all-reduce.1|all-reduce|jit(f)/psum|/x/é.py".as_bytes());
+        let at = |a: usize, b: usize| std::str::from_utf8(&dump[a..b]).unwrap();
+        let built = String::from("psum");
+        let texts = [
+            InstructionText {
+                name: at(2, 14),
+                opcode: at(15, 25),
+                op_type: &built,
+                op_name: at(26, 37),
+                source_file: at(38, dump.len()),
+                scheduling_name: "",
+            },
+            InstructionText {
+                name: "b",
+                ..InstructionText::default()
+            },
+        ];
+        let rest = |line| Rest {
+            source_line: line,
+            stack_frame_id: 2,
+            communication: None,
+            called: vec![1],
+        };
+        let run = build_run(
+            &dump,
+            texts.iter().enumerate().map(|(i, t)| (*t, rest(i as i64))),
+        );
+        assert_eq!(run.len(), 2);
+        assert!(Arc::ptr_eq(&run[0].text, &run[1].text));
+        assert_eq!(run[0].text(), texts[0]);
+        assert_eq!(run[0].spans[0], (2, 14), "kept in the dump");
+        assert_eq!(run[0].text.copied, "psumb", "only the others copied");
+        assert_eq!(run[0].source_file(), "/x/é.py");
+        assert_eq!(run[0].name_bytes(), b"all-reduce.1");
+        assert_eq!(
+            (run[1].name(), run[1].opcode(), run[1].op_name()),
+            ("b", "", "")
+        );
+        let alone = HloInstructionInfo::new(texts[0], 0, 2, None, vec![1]);
+        assert_eq!(alone, run[0]);
+        assert_ne!(alone, run[1]);
+        let mut other = alone.clone();
+        other.source_line = 5;
+        assert_ne!(alone, other);
+        assert!(format!("{alone:?}").contains("name: \"all-reduce.1\""));
+    }
+}
