@@ -114,11 +114,6 @@ fn is_stored(db: &Db, run: Run, p: Process, u: &ShareUse) -> Result<bool, NodeEr
     Ok(db.engine().stored(u.share.kind(), &key))
 }
 
-/// The cost of decoding an HLO dump against that of building a compile frame, per stored
-/// byte of their members (both xz; measured on the JAX-Toolbox pax archives, a dump's
-/// protobuf costs about twice a push/pop CSV's rows).
-const DECODE_COST: u64 = 2;
-
 /// One piece of the first, flat pass over a run's processes.
 enum Task {
     /// Compile an archive's protobuf schema (what its decodes wait for).
@@ -179,14 +174,14 @@ pub fn prepare_processes(
     use rayon::prelude::*;
     let procs = run.processes(db).clone();
     // First, one flat pass over the work that is independent between processes, in an order
-    // that keeps every thread busy and none waiting: the schemas (decodes need them), then the
-    // compile frames (which need no decoded dump) and each distinct HLO dump once (of the
-    // processes whose GPU frames are not stored yet), the longest first, and then those GPU
-    // frames.
+    // that keeps every thread busy and none waiting: the schemas (decodes need them), each
+    // distinct HLO dump once (of the processes whose GPU frames are not stored yet), the
+    // compile frames (which need no decoded dump), and then those GPU frames.
     super::prefetch::process_nodes(db, &procs)?;
     let engine = db.engine();
     let mut schemas = Vec::new();
-    let mut work = Vec::new();
+    let mut decodes = Vec::new();
+    let mut compiles = Vec::new();
     let mut schema_keys = BTreeSet::new();
     let mut seen = BTreeSet::new();
     let mut frames = Vec::new();
@@ -218,8 +213,8 @@ pub fn prepare_processes(
                     if schema_keys.insert(schema_key) {
                         schemas.push(Task::Schema(a));
                     }
-                    let cost = DECODE_COST * archive.member_size(&m.member);
-                    work.push((cost, Task::Decode(a, archive.clone(), schema_key, m)));
+                    let cost = archive.member_size(&m.member);
+                    decodes.push((cost, Task::Decode(a, archive.clone(), schema_key, m)));
                 }
             }
             if gpu_shares {
@@ -228,32 +223,29 @@ pub fn prepare_processes(
         }
         if let Some(member) = compile {
             let cost = p.archive_ref(db).member_size(&member);
-            work.push((cost, Task::Compile(p)));
+            compiles.push((cost, Task::Compile(p)));
         }
     }
-    // Longest first (an estimate from the members' stored sizes), so that no thread is left
-    // with one long task at the end.
-    work.sort_by_key(|(cost, _)| std::cmp::Reverse(*cost));
+    // Longest first within each kind (an estimate from the members' stored sizes), so that no
+    // thread is left with one long task at the end.
+    decodes.sort_by_key(|(cost, _)| std::cmp::Reverse(*cost));
+    compiles.sort_by_key(|(cost, _)| std::cmp::Reverse(*cost));
     // While the schemas compile, the other threads build compile frames rather than wait for
     // a schema at the head of a decode.
     let idle = rayon::current_num_threads().saturating_sub(schemas.len());
-    if !schemas.is_empty() && idle > 0 {
-        let mut ahead = Vec::new();
-        let mut i = 0;
-        while i < work.len() && ahead.len() < idle {
-            if matches!(work[i].1, Task::Compile(_)) {
-                ahead.push(work.remove(i));
-            } else {
-                i += 1;
-            }
-        }
-        work.splice(0..0, ahead);
-    }
-    // The frames last: a thread that takes one whose dumps another thread is still decoding
-    // waits for them, so by then nothing else should be left.
+    let ahead = match schemas.is_empty() {
+        true => 0,
+        false => idle.min(compiles.len()),
+    };
+    let ahead: Vec<_> = compiles.drain(..ahead).collect();
+    // The decodes before the other compile frames, and the GPU frames last: a process's
+    // frames wait for its dumps, so a decode left at the end would keep the threads that take
+    // the frames waiting, where compile frames (which wait for nothing) keep them busy.
     let tasks: Vec<Task> = schemas
         .into_iter()
-        .chain(work.into_iter().map(|(_, t)| t))
+        .chain(ahead.into_iter().map(|(_, t)| t))
+        .chain(decodes.into_iter().map(|(_, t)| t))
+        .chain(compiles.into_iter().map(|(_, t)| t))
         .chain(frames)
         .collect();
     run_in_order(db, &tasks, &|db, t| {
