@@ -1,6 +1,6 @@
 //! Communication analysis: classifying collectives and host-offload copies, and their sizes.
 
-use super::instruction::{Rest, build_run};
+use super::instruction::{ModuleText, Rest, RunRef};
 use super::*;
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasherDefault;
@@ -78,24 +78,18 @@ pub(super) fn module_info(
         }
         keys.into_iter().map(|(_, _, i)| i).collect()
     };
-    // Each instruction built in its place in the order, from its position in the
-    // computations: one copy of each, straight into the result (no intermediate list).
+    // Where each instruction (by its position in the computations) lands in the order.
     let mut position = vec![0u32; total];
     for (sorted, &i) in order.iter().enumerate() {
         if let Some(p) = position.get_mut(i as usize) {
             *p = sorted as u32;
         }
     }
-    let mut place = Vec::with_capacity(total);
-    for (ci, c) in computations.iter().enumerate() {
-        place.extend((0..c.instructions.len()).map(|ii| (ci, ii)));
-    }
-    // Built in runs of consecutive instructions (in parallel with `parallel`); their strings
-    // stay where they are in `dump` (the bytes `parts` borrow from).
-    let item = |&i: &u32| {
-        let i = i as usize;
-        let (ci, ii) = place[i];
-        let instr = &computations[ci].instructions[ii];
+    // First, in the computations' order (reading each instruction once, in memory order): the
+    // spans of its strings in `dump` (the bytes `parts` borrow from), and its other scalars.
+    let mut strings = ModuleText::new(dump);
+    let mut placed = Vec::with_capacity(total);
+    for instr in computations.iter().flat_map(|c| &c.instructions) {
         let text = InstructionText {
             name: &instr.name,
             opcode: &instr.opcode,
@@ -104,19 +98,31 @@ pub(super) fn module_info(
             source_file: &instr.source_file,
             scheduling_name: &instr.scheduling_name,
         };
+        placed.push((
+            strings.place(&text),
+            instr.source_line,
+            instr.stack_frame_id,
+        ));
+    }
+    let strings = strings.finish();
+    // Then each instruction in its place in the name order, straight into the result, from
+    // those compact records; each run of instructions with its own reference to the strings.
+    let runs: Vec<RunRef> = (0..total.div_ceil(RUN)).map(|_| strings.run()).collect();
+    let info = |(k, &i): (usize, &u32)| {
+        let i = i as usize;
+        let (spans, source_line, stack_frame_id) = placed[i];
         let rest = Rest {
-            source_line: instr.source_line,
-            stack_frame_id: instr.stack_frame_id,
+            source_line,
+            stack_frame_id,
             communication: communication[i].clone(),
             called: called[i].iter().map(|&f| position[f as usize]).collect(),
         };
-        (text, rest)
+        HloInstructionInfo::from_parts(&runs[k / RUN], spans, rest)
     };
-    let run = |run: &[u32]| build_run(dump, run.iter().map(item));
     let instructions: Vec<HloInstructionInfo> = if parallel {
-        order.par_chunks(RUN).flat_map_iter(run).collect()
+        order.par_iter().enumerate().map(info).collect()
     } else {
-        order.chunks(RUN).flat_map(run).collect()
+        order.iter().enumerate().map(info).collect()
     };
 
     Ok(HloModuleInfo {
@@ -132,7 +138,7 @@ pub(super) fn module_info(
     })
 }
 
-/// Instructions per run: enough runs to share between threads, each with a reference count of
+/// Instructions per run: runs enough to share between threads, each with a reference count of
 /// its own to the strings.
 const RUN: usize = 4096;
 

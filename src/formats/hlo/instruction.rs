@@ -38,11 +38,12 @@ impl<'a> InstructionText<'a> {
 
 const PARTS: usize = 6;
 
-/// Where the strings of a run of consecutive instructions are: the dump's bytes, then the
-/// strings copied for the run, as one space of offsets.
+/// Where the strings of a module's instructions are: the dump's bytes, then the strings
+/// copied for the module, as one space of offsets. Each run of instructions holds its own
+/// reference to it (`Arc`), so that threads building different runs share no counter.
 struct RunText {
     dump: Bytes,
-    copied: String,
+    copied: Bytes,
 }
 
 impl RunText {
@@ -52,7 +53,7 @@ impl RunText {
         if end <= n {
             self.dump.get(start..end)
         } else {
-            self.copied.as_bytes().get(start.saturating_sub(n)..end - n)
+            self.copied.get(start.saturating_sub(n)..end - n)
         }
         .unwrap_or_default()
     }
@@ -82,15 +83,26 @@ impl HloInstructionInfo {
         communication: Option<CommunicationInfo>,
         called: Vec<u32>,
     ) -> HloInstructionInfo {
+        let mut strings = ModuleText::new(&Bytes::new());
+        let spans = strings.place(&text);
         let rest = Rest {
             source_line,
             stack_frame_id,
             communication,
             called,
         };
-        build_run(&Bytes::new(), [(text, rest)].into_iter())
-            .pop()
-            .expect("one instruction in, one out")
+        HloInstructionInfo::from_parts(&strings.finish().run(), spans, rest)
+    }
+
+    pub(super) fn from_parts(text: &RunRef, spans: Spans, rest: Rest) -> HloInstructionInfo {
+        HloInstructionInfo {
+            text: text.0.clone(),
+            spans: spans.0,
+            source_line: rest.source_line,
+            stack_frame_id: rest.stack_frame_id,
+            communication: rest.communication,
+            called: rest.called,
+        }
     }
 
     /// The name's bytes: what the instructions are sorted by.
@@ -168,59 +180,87 @@ impl fmt::Debug for HloInstructionInfo {
     }
 }
 
-/// Builds the instructions of one run from their strings and other fields. A string that lies
-/// in `dump` is kept as its span there; any other is copied into the run's own block.
-pub(super) fn build_run<'a>(
-    dump: &Bytes,
-    items: impl Iterator<Item = (InstructionText<'a>, Rest)>,
-) -> Vec<HloInstructionInfo> {
-    // Offsets are 32-bit: a dump of 4 GiB or more has every string copied.
-    let n = u32::try_from(dump.len()).ok();
-    let base = dump.as_ptr() as usize;
-    let in_dump = |s: &str| -> Option<(u32, u32)> {
-        let n = n?;
-        let start = (s.as_ptr() as usize).checked_sub(base)?;
-        let end = u32::try_from(start.checked_add(s.len())?).ok()?;
-        (end <= n).then_some((end - s.len() as u32, end))
-    };
-    let mut copied = String::new();
-    let mut placed = Vec::new();
-    for (text, rest) in items {
+/// The spans of one instruction's strings (see [`ModuleText::place`]).
+#[derive(Clone, Copy)]
+pub(super) struct Spans([(u32, u32); PARTS]);
+
+/// The strings of a module's instructions being placed: a string that lies in the dump is
+/// kept as its span there; any other (one the decoder built) is copied.
+pub(super) struct ModuleText {
+    dump: Bytes,
+    /// The dump's length as an offset; `None` for a dump of 4 GiB or more, whose strings are
+    /// all copied.
+    n: Option<u32>,
+    copied: String,
+}
+
+impl ModuleText {
+    pub(super) fn new(dump: &Bytes) -> ModuleText {
+        let n = u32::try_from(dump.len()).ok();
+        ModuleText {
+            dump: match n {
+                Some(_) => dump.clone(),
+                None => Bytes::new(),
+            },
+            n,
+            copied: String::new(),
+        }
+    }
+
+    pub(super) fn place(&mut self, text: &InstructionText<'_>) -> Spans {
         let mut spans = [(0, 0); PARTS];
         for (span, part) in spans.iter_mut().zip(text.parts()) {
-            *span = match in_dump(part) {
+            *span = match self.in_dump(part) {
                 Some(span) => span,
                 None => {
-                    let at = n.unwrap_or(0) as usize + copied.len();
-                    copied.push_str(part);
+                    let at = self.n.unwrap_or(0) as usize + self.copied.len();
+                    self.copied.push_str(part);
                     match (u32::try_from(at), u32::try_from(at + part.len())) {
                         (Ok(start), Ok(end)) => (start, end),
-                        // Past 4 GiB of strings in one run: not reachable from a dump under
-                        // the decompression cap, and read as "".
+                        // Past 4 GiB of copied strings: not reachable from a dump under the
+                        // decompression cap; read as "".
                         _ => (0, 0),
                     }
                 }
             };
         }
-        placed.push((spans, rest));
+        Spans(spans)
     }
-    let dump = match n {
-        Some(_) => dump.clone(),
-        None => Bytes::new(),
-    };
-    let text = Arc::new(RunText { dump, copied });
-    placed
-        .into_iter()
-        .map(|(spans, rest)| HloInstructionInfo {
-            text: text.clone(),
-            spans,
-            source_line: rest.source_line,
-            stack_frame_id: rest.stack_frame_id,
-            communication: rest.communication,
-            called: rest.called,
-        })
-        .collect()
+
+    /// The span of `s` in the dump, when it lies there.
+    fn in_dump(&self, s: &str) -> Option<(u32, u32)> {
+        let n = self.n?;
+        let start = (s.as_ptr() as usize).checked_sub(self.dump.as_ptr() as usize)?;
+        let end = u32::try_from(start.checked_add(s.len())?).ok()?;
+        (end <= n).then_some((end - s.len() as u32, end))
+    }
+
+    pub(super) fn finish(self) -> PlacedText {
+        PlacedText {
+            dump: self.dump,
+            copied: Bytes::from(self.copied),
+        }
+    }
 }
+
+/// A module's placed strings, ready to be shared by runs of its instructions.
+pub(super) struct PlacedText {
+    dump: Bytes,
+    copied: Bytes,
+}
+
+impl PlacedText {
+    /// A reference for one run of instructions.
+    pub(super) fn run(&self) -> RunRef {
+        RunRef(Arc::new(RunText {
+            dump: self.dump.clone(),
+            copied: self.copied.clone(),
+        }))
+    }
+}
+
+/// One run's reference to its module's strings.
+pub(super) struct RunRef(Arc<RunText>);
 
 /// An instruction's fields other than its strings.
 pub(super) struct Rest {
@@ -259,12 +299,21 @@ mod tests {
             communication: None,
             called: vec![1],
         };
-        let run = build_run(
-            &dump,
-            texts.iter().enumerate().map(|(i, t)| (*t, rest(i as i64))),
-        );
+        let mut strings = ModuleText::new(&dump);
+        let spans: Vec<Spans> = texts.iter().map(|t| strings.place(t)).collect();
+        let placed = strings.finish();
+        let shared = placed.run();
+        let run: Vec<_> = spans
+            .iter()
+            .enumerate()
+            .map(|(i, s)| HloInstructionInfo::from_parts(&shared, *s, rest(i as i64)))
+            .collect();
         assert_eq!(run.len(), 2);
         assert!(Arc::ptr_eq(&run[0].text, &run[1].text));
+        assert!(
+            !Arc::ptr_eq(&run[0].text, &placed.run().0),
+            "another run, its own counter"
+        );
         assert_eq!(run[0].text(), texts[0]);
         assert_eq!(run[0].spans[0], (2, 14), "kept in the dump");
         assert_eq!(run[0].text.copied, "psumb", "only the others copied");
