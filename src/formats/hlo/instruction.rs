@@ -1,9 +1,9 @@
 //! One decoded HLO instruction. Its strings are not copied out of the decoded dump: each is a
 //! span of the dump's bytes (which the instructions keep alive), read when asked for. Decoding
 //! a module then touches the strings of an instruction only to sort the instructions by name;
-//! copying them out cost more than the rest of the module's analysis. A string that the
-//! decoder had to build (a field given twice, or the reflective decoder's) is copied into a
-//! small block of its own.
+//! copying six of them per instruction, in name order all over the dump, was about a quarter
+//! of the module's analysis (xz aside). A string that the decoder had to build (a field given
+//! twice, or the reflective decoder's) is copied into a block of the module's.
 
 use std::fmt;
 use std::sync::Arc;
