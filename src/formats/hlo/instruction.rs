@@ -165,18 +165,34 @@ impl PartialEq for HloInstructionInfo {
 
 impl fmt::Debug for HloInstructionInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HloInstructionInfo")
-            .field("name", &self.name())
-            .field("opcode", &self.opcode())
-            .field("op_type", &self.op_type())
-            .field("op_name", &self.op_name())
-            .field("source_file", &self.source_file())
-            .field("source_line", &self.source_line)
-            .field("stack_frame_id", &self.stack_frame_id)
-            .field("scheduling_name", &self.scheduling_name())
-            .field("communication", &self.communication)
-            .field("called", &self.called)
-            .finish()
+        /// The same fields, strings read: shown as the struct with `String` fields was.
+        #[derive(Debug)]
+        #[allow(dead_code, reason = "read by the derived Debug only")]
+        struct HloInstructionInfo<'a> {
+            name: &'a str,
+            opcode: &'a str,
+            op_type: &'a str,
+            op_name: &'a str,
+            source_file: &'a str,
+            source_line: i64,
+            stack_frame_id: i64,
+            scheduling_name: &'a str,
+            communication: &'a Option<CommunicationInfo>,
+            called: &'a [u32],
+        }
+        HloInstructionInfo {
+            name: self.name(),
+            opcode: self.opcode(),
+            op_type: self.op_type(),
+            op_name: self.op_name(),
+            source_file: self.source_file(),
+            source_line: self.source_line,
+            stack_frame_id: self.stack_frame_id,
+            scheduling_name: self.scheduling_name(),
+            communication: &self.communication,
+            called: &self.called,
+        }
+        .fmt(f)
     }
 }
 
