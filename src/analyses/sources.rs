@@ -100,7 +100,7 @@ pub fn partial(steady: &Steady, programs: &Programs) -> StacksPartial {
     for ((p, th), _) in group_by(t.num_rows(), |i| (prog.value(i), thunk.value(i))) {
         let mut dumps: Vec<Vec<(u32, u32)>> = Vec::new();
         for (mi, m) in by_program.get(p).into_iter().flatten().enumerate() {
-            let Some(own) = m.instructions.binary_search_by(|i| i.name().cmp(th)).ok() else {
+            let Some(own) = m.position(th) else {
                 continue;
             };
             let indices =

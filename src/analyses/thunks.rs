@@ -54,10 +54,8 @@ impl crate::engine::value::JsonValue for ThunkPartial {}
 /// The opcode of a thunk: that of its HLO instruction when the dump has it, else the
 /// instruction name's stem (XLA names instructions `<opcode>.<n>`).
 fn opcode(module: Option<&HloModuleInfo>, thunk: &str) -> String {
-    if let Some(m) = module
-        && let Ok(i) = m.instructions.binary_search_by(|ins| ins.name().cmp(thunk))
-    {
-        return m.instructions[i].opcode().to_string();
+    if let Some(i) = module.and_then(|m| m.instruction(thunk)) {
+        return i.opcode().to_string();
     }
     thunk
         .split_once('.')

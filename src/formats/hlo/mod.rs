@@ -186,10 +186,14 @@ pub struct StackFrame {
 impl HloModuleInfo {
     /// The instruction with this name.
     pub fn instruction(&self, name: &str) -> Option<&HloInstructionInfo> {
+        self.position(name).map(|i| &self.instructions[i])
+    }
+
+    /// The index in [`HloModuleInfo::instructions`] of the instruction with this name.
+    pub fn position(&self, name: &str) -> Option<usize> {
         self.instructions
             .binary_search_by(|i| i.name_bytes().cmp(name.as_bytes()))
             .ok()
-            .map(|i| &self.instructions[i])
     }
 
     /// The Python stack of a 1-based frame id, outermost first, each frame written
