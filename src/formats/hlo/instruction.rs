@@ -41,12 +41,18 @@ const PARTS: usize = 6;
 /// Where the strings of a module's instructions are: the dump's bytes, then the strings
 /// copied for the module, as one space of offsets. Each run of instructions holds its own
 /// reference to it (`Arc`), so that threads building different runs share no counter.
-struct RunText {
+#[derive(Clone)]
+pub(super) struct RunText {
     dump: Bytes,
     copied: Bytes,
 }
 
 impl RunText {
+    /// A reference for one run of instructions.
+    pub(super) fn run(&self) -> RunRef {
+        RunRef(Arc::new(self.clone()))
+    }
+
     fn get(&self, (start, end): (u32, u32)) -> &[u8] {
         let (start, end) = (start as usize, end as usize);
         let n = self.dump.len();
@@ -203,22 +209,19 @@ pub(super) struct Spans([(u32, u32); PARTS]);
 /// The strings of a module's instructions being placed: a string that lies in the dump is
 /// kept as its span there; any other (one the decoder built) is copied.
 pub(super) struct ModuleText {
+    /// The dump, or nothing for one of 4 GiB or more (beyond 32-bit offsets), whose strings
+    /// are then all copied.
     dump: Bytes,
-    /// The dump's length as an offset; `None` for a dump of 4 GiB or more, whose strings are
-    /// all copied.
-    n: Option<u32>,
     copied: String,
 }
 
 impl ModuleText {
     pub(super) fn new(dump: &Bytes) -> ModuleText {
-        let n = u32::try_from(dump.len()).ok();
         ModuleText {
-            dump: match n {
-                Some(_) => dump.clone(),
-                None => Bytes::new(),
+            dump: match u32::try_from(dump.len()) {
+                Ok(_) => dump.clone(),
+                Err(_) => Bytes::new(),
             },
-            n,
             copied: String::new(),
         }
     }
@@ -229,7 +232,7 @@ impl ModuleText {
             *span = match self.in_dump(part) {
                 Some(span) => span,
                 None => {
-                    let at = self.n.unwrap_or(0) as usize + self.copied.len();
+                    let at = self.dump.len() + self.copied.len();
                     self.copied.push_str(part);
                     match (u32::try_from(at), u32::try_from(at + part.len())) {
                         (Ok(start), Ok(end)) => (start, end),
@@ -245,33 +248,19 @@ impl ModuleText {
 
     /// The span of `s` in the dump, when it lies there.
     fn in_dump(&self, s: &str) -> Option<(u32, u32)> {
-        let n = self.n?;
         let start = (s.as_ptr() as usize).checked_sub(self.dump.as_ptr() as usize)?;
-        let end = u32::try_from(start.checked_add(s.len())?).ok()?;
-        (end <= n).then_some((end - s.len() as u32, end))
+        let end = start.checked_add(s.len())?;
+        match end <= self.dump.len() {
+            true => Some((u32::try_from(start).ok()?, u32::try_from(end).ok()?)),
+            false => None,
+        }
     }
 
-    pub(super) fn finish(self) -> PlacedText {
-        PlacedText {
+    pub(super) fn finish(self) -> RunText {
+        RunText {
             dump: self.dump,
             copied: Bytes::from(self.copied),
         }
-    }
-}
-
-/// A module's placed strings, ready to be shared by runs of its instructions.
-pub(super) struct PlacedText {
-    dump: Bytes,
-    copied: Bytes,
-}
-
-impl PlacedText {
-    /// A reference for one run of instructions.
-    pub(super) fn run(&self) -> RunRef {
-        RunRef(Arc::new(RunText {
-            dump: self.dump.clone(),
-            copied: self.copied.clone(),
-        }))
     }
 }
 
