@@ -2,7 +2,7 @@
 //!
 //! Archives come from other people's jobs; a member's declared size and its compression
 //! ratio are both under the author's control. Every decompression of archive content goes
-//! through [`read_capped`] (or [`xz_decompress`]), which stops as soon as the output passes
+//! through [`read_capped`] (or [`xz_decompress`], [`xz_reader`]), which stops as soon as the output passes
 //! the member's limit, so a decompression bomb costs at most the limit in memory and the
 //! time to produce it, and declared sizes never size an allocation beyond the limit.
 //!
@@ -147,43 +147,11 @@ pub fn read_capped<R: Read>(r: R, compressed: u64, declared: u64) -> Result<Vec<
     Ok(out)
 }
 
-/// A decompressing reader that fails (with [`ExpandError::TooLarge`] inside the
-/// `io::Error`) as soon as it has produced more than the member's limit: for consumers that
-/// parse as they decompress, and so never hold the whole output.
-pub struct Capped<R> {
-    inner: R,
-    left: u64,
-    limit: u64,
-    compressed: u64,
-}
-
-impl<R: Read> Read for Capped<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        match self.left.checked_sub(n as u64) {
-            Some(left) => {
-                self.left = left;
-                Ok(n)
-            }
-            None => Err(std::io::Error::other(ExpandError::TooLarge {
-                limit: self.limit,
-                compressed: self.compressed,
-                ratio: get().ratio,
-            })),
-        }
-    }
-}
-
 /// A streaming xz decoder over `bytes` (one or several concatenated streams), capped at the
-/// member's limit.
-pub fn xz_reader(bytes: &[u8], checked: Checked) -> Capped<liblzma::read::XzDecoder<&[u8]>> {
-    let limit = get().for_member(bytes.len() as u64);
-    Capped {
-        inner: xz_decoder(bytes, checked),
-        left: limit,
-        limit,
-        compressed: bytes.len() as u64,
-    }
+/// member's limit: it fails (with [`ExpandError::TooLarge`] inside the `io::Error`) as soon
+/// as it has produced more.
+pub fn xz_reader(bytes: &[u8], checked: Checked) -> super::xz::Reader<'_> {
+    super::xz::Reader::new(bytes, checked, get().for_member(bytes.len() as u64))
 }
 
 /// Whether the bytes of an xz stream were already verified by their container.
@@ -198,23 +166,11 @@ pub enum Checked {
     No,
 }
 
-/// A decoder of one or several concatenated xz streams.
-fn xz_decoder(bytes: &[u8], checked: Checked) -> liblzma::read::XzDecoder<&[u8]> {
-    let mut flags = liblzma::stream::CONCATENATED;
-    if checked == Checked::ByContainer {
-        flags |= liblzma::stream::IGNORE_CHECK;
-    }
-    match liblzma::stream::Stream::new_stream_decoder(u64::MAX, flags) {
-        Ok(stream) => liblzma::read::XzDecoder::new_stream(bytes, stream),
-        // Only when liblzma cannot allocate its state; the default decoder says the same.
-        Err(_) => liblzma::read::XzDecoder::new_multi_decoder(bytes),
-    }
-}
-
 /// Decompress an xz stream (one or several concatenated), within the limit of its size.
 /// Errors say what is wrong in one line; the caller adds the member's name.
 pub fn xz_decompress(bytes: &[u8], checked: Checked) -> anyhow::Result<Vec<u8>> {
-    read_capped(xz_decoder(bytes, checked), bytes.len() as u64, 0).map_err(|e| match e {
+    let limit = get().for_member(bytes.len() as u64);
+    super::xz::decompress(bytes, checked, limit).map_err(|e| match e {
         ExpandError::Io(e) => anyhow::anyhow!("bad xz stream ({e})"),
         e => anyhow::anyhow!("{e}"),
     })

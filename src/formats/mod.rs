@@ -9,6 +9,7 @@ pub mod nsys_export;
 pub mod pushpop;
 pub mod thunk_metadata;
 pub mod trace;
+pub mod xz;
 
 use anyhow::Result;
 use arrow::array::{RecordBatch, RecordBatchReader};
