@@ -177,6 +177,16 @@ pub fn gpu_frames(db: &Db, p: Process) -> Result<Option<Out<Tables>>, NodeError>
     }))
 }
 
+/// A process's own GPU frames (as built from its profile, before any placement; None for an
+/// NVTX-only capture): while a caller holds them, every request for the process's frames
+/// reuses them instead of loading them from the store.
+pub fn own_frames(db: &Db, p: Process) -> Result<Option<Arc<Tables>>, NodeError> {
+    let Some(node) = gpu_frames_node(db, p)? else {
+        return Ok(None);
+    };
+    Ok(Some(own_gpu_frames(db, p, &node)?.value))
+}
+
 fn own_gpu_frames(db: &Db, p: Process, node: &GpuFramesNode) -> Result<Out<Tables>, NodeError> {
     let label = p.label(db);
     let (key, value) = fail(db.engine().compute(node, &label, || {

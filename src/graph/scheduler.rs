@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::frames::{
     compile_frame, compile_frame_stored, compiled_names, compiled_programs, gpu_frames,
-    gpu_frames_key, gpu_frames_stored, process_facts, pushpop_member, unplaced_node,
+    gpu_frames_key, gpu_frames_stored, own_frames, process_facts, pushpop_member, unplaced_node,
     warmup_context,
 };
 use super::hlo::{HloMember, decode_dump, hlo_members, hlo_schema, schema_key};
@@ -248,6 +248,7 @@ pub fn prepare_processes(
         .chain(compiles.into_iter().map(|(_, t)| t))
         .chain(frames)
         .collect();
+    let kept = KeptFrames::default();
     run_in_order(db, &tasks, &|db, t| {
         match t {
             Task::Schema(a) => {
@@ -266,7 +267,14 @@ pub fn prepare_processes(
                 fail(decode_dump(engine, archive, &schema, schema_key, dump))?;
             }
             Task::Frames(p) => {
+                // Built and stored here; the process's facts read them now, and its shares
+                // later from memory while they fit the budget (else from the store).
+                let frames = own_frames(db, *p)?;
                 gpu_frames_key(db, *p)?;
+                process_facts(db, *p)?;
+                if let Some(f) = frames {
+                    kept.offer(f);
+                }
             }
         }
         Ok(())
@@ -310,8 +318,32 @@ pub fn prepare_processes(
             Ok(())
         })
         .collect::<Result<Vec<()>, _>>()?;
+    drop(kept);
     super::shares::prepare_group_sums(db, run, needs.uses());
     Ok(())
+}
+
+/// The GPU frames built in the first pass, held (up to [`KeptFrames::BUDGET`] bytes in
+/// memory, first built first kept) until the shares are computed from them: a run over a few
+/// processes reads no frames back from the store, and a run over many holds a bounded amount.
+#[derive(Default)]
+struct KeptFrames(std::sync::Mutex<(usize, Vec<Arc<crate::engine::value::Tables>>)>);
+
+impl KeptFrames {
+    const BUDGET: usize = 64 << 20;
+
+    fn offer(&self, frames: Arc<crate::engine::value::Tables>) {
+        let size: usize = frames
+            .0
+            .iter()
+            .map(|(_, b)| b.get_array_memory_size())
+            .sum();
+        let mut kept = self.0.lock().unwrap();
+        if kept.0 + size <= Self::BUDGET {
+            kept.0 += size;
+            kept.1.push(frames);
+        }
+    }
 }
 
 /// Give the memory freed by the process just finished (its frames, a few large column buffers)
