@@ -137,8 +137,46 @@ pub(super) fn hlo_schema(
     Ok(schema)
 }
 
+/// What must be equal for one dump to be its twin's module (the dumps' bytes are then
+/// compared): the schema, the member's name (said in its errors) and the memory report.
+type TwinKey = (Key, String, Option<Key>);
+
+/// The modules this process decoded, by [`TwinKey`], so that a dump that decodes alike takes
+/// its twin's module instead of decoding (ranks whose dumps differ only in what their
+/// autotuners chose; `formats/hlo/alike.rs`). Weak: it keeps no module alive.
+static DECODED: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<TwinKey, Vec<std::sync::Weak<HloModuleInfo>>>>,
+> = std::sync::LazyLock::new(Default::default);
+
+/// A module decoded from a dump that decodes like `bytes`, if this process holds one.
+fn twin_of(twin: &TwinKey, schema: &hlo::HloSchema, bytes: &[u8]) -> Option<Arc<HloModuleInfo>> {
+    let candidates: Vec<Arc<HloModuleInfo>> = DECODED
+        .lock()
+        .unwrap()
+        .get(twin)?
+        .iter()
+        .filter_map(std::sync::Weak::upgrade)
+        .collect();
+    candidates
+        .iter()
+        .find_map(|m| m.decode_alike(schema, bytes))
+}
+
+fn remember(twin: TwinKey, module: &Arc<HloModuleInfo>) {
+    let mut decoded = DECODED.lock().unwrap();
+    decoded.retain(|_, v| {
+        v.retain(|w| w.strong_count() > 0);
+        !v.is_empty()
+    });
+    decoded
+        .entry(twin)
+        .or_default()
+        .push(Arc::downgrade(module));
+}
+
 /// Decode one dump file (an [`HloModuleNode`]): the module, its heap and its memory usage
-/// report. A heap or report that cannot be read is said in the module, not an error.
+/// report. A heap or report that cannot be read is said in the module, not an error. A dump
+/// that decodes like one already decoded (see [`DECODED`]) takes that module.
 pub(super) fn decode_dump(
     engine: &Engine,
     archive: &Archive,
@@ -164,6 +202,10 @@ pub(super) fn decode_dump(
             Ok(raw)
         };
         let bytes = bytes::Bytes::from(bytes.context(Place::member(&archive.path, member))?);
+        let twin = (*schema_key, member.to_string(), node.report);
+        if let Some(module) = twin_of(&twin, schema, &bytes) {
+            return Ok(module);
+        }
         let mut module = hlo::decode_hlo_shared(schema, bytes.clone())
             .context(Place::member(&archive.path, member))?;
         match hlo::heap::profile(&bytes) {
@@ -179,9 +221,11 @@ pub(super) fn decode_dump(
                 }
             }
         }
+        let module = Arc::new(module);
+        remember(twin, &module);
         Ok(module)
     })?;
-    Ok(module)
+    Ok((*module).clone())
 }
 
 /// A member's bytes, xz-decompressed when its name says so.

@@ -81,7 +81,7 @@ node_kind!(
     "hlo-module",
     ["formats/hlo/", "graph/hlo.rs"],
     Transient,
-    HloModuleInfo
+    std::sync::Arc<HloModuleInfo>
 );
 impl HloModuleNode {
     fn feed(&self, kb: KeyBuilder) -> KeyBuilder {

@@ -184,6 +184,7 @@ pub fn prepare_processes(
     let mut compiles = Vec::new();
     let mut schema_keys = BTreeSet::new();
     let mut seen = BTreeSet::new();
+    let mut users: std::collections::BTreeMap<_, Vec<Process>> = Default::default();
     let mut frames = Vec::new();
     let gpu_shares = needs.reading(Reads::Gpu).next().is_some();
     // Which frames each process lacks (in parallel: keying them lists each archive's dumps).
@@ -209,7 +210,9 @@ pub fn prepare_processes(
             let schema_key = schema_key(db, a)?;
             let archive = p.archive_ref(db);
             for m in dumps {
-                if seen.insert((schema_key, m.content, m.report.as_ref().map(|r| r.1))) {
+                let id = (schema_key, m.content, m.report.as_ref().map(|r| r.1));
+                users.entry(id).or_default().push(p);
+                if seen.insert(id) {
                     if schema_keys.insert(schema_key) {
                         schemas.push(Task::Schema(a));
                     }
@@ -230,6 +233,28 @@ pub fn prepare_processes(
     // thread is left with one long task at the end.
     decodes.sort_by_key(|(cost, _)| std::cmp::Reverse(*cost));
     compiles.sort_by_key(|(cost, _)| std::cmp::Reverse(*cost));
+    // A dump of the same name (schema and memory report) as one decoded before it, in another
+    // process, may decode alike and then take that module (`hlo::decode_dump`): it goes after
+    // the compile frames, by which time the first is decoded, and its processes' frames last.
+    let mut names = BTreeSet::new();
+    let (decodes, twins): (Vec<_>, Vec<_>) = decodes.into_iter().partition(|(_, t)| match t {
+        Task::Decode(_, _, schema, m) => {
+            names.insert((*schema, m.member.clone(), m.report.as_ref().map(|r| r.1)))
+        }
+        _ => true,
+    });
+    let late: std::collections::HashSet<Process> = twins
+        .iter()
+        .filter_map(|(_, t)| match t {
+            Task::Decode(_, _, schema, m) => {
+                users.get(&(*schema, m.content, m.report.as_ref().map(|r| r.1)))
+            }
+            _ => None,
+        })
+        .flatten()
+        .copied()
+        .collect();
+    frames.sort_by_key(|t| matches!(t, Task::Frames(p) if late.contains(p)));
     // While the schemas compile, the other threads build compile frames rather than wait for
     // a schema at the head of a decode.
     let idle = rayon::current_num_threads().saturating_sub(schemas.len());
@@ -246,6 +271,7 @@ pub fn prepare_processes(
         .chain(ahead.into_iter().map(|(_, t)| t))
         .chain(decodes.into_iter().map(|(_, t)| t))
         .chain(compiles.into_iter().map(|(_, t)| t))
+        .chain(twins.into_iter().map(|(_, t)| t))
         .chain(frames)
         .collect();
     let kept = KeptFrames::default();

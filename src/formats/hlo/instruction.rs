@@ -111,6 +111,11 @@ impl HloInstructionInfo {
         }
     }
 
+    /// The dump the instruction was decoded from (empty for one whose strings were copied).
+    pub(super) fn dump(&self) -> &[u8] {
+        &self.text.dump
+    }
+
     /// The name's bytes: what the instructions are sorted by.
     pub(super) fn name_bytes(&self) -> &[u8] {
         self.text.get(self.spans[0])

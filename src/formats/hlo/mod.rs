@@ -19,10 +19,12 @@
 //! `wire.rs` (the sparse wire reader), `collectives.rs` (communication analysis).
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use anyhow::{Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 
+mod alike;
 mod collectives;
 pub mod heap;
 mod instruction;
@@ -184,6 +186,31 @@ pub struct StackFrame {
 }
 
 impl HloModuleInfo {
+    /// What `bytes`, another dump, decode to when that is this module but perhaps its
+    /// fingerprint (same schema): when they differ from the dump it was decoded from only
+    /// inside fields that nothing reads, or in the module's frontend attributes (`alike.rs`).
+    /// The heap profile is the dump's too; the memory usage report is not compared.
+    pub fn decode_alike(self: &Arc<Self>, schema: &HloSchema, bytes: &[u8]) -> Option<Arc<Self>> {
+        let dump = self.instructions.first()?.dump();
+        match alike::decode_alike(&schema.plan, dump, bytes)? {
+            alike::Alike::Same => Some(self.clone()),
+            alike::Alike::ButAttributes => {
+                let mut scan = ModuleScan::default();
+                fields(
+                    bytes,
+                    &schema.plan.hlo_proto,
+                    0,
+                    "xla.HloProto",
+                    |(), value| scan_module(&schema.plan, value.bytes()?, 1, &mut scan),
+                )
+                .ok()?;
+                let mut module = HloModuleInfo::clone(self);
+                module.fingerprint = scan.fingerprint.map(str::to_string);
+                Some(Arc::new(module))
+            }
+        }
+    }
+
     /// The instruction with this name.
     pub fn instruction(&self, name: &str) -> Option<&HloInstructionInfo> {
         self.position(name).map(|i| &self.instructions[i])

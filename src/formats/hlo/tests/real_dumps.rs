@@ -325,3 +325,41 @@ fn mutations_of_a_real_dump_agree_or_fail() {
     }
     assert!(accepted > 0 && rejected > 0, "{accepted} {rejected}");
 }
+
+/// pax rank 3's training-step dump differs from rank 0's only in the autotuner's choices
+/// (backend configs) and the module fingerprint: it decodes as rank 0's module with rank 3's
+/// fingerprint, and a dump that differs in a field that is read does not.
+#[test]
+fn a_dump_that_differs_only_in_unread_fields_decodes_as_its_twin() {
+    let Some((mut archive, schema)) = pax_archive() else {
+        return;
+    };
+    let fixtures = crate::testutil::fixtures_dir().expect("pax_archive found them");
+    let path = fixtures.join("jaxtoolbox-pax-fsdp4-4proc/proc3.zip");
+    let mut rank3 = zip::ZipArchive::new(std::fs::File::open(&path).unwrap()).unwrap();
+    let member = "dump/module_0040.pjit__wrapped_step_fn.sm_8.0_gpu_after_optimizations.hlo.pb.xz";
+    let bytes0 = unxz(&read_zip_member(&mut archive, member));
+    let bytes3 = unxz(&read_zip_member(&mut rank3, member));
+    assert_ne!(bytes0, bytes3);
+    let module0 = std::sync::Arc::new(decode_hlo(&schema, &bytes0).unwrap());
+    let module3 = decode_hlo(&schema, &bytes3).unwrap();
+    assert_ne!(module0.fingerprint, module3.fingerprint);
+    let twin = module0
+        .decode_alike(&schema, &bytes3)
+        .expect("decodes alike");
+    assert_eq!(*twin, module3);
+    // The same bytes are the same module, shared.
+    let same = module0.decode_alike(&schema, &bytes0).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&same, &module0));
+    // An instruction's name changed (same length): decoded apart.
+    let name = module3.instructions[module3.instructions.len() / 2]
+        .name()
+        .to_string();
+    let at = bytes3
+        .windows(name.len())
+        .position(|w| w == name.as_bytes())
+        .unwrap();
+    let mut renamed = bytes3.clone();
+    renamed[at] = if renamed[at] == b'z' { b'y' } else { b'z' };
+    assert!(module0.decode_alike(&schema, &renamed).is_none());
+}
