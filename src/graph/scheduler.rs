@@ -356,7 +356,7 @@ pub fn prepare_processes(
 struct KeptFrames(std::sync::Mutex<(usize, Vec<Arc<crate::engine::value::Tables>>)>);
 
 impl KeptFrames {
-    const BUDGET: usize = 64 << 20;
+    const BUDGET: usize = 16 << 20;
 
     fn offer(&self, frames: Arc<crate::engine::value::Tables>) {
         let size: usize = frames
