@@ -2,9 +2,9 @@
 //!
 //! Archives come from other people's jobs; a member's declared size and its compression
 //! ratio are both under the author's control. Every decompression of archive content goes
-//! through [`read_capped`] (or [`xz_decompress`], [`xz_reader`]), which stops as soon as the output passes
-//! the member's limit, so a decompression bomb costs at most the limit in memory and the
-//! time to produce it, and declared sizes never size an allocation beyond the limit.
+//! through [`read_capped`] (or [`xz_decompress`], [`xz_reader`]), which stops as soon as the
+//! output passes the member's limit, so a decompression bomb costs at most the limit in memory
+//! and the time to produce it, and declared sizes never size an allocation beyond the limit.
 //!
 //! The limit of a member whose compressed form has `c` bytes is `max(floor, ratio × c)`,
 //! never above `cap` (see docs/design.md, "Hostile inputs"). Real nsys-jax members expand at
