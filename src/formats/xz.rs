@@ -181,7 +181,8 @@ pub fn decompress(bytes: &[u8], checked: Checked, limit: u64) -> Result<Vec<u8>,
             out.reserve((out.len() / 2).max(64 << 10));
         }
         // Never more than one byte past the limit.
-        let room = (limit + 1 - out.len() as u64).min((out.capacity() - out.len()) as u64);
+        let room =
+            (limit.saturating_add(1) - out.len() as u64).min((out.capacity() - out.len()) as u64);
         let spare = out.spare_capacity_mut();
         let step = d.step(input, &mut spare[..room as usize]);
         input = &input[step.used..];
