@@ -362,6 +362,42 @@ mod tests {
         assert!(sink.len() as u64 <= n);
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Any data, in one stream or two, read whole or in reads of any size, comes back as
+        /// it went in; damaged, it is an error or other bytes, never a panic.
+        #[test]
+        fn round_trips(
+            data in proptest::collection::vec(0u8..4, 0..20_000),
+            split in 0usize..20_000,
+            read in 1usize..5000,
+            damage in proptest::option::of((0usize..1 << 20, 1u8..=255)),
+        ) {
+            let split = split.min(data.len());
+            let mut x = xz(&data[..split], 1);
+            x.extend(xz(&data[split..], 6));
+            if let Some((at, flip)) = damage {
+                let at = at % x.len();
+                x[at] ^= flip;
+                let _ = decompress(&x, Checked::No, 1 << 30);
+                let _ = Reader::new(&x, Checked::ByContainer, 1 << 30).read_to_end(&mut Vec::new());
+                return Ok(());
+            }
+            proptest::prop_assert_eq!(&decompress(&x, Checked::ByContainer, 1 << 30).unwrap(), &data);
+            let mut r = Reader::new(&x, Checked::No, 1 << 30);
+            let (mut got, mut buf) = (Vec::new(), vec![0u8; read]);
+            loop {
+                let n = r.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
+            proptest::prop_assert_eq!(got, data);
+        }
+    }
+
     #[test]
     fn truncated_and_foreign_input_are_errors() {
         let x = xz(&text(1000), 6);
