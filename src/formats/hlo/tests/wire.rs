@@ -673,7 +673,8 @@ mod decode_alike {
             bytes[start + 1] = b;
             let decoded = decode_hlo(schema(), &bytes).unwrap();
             let twin = base().decode_alike(schema(), &bytes).expect("alike but the fingerprint");
-            prop_assert_eq!(decoded.fingerprint.as_deref(), Some(&*format!("{}{}", a as char, b as char)));
+            let fingerprint = format!("{}{}", a as char, b as char);
+            prop_assert_eq!(decoded.fingerprint.as_deref(), Some(&*fingerprint));
             prop_assert_eq!(&*twin, &decoded);
         }
     }
