@@ -12,6 +12,7 @@
 //!   command), finding `nsys`, exporting and projecting its report, and `nsys-jax` command lines;
 //! - [`cli`]: the thin command-line front-end.
 
+pub mod alloc;
 pub mod analyses;
 pub mod capture;
 pub mod cli;

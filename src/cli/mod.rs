@@ -66,23 +66,9 @@ enum Command {
 
 /// Entry point: returns the process exit code. Errors are printed as one line.
 pub fn main() -> i32 {
-    keep_freed_memory();
+    // The allocator's options (src/alloc.rs) are read before this; naming them keeps them.
+    let _ = crate::alloc::options();
     main_with(std::env::args_os().collect())
-}
-
-/// Asks glibc's allocator to keep what is freed for the next allocation instead of handing
-/// it back to the kernel. By default a buffer of more than 128 KiB to 32 MiB (a decoded
-/// member, an arrow builder, a decoded HLO module) is mapped on its own and unmapped when
-/// freed, so the next one faults fresh zeroed pages in: on the four pax archives, cold, this
-/// saves ~4–7 % of the run for ~11 MiB more peak memory, ~28 MiB on a capture's `archive`
-/// (docs/design.md, "The cold path").
-fn keep_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets allocator parameters; called before any other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 512 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
-    }
 }
 
 /// [`main`] on the command line `argv` (the program name first).

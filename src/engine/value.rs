@@ -54,12 +54,19 @@ pub fn batch_to_ipc_lz4(batch: &RecordBatch) -> Result<Vec<u8>> {
 
 fn write_ipc(batch: &RecordBatch, options: arrow::ipc::writer::IpcWriteOptions) -> Result<Vec<u8>> {
     let mut buf = Vec::new();
-    {
-        let mut w = StreamWriter::try_new_with_options(&mut buf, &batch.schema(), options)?;
-        w.write(batch)?;
-        w.finish()?;
-    }
+    write_ipc_into(&mut buf, batch, options)?;
     Ok(buf)
+}
+
+fn write_ipc_into(
+    out: &mut Vec<u8>,
+    batch: &RecordBatch,
+    options: arrow::ipc::writer::IpcWriteOptions,
+) -> Result<()> {
+    let mut w = StreamWriter::try_new_with_options(out, &batch.schema(), options)?;
+    w.write(batch)?;
+    w.finish()?;
+    Ok(())
 }
 
 pub fn batch_from_ipc(bytes: &[u8]) -> Result<RecordBatch> {
@@ -70,13 +77,29 @@ pub fn batch_from_ipc(bytes: &[u8]) -> Result<RecordBatch> {
 }
 
 impl Value for Tables {
+    /// The layout of [`encode_named`], each table's IPC stream written in place into one
+    /// buffer sized from the tables' memory (its length filled in after it), rather than into
+    /// a buffer of its own that doubles as it grows and is then copied: a process's GPU frames
+    /// are megabytes, and every doubling touches fresh memory.
     fn encode(&self) -> Result<Vec<u8>> {
-        let blobs = self
+        const SLACK: usize = 4096;
+        let size: usize = self
             .0
             .iter()
-            .map(|(name, batch)| Ok((name.as_str(), batch_to_ipc(batch)?)))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(encode_named(blobs.iter().map(|(n, b)| (*n, b.as_slice()))))
+            .map(|(name, batch)| 12 + name.len() + batch.get_array_memory_size() + SLACK)
+            .sum();
+        let mut out = Vec::with_capacity(4 + size);
+        out.extend_from_slice(&(self.0.len() as u32).to_le_bytes());
+        for (name, batch) in &self.0 {
+            out.extend_from_slice(&(name.len() as u32).to_le_bytes());
+            out.extend_from_slice(name.as_bytes());
+            let at = out.len();
+            out.extend_from_slice(&0u64.to_le_bytes());
+            write_ipc_into(&mut out, batch, Default::default())?;
+            let len = (out.len() - at - 8) as u64;
+            out[at..at + 8].copy_from_slice(&len.to_le_bytes());
+        }
+        Ok(out)
     }
 
     fn decode(bytes: &[u8]) -> Result<Self> {
@@ -190,6 +213,14 @@ mod tests {
         assert_eq!(back.get("two").unwrap().num_rows(), 1);
         let enc = t.encode().unwrap();
         assert!(Tables::decode(&enc[..enc.len() - 3]).is_err());
+        // Written in place, the bytes are those of the named-blob layout of each table's own
+        // IPC stream (what earlier versions stored).
+        let blobs: Vec<(&str, Vec<u8>)> =
+            t.0.iter()
+                .map(|(n, b)| (n.as_str(), batch_to_ipc(b).unwrap()))
+                .collect();
+        let named = encode_named(blobs.iter().map(|(n, b)| (*n, b.as_slice())));
+        assert_eq!(enc, named);
     }
 
     #[test]

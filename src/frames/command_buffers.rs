@@ -152,7 +152,7 @@ fn kernel_name(instruction: &str) -> String {
 /// Kernel name → instruction (None when two instructions give the name).
 fn kernel_names(hlo: &HloModuleInfo) -> HashMap<String, Option<Arc<str>>> {
     let mut out: HashMap<String, Option<Arc<str>>> = HashMap::new();
-    for i in &hlo.instructions {
+    for i in hlo.instructions.iter() {
         out.entry(kernel_name(i.name()))
             .and_modify(|e| *e = None)
             .or_insert_with(|| Some(Arc::from(i.name())));
@@ -464,8 +464,8 @@ mod tests {
             name: "m".into(),
             id: 1,
             fingerprint: None,
-            instructions,
-            stack_frames: StackFrameIndex::default(),
+            instructions: Arc::new(instructions),
+            stack_frames: Default::default(),
             heap: None,
             heap_error: None,
             usage: None,

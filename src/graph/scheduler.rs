@@ -339,7 +339,6 @@ pub fn prepare_processes(
                     share_any(db, run, p, u.share, &u.param)?;
                 }
             }
-            release_freed_memory();
             on_done();
             Ok(())
         })
@@ -368,25 +367,6 @@ impl KeptFrames {
         if kept.0 + size <= Self::BUDGET {
             kept.0 += size;
             kept.1.push(frames);
-        }
-    }
-}
-
-/// Give the memory freed by the process just finished (its frames, a few large column buffers)
-/// back to the system. glibc's allocator raises its mmap threshold once such buffers are freed,
-/// so the next process's buffers come from the heap, where small long-lived allocations pin
-/// them: without this, a cold run over 1024 processes peaked at 2.1 GB for 0.2 GB in use.
-/// Done every 16 processes: each trim walks the heap.
-fn release_freed_memory() {
-    #[cfg(target_env = "gnu")]
-    {
-        const TRIM_EVERY: usize = 16;
-        static DONE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        if (DONE.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1) % TRIM_EVERY == 0 {
-            // SAFETY: malloc_trim only releases free memory; it takes no pointers.
-            unsafe {
-                libc::malloc_trim(0);
-            }
         }
     }
 }

@@ -137,9 +137,10 @@ pub struct HloModuleInfo {
     pub id: i64,
     /// The module's `fingerprint_before_lhs` frontend attribute (docs/design.md, "Program ids").
     pub fingerprint: Option<String>,
-    /// Every instruction of every computation, sorted by name.
-    pub instructions: Vec<HloInstructionInfo>,
-    pub stack_frames: StackFrameIndex,
+    /// Every instruction of every computation, sorted by name (shared: a module that decodes
+    /// like another, but for its frontend attributes, shares the other's instructions).
+    pub instructions: Arc<Vec<HloInstructionInfo>>,
+    pub stack_frames: Arc<StackFrameIndex>,
     /// The static heap from its buffer assignment (docs/design.md, "Memory"); filled by the
     /// reader of the dump, which also says why when it cannot be.
     pub heap: Option<HeapProfile>,
