@@ -62,7 +62,20 @@ impl FileMemo {
     /// The content key of the file at `path`, with the metadata it had when it was hashed
     /// (None when the key came from the memo).
     pub fn key_of_hashed(&self, path: &Path) -> Result<(Key, Option<fs::Metadata>)> {
-        self.memoised(path, None, || hash_file(path))
+        self.key_of_read(path, || Ok(None))
+    }
+
+    /// [`FileMemo::key_of_hashed`], with `read` computing the content key when the memo does
+    /// not have it (None: the file is hashed as it is read).
+    pub fn key_of_read(
+        &self,
+        path: &Path,
+        read: impl FnOnce() -> Result<Option<Key>>,
+    ) -> Result<(Key, Option<fs::Metadata>)> {
+        self.memoised(path, None, || match read()? {
+            Some(key) => Ok(key),
+            None => hash_file(path),
+        })
     }
 
     /// Whether the content key of the file at `path`, as it is now (`md`), is in the memo.

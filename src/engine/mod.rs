@@ -111,7 +111,18 @@ impl Engine {
     /// The content key of an input file (memoised on path, size, mtime and inode). A large
     /// file hashed here is claimed in the remote tier for other machines ([`claims`]).
     pub fn file_key(&self, path: &Path) -> Result<Key> {
-        let (key, hashed) = self.memo.key_of_hashed(path)?;
+        self.file_key_read(path, || Ok(None))
+    }
+
+    /// [`Engine::file_key`], with `read` computing the content key when it is not memoised
+    /// (None: the file is hashed as it is read); e.g. an archive read whole, whose members
+    /// are keyed from the same bytes.
+    pub fn file_key_read(
+        &self,
+        path: &Path,
+        read: impl FnOnce() -> Result<Option<Key>>,
+    ) -> Result<Key> {
+        let (key, hashed) = self.memo.key_of_read(path, read)?;
         if let Some(md) = hashed {
             self.publish_claim(path, &md, key);
         }

@@ -1,13 +1,15 @@
 //! nsys-jax archives: a `.zip` or an extracted folder, holding one profiled process or several
 //! (combined: a path whose content differed between inputs is a folder `path/<input stem>`).
 
-use crate::engine::Key;
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+
+mod keys;
+pub use keys::MemberKeys;
 
 /// Where the GPU projection lives in an archive.
 pub const TRACE: &str = "nvtx_gpu_proj_trace/trace.parquet";
@@ -45,6 +47,9 @@ pub struct Archive {
     source: Source,
     /// member path -> (declared uncompressed size, zip index, compressed size)
     members: BTreeMap<String, (u64, usize, u64)>,
+    /// The members' keys, computed from the bytes read to key the whole file
+    /// ([`Archive::content_key`]).
+    read_keys: std::sync::OnceLock<MemberKeys>,
 }
 
 impl std::fmt::Debug for Archive {
@@ -91,6 +96,7 @@ impl Archive {
                 path: path.to_path_buf(),
                 source: Source::Dir,
                 members,
+                read_keys: Default::default(),
             });
         }
         if !md.is_file() {
@@ -141,6 +147,7 @@ impl Archive {
             path: path.to_path_buf(),
             source: Source::Zip(Mutex::new(zip)),
             members,
+            read_keys: Default::default(),
         })
     }
 
@@ -174,6 +181,7 @@ impl Archive {
                 dump: dump.map(Path::to_path_buf),
             },
             members,
+            read_keys: Default::default(),
         })
     }
 
@@ -435,61 +443,6 @@ pub fn dump_folder_files(dump: &Path) -> Result<Vec<(String, u64)>> {
         }
     }
     Ok(out)
-}
-
-/// Content keys of an archive's members: for a zip, blake3 of each member's uncompressed
-/// bytes (computed once per archive content and cached by the caller); for a folder, each
-/// file's key.
-#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
-pub struct MemberKeys(pub BTreeMap<String, Key>);
-
-impl crate::engine::value::JsonValue for MemberKeys {}
-
-impl MemberKeys {
-    /// Keys of a zip's members from their bytes as stored (compression method, sizes and
-    /// compressed bytes), streamed through the hash: nothing is decompressed, and the same
-    /// member copied between archives (as `combine` does) keeps its key.
-    pub fn compute_zip(archive: &Archive) -> Result<MemberKeys> {
-        let Source::Zip(zip) = &archive.source else {
-            bail!("{}: not a zip archive", archive.path.display());
-        };
-        let mut zip = zip.lock().unwrap();
-        let mut out = BTreeMap::new();
-        for (name, &(size, index, compressed)) in &archive.members {
-            let mut entry = zip.by_index_raw(index).map_err(|e| {
-                anyhow::anyhow!(
-                    "{}: cannot read member {name} ({e})",
-                    archive.path.display()
-                )
-            })?;
-            let mut h = blake3::Hasher::new();
-            h.update(b"zip-member\0");
-            h.update(format!("{:?}", entry.compression()).as_bytes());
-            h.update(&size.to_le_bytes());
-            h.update(&compressed.to_le_bytes());
-            let n = std::io::copy(&mut (&mut entry).take(compressed), &mut h).map_err(|e| {
-                anyhow::anyhow!(
-                    "{}: member {name} is corrupt or truncated ({e})",
-                    archive.path.display()
-                )
-            })?;
-            if n != compressed {
-                bail!(
-                    "{}: member {name} is truncated ({n} of {compressed} bytes)",
-                    archive.path.display()
-                );
-            }
-            out.insert(name.clone(), Key(*h.finalize().as_bytes()));
-        }
-        Ok(MemberKeys(out))
-    }
-
-    pub fn get(&self, member: &str) -> Result<Key> {
-        self.0
-            .get(member)
-            .copied()
-            .with_context(|| format!("no member {member}"))
-    }
 }
 
 /// Refuse, before opening it, a path that is not a regular file (a FIFO would block the

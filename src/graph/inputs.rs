@@ -183,7 +183,7 @@ fn open_input(input: &RunInput) -> Result<Archive> {
 /// keyed one by one (a capture's derived members follow from its report).
 fn input_key(engine: &Engine, a: &Archive) -> Result<Key> {
     if a.is_zip() {
-        return engine.file_key(&a.path);
+        return engine.file_key_read(&a.path, || a.read_content_key());
     }
     let mut kb = KeyBuilder::new(if a.is_capture() { "capture" } else { "folder" }, "1");
     for m in a.members() {
