@@ -18,10 +18,15 @@ bin=target/release/nsys-jax-pipe
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# Prints "wall_seconds peak_rss_kib" of one command (GNU time).
+# Prints "wall_seconds peak_rss_kib" of one command: the wall time to the millisecond (GNU
+# time's own is rounded to 10 ms, a twentieth of a cold run; this one includes starting GNU
+# time), the peak RSS from GNU time.
 measure() {
-  /usr/bin/time -f '%e %M' -o "$tmp/time" "$@" >/dev/null 2>&1
-  cat "$tmp/time"
+  local start end
+  start=$(date +%s%N)
+  /usr/bin/time -f '%M' -o "$tmp/time" "$@" >/dev/null 2>&1
+  end=$(date +%s%N)
+  echo "$(awk -v ns=$((end - start)) 'BEGIN {printf "%.3f", ns / 1e9}') $(cat "$tmp/time")"
 }
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
@@ -60,5 +65,5 @@ echo "medians over ${runs} interleaved runs, 4 pax archives, analyses summary + 
 echo "nsys-jax-combine (Python):     ${p} s (${pnote})"
 echo "cold analyze:                  ${c} s; peak RSS $((rss / 1024)) MiB"
 awk -v w="$wm" -v c="$c" 'BEGIN {printf "warm analyze (all cached):     %s s (%.1f %% of cold)\n", w, 100 * w / c}'
-awk -v c="$c" -v p="$p" 'BEGIN {printf "speed-up, cold:                %.0fx\n", p / c}'
+awk -v c="$c" -v p="$p" 'BEGIN {printf "speed-up, cold:                %.1fx\n", p / c}'
 echo "cold analyze, default analyses (pipelines/default.toml): ${d} s"
