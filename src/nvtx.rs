@@ -38,7 +38,7 @@ fn split_last<'a>(
 ) -> Option<(&'a str, &'a str)> {
     let bytes = body.as_bytes();
     let mut search_end = body.len();
-    while let Some(eq) = bytes[..search_end].iter().rposition(|&b| b == b'=') {
+    while let Some(eq) = memchr::memrchr(b'=', &bytes[..search_end]) {
         search_end = eq;
         let Some(pos) = eq.checked_sub(key.len()) else {
             break;

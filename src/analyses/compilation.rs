@@ -12,6 +12,7 @@
 //!   the same numbers as its `compilation-*.json`);
 //! - [`per_compilation`]: one breakdown per `XlaCompile` range.
 
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashMap};
 
 /// The parameters of the `compilation` analysis.
@@ -259,8 +260,8 @@ pub fn range_sums(frame: &RecordBatch) -> Result<RangeSums> {
     // each pair's shown name is made once, and rows find their sum through the pair.
     let a = Attributed::new(frame)?;
     let mut sums: Vec<(String, f64, f64)> = Vec::new();
-    let mut by_shown: HashMap<String, usize> = HashMap::new();
-    let mut by_pair: HashMap<(&str, Option<&str>), usize> = HashMap::new();
+    let mut by_shown: FxHashMap<String, usize> = FxHashMap::default();
+    let mut by_pair: FxHashMap<(&str, Option<&str>), usize> = FxHashMap::default();
     for i in 0..frame.num_rows() {
         let pair = (a.cols.name.value(i), a.program_name(i));
         let at = *by_pair.entry(pair).or_insert_with(|| {

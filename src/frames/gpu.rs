@@ -13,7 +13,8 @@ use arrow::array::{
     StringArray,
 };
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
-use std::collections::{BTreeMap, HashMap};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
 
 pub const PROGRAM_ID: &str = "ProgramId";
@@ -374,9 +375,9 @@ pub fn build(
     }
 
     // Program identity and execution counters (per launching thread and program).
-    let mut prog_id_of: HashMap<usize, (Arc<str>, String, Option<i64>)> = HashMap::new();
-    let mut exec_of: HashMap<usize, i32> = HashMap::new();
-    let mut counters: HashMap<(i64, i64, String), i32> = HashMap::new();
+    let mut prog_id_of: FxHashMap<usize, (Arc<str>, String, Option<i64>)> = FxHashMap::default();
+    let mut exec_of: FxHashMap<usize, i32> = FxHashMap::default();
+    let mut counters: FxHashMap<(i64, i64, String), i32> = FxHashMap::default();
     for &r in &modules {
         let parsed = nvtx::parse_module(name.value(r));
         let (hlo_module, numeric) = parsed
@@ -584,10 +585,10 @@ pub fn build(
 
     // Communication classification from the HLO, looked up once per (program, instruction).
     let mut missing_ops = 0usize;
-    let mut looked_up: HashMap<
+    let mut looked_up: FxHashMap<
         (u32, u32),
         Option<Option<&crate::formats::hlo::HloInstructionInfo>>,
-    > = HashMap::new();
+    > = FxHashMap::default();
     let comm: Vec<Option<&crate::formats::hlo::CommunicationInfo>> = ts
         .iter()
         .enumerate()
@@ -698,7 +699,7 @@ pub fn build(
 /// The rank of each name among the distinct names, in their order (equal names, equal
 /// ranks; the ranks order as the names do).
 fn ranks<'a>(names: impl Iterator<Item = &'a str>) -> Vec<u32> {
-    let mut first: HashMap<&str, u32> = HashMap::new();
+    let mut first: FxHashMap<&str, u32> = FxHashMap::default();
     let ids: Vec<u32> = names
         .map(|n| {
             let next = first.len() as u32;
