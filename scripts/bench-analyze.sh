@@ -18,15 +18,11 @@ bin=target/release/nsys-jax-pipe
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# Prints "wall_seconds peak_rss_kib" of one command: the wall time to the millisecond (GNU
-# time's own is rounded to 10 ms, a twentieth of a cold run; this one includes starting GNU
-# time), the peak RSS from GNU time.
+# Prints "wall_seconds peak_rss_kib" of one command (scripts/measure.py: the process alone,
+# from its start to its end, to a tenth of a millisecond; GNU time rounds to 10 ms, a
+# twentieth of a cold run).
 measure() {
-  local start end
-  start=$(date +%s%N)
-  /usr/bin/time -f '%M' -o "$tmp/time" "$@" >/dev/null 2>&1
-  end=$(date +%s%N)
-  echo "$(awk -v ns=$((end - start)) 'BEGIN {printf "%.3f", ns / 1e9}') $(cat "$tmp/time")"
+  python3 scripts/measure.py "$@"
 }
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }

@@ -20,9 +20,9 @@ bin=$(pwd)/target/release/nsys-jax-pipe
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+# "wall_seconds peak_rss_kib" of one command, the process alone (scripts/measure.py).
 measure() {
-  /usr/bin/time -f '%e %M' -o "$tmp/time" "$@" >/dev/null 2>&1
-  cat "$tmp/time"
+  python3 scripts/measure.py "$@"
 }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 

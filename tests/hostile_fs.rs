@@ -285,7 +285,7 @@ fn files_get_the_modes_of_the_umask() {
         files.push(cache.join("labels/l.json"));
         files.push(cache.join("file-keys.json"));
         let entries: Vec<PathBuf> = walkdir::WalkDir::new(cache.join("objects"))
-            .min_depth(2)
+            .min_depth(1)
             .into_iter()
             .map(|e| e.unwrap().path().to_path_buf())
             .collect();

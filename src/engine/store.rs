@@ -44,7 +44,7 @@ pub struct Store {
 /// Where entries fetched from the remote tier are written locally, by several threads at once.
 struct Kept {
     root: PathBuf,
-    /// Entry folders (`objects/xx`) known to exist.
+    /// Entry folders known to exist.
     dirs: Mutex<HashSet<PathBuf>>,
     /// Names written by this process after they were verified: read back without a second
     /// check, and their modification time is already recent.
@@ -122,10 +122,13 @@ impl Store {
         &self.root
     }
 
-    /// The entry's name relative to the store's root (the same in the remote tier).
+    /// The entry's name relative to the store's root (the same in the remote tier): one flat
+    /// folder. A folder per leading byte of the key (as git lays out its objects) made a cold
+    /// run create a folder for nearly every entry it stored, and creating a folder costs more
+    /// than the small entry in it (docs/design.md, "The cold path"); a directory index finds a
+    /// name among thousands as fast.
     pub(super) fn name_of(kind: &str, key: &Key) -> String {
-        let hex = key.hex();
-        format!("objects/{}/{}.{}", &hex[..2], &hex[2..], sanitize(kind))
+        format!("objects/{}.{}", key.hex(), sanitize(kind))
     }
 
     #[cfg(test)]
@@ -304,9 +307,11 @@ impl Store {
         Ok(())
     }
 
+    /// Every entry file (those of the earlier layout, a folder per leading key byte, too, so
+    /// that `gc` removes them in time).
     fn entries(&self) -> Vec<(PathBuf, u64, SystemTime)> {
         walkdir::WalkDir::new(self.root.join("objects"))
-            .min_depth(2)
+            .min_depth(1)
             .into_iter()
             .filter_map(|e| e.ok())
             .filter(|e| e.file_type().is_file())
