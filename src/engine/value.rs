@@ -73,7 +73,7 @@ pub fn batch_from_ipc(bytes: &[u8]) -> Result<RecordBatch> {
     let mut r = StreamReader::try_new(bytes, None)?;
     let schema = r.schema();
     let batches: Vec<RecordBatch> = r.by_ref().collect::<Result<_, _>>()?;
-    Ok(arrow::compute::concat_batches(&schema, &batches)?)
+    Ok(crate::formats::one_batch(&schema, batches)?)
 }
 
 impl Value for Tables {

@@ -25,7 +25,7 @@ use arrow::array::{
     Array, ArrayRef, AsArray, Int64Array, RecordBatch, RecordBatchReader, StringArray,
     new_null_array,
 };
-use arrow::compute::{cast, concat_batches};
+use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Float32Type, Float64Type, Int64Type, Schema, UInt64Type};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -367,7 +367,7 @@ fn read_arrow(path: &Path, cols: Option<&[Col]>) -> Result<RecordBatch> {
     let batches = reader
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow!("corrupt or truncated Arrow IPC stream ({e})"))?;
-    Ok(concat_batches(&schema, &batches)?)
+    Ok(super::one_batch(&schema, batches)?)
 }
 
 fn read_parquet_file(path: &Path, cols: Option<&[Col]>) -> Result<RecordBatch> {
@@ -376,16 +376,17 @@ fn read_parquet_file(path: &Path, cols: Option<&[Col]>) -> Result<RecordBatch> {
         .map_err(|e| anyhow!("not a readable parquet file ({e})"))?;
     let roots = wanted_roots(builder.schema(), cols)?;
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+    let rows = super::whole_table_rows(builder.metadata());
     let reader = builder
         .with_projection(mask)
-        .with_batch_size(64 * 1024)
+        .with_batch_size(rows)
         .build()
         .map_err(|e| anyhow!("cannot read parquet ({e})"))?;
     let read_schema = reader.schema();
     let batches = reader
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow!("corrupt or truncated parquet ({e})"))?;
-    Ok(concat_batches(&read_schema, &batches)?)
+    Ok(super::one_batch(&read_schema, batches)?)
 }
 
 /// The wanted columns with normalised types (see the module notes).

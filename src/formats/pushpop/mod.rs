@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use anyhow::{Result, anyhow, bail};
 use arrow::array::{Array, ArrayRef, AsArray, Int32Array, Int64Array, StringArray};
-use arrow::compute::{CastOptions, cast_with_options, concat_batches};
+use arrow::compute::{CastOptions, cast_with_options};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -147,14 +147,15 @@ pub fn read_parquet(bytes: &[u8]) -> Result<RecordBatch> {
         .map_err(|e| anyhow!("bad parquet file: {e}"))?;
     super::check_parquet_expansion(builder.metadata(), len)?;
     let schema = builder.schema().clone();
+    let rows = super::whole_table_rows(builder.metadata());
     let reader = builder
-        .with_batch_size(64 * 1024)
+        .with_batch_size(rows)
         .build()
         .map_err(|e| anyhow!("bad parquet file: {e}"))?;
     let batches = reader
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow!("bad parquet file: {e}"))?;
-    let batch = concat_batches(&schema, &batches).map_err(|e| anyhow!("bad parquet file: {e}"))?;
+    let batch = super::one_batch(&schema, batches).map_err(|e| anyhow!("bad parquet file: {e}"))?;
     normalize(&batch)
 }
 
