@@ -38,6 +38,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "engine",
         &[
+            "alloc",
             "engine",
             "error",
             "interrupt",

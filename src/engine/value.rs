@@ -69,11 +69,22 @@ fn write_ipc_into(
     Ok(())
 }
 
+/// `batches` as one batch: the batch itself when there is one, else their concatenation.
+pub fn one_batch(
+    schema: &arrow::datatypes::SchemaRef,
+    mut batches: Vec<RecordBatch>,
+) -> Result<RecordBatch, arrow::error::ArrowError> {
+    match batches.len() {
+        1 => Ok(batches.pop().expect("one batch")),
+        _ => arrow::compute::concat_batches(schema, &batches),
+    }
+}
+
 pub fn batch_from_ipc(bytes: &[u8]) -> Result<RecordBatch> {
     let mut r = StreamReader::try_new(bytes, None)?;
     let schema = r.schema();
     let batches: Vec<RecordBatch> = r.by_ref().collect::<Result<_, _>>()?;
-    Ok(crate::formats::one_batch(&schema, batches)?)
+    Ok(one_batch(&schema, batches)?)
 }
 
 impl Value for Tables {

@@ -53,26 +53,16 @@ fn read_parquet_projected(bytes: Vec<u8>, names: Option<&[&str]>) -> Result<Reco
     let batches: Vec<RecordBatch> = reader
         .collect::<Result<_, _>>()
         .map_err(|e| anyhow::anyhow!("corrupt or truncated parquet ({e})"))?;
-    Ok(one_batch(&schema, batches)?)
+    Ok(crate::engine::value::one_batch(&schema, batches)?)
 }
 
 /// Rows per batch for reading a whole parquet table: the row count the file states, within
 /// 1,024 and 2^20 (a statement, not trusted beyond that), so that a table of up to a million
-/// rows comes back as one batch and [`one_batch`] does not copy it. Read in batches of 1,024
-/// and concatenated, each table was built twice over, in fresh memory.
+/// rows comes back as one batch, which [`crate::engine::value::one_batch`] does not copy.
+/// Read in batches of 1,024 and concatenated, each table was built twice over, in fresh
+/// memory.
 pub fn whole_table_rows(meta: &parquet::file::metadata::ParquetMetaData) -> usize {
     meta.file_metadata().num_rows().clamp(1 << 10, 1 << 20) as usize
-}
-
-/// `batches` as one batch: the batch itself when there is one, else their concatenation.
-pub fn one_batch(
-    schema: &arrow::datatypes::SchemaRef,
-    mut batches: Vec<RecordBatch>,
-) -> Result<RecordBatch, arrow::error::ArrowError> {
-    match batches.len() {
-        1 => Ok(batches.pop().expect("one batch")),
-        _ => arrow::compute::concat_batches(schema, &batches),
-    }
 }
 
 /// A parquet file of `len` bytes whose row groups declare more uncompressed data than a

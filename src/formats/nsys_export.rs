@@ -367,7 +367,7 @@ fn read_arrow(path: &Path, cols: Option<&[Col]>) -> Result<RecordBatch> {
     let batches = reader
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow!("corrupt or truncated Arrow IPC stream ({e})"))?;
-    Ok(super::one_batch(&schema, batches)?)
+    Ok(crate::engine::value::one_batch(&schema, batches)?)
 }
 
 fn read_parquet_file(path: &Path, cols: Option<&[Col]>) -> Result<RecordBatch> {
@@ -386,7 +386,7 @@ fn read_parquet_file(path: &Path, cols: Option<&[Col]>) -> Result<RecordBatch> {
     let batches = reader
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow!("corrupt or truncated parquet ({e})"))?;
-    Ok(super::one_batch(&read_schema, batches)?)
+    Ok(crate::engine::value::one_batch(&read_schema, batches)?)
 }
 
 /// The wanted columns with normalised types (see the module notes).

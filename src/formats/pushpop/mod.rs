@@ -155,7 +155,8 @@ pub fn read_parquet(bytes: &[u8]) -> Result<RecordBatch> {
     let batches = reader
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow!("bad parquet file: {e}"))?;
-    let batch = super::one_batch(&schema, batches).map_err(|e| anyhow!("bad parquet file: {e}"))?;
+    let batch = crate::engine::value::one_batch(&schema, batches)
+        .map_err(|e| anyhow!("bad parquet file: {e}"))?;
     normalize(&batch)
 }
 
