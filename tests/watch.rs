@@ -190,25 +190,34 @@ fn an_edited_analysis_script_reruns_only_itself() {
             std::thread::sleep(Duration::from_millis(100));
         }
     };
+    // An update writes the analyses' files before its run record (each replaced whole): the
+    // record of the update that wrote a result is the first record that differs from the one
+    // before it.
+    let record_after = |before: Option<&[u8]>| {
+        let t0 = Instant::now();
+        loop {
+            if let Ok(bytes) = std::fs::read(out.join("pipeline-run.json"))
+                && Some(bytes.as_slice()) != before
+            {
+                break bytes;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "no new run record");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
     wait_for("version 1", &mut child);
+    let first = record_after(None);
     // Edited: the next update runs the script again, and nothing else.
     std::fs::write(&script, version(2)).unwrap();
     wait_for("version 2", &mut child);
-    let t0 = Instant::now();
-    let run = loop {
-        let run = json(&out.join("pipeline-run.json"));
-        let ran: Vec<String> = run["nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|n| n["status"] == "executed")
-            .map(|n| n["kind"].as_str().unwrap().to_string())
-            .collect();
-        if !ran.is_empty() || t0.elapsed() > Duration::from_secs(10) {
-            break ran;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let second: serde_json::Value = serde_json::from_slice(&record_after(Some(&first))).unwrap();
+    let run: Vec<String> = second["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["status"] == "executed")
+        .map(|n| n["kind"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(run, vec!["analysis-script:count".to_string()]);
     // The edit took one update: none follows once the script has settled.
     let record = std::fs::read(out.join("pipeline-run.json")).unwrap();
