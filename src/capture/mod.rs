@@ -20,6 +20,7 @@
 //! command lines).
 
 pub mod compat;
+pub mod early;
 pub mod import_check;
 pub mod kinds;
 pub mod launch;
@@ -33,6 +34,7 @@ use crate::formats::archive_writer::Entry;
 use crate::formats::nsys_export::{self, ExportTables};
 use crate::formats::{graph_ops, metadata, pushpop, trace};
 use anyhow::{Context, Result, bail};
+use early::EarlyExport;
 use kinds::{DerivedNode, DumpXzNode, ExportNode, Producer};
 use nsys::Nsys;
 use std::path::{Path, PathBuf};
@@ -174,18 +176,26 @@ pub fn derived_member_key(member: &str, export: &Key) -> Option<Key> {
 
 // ------------------------------------------------------------------ nodes
 
-/// The exported tables of a report.
+/// The exported tables of a report, from `early` when it is this report's export by this
+/// nsys (an export not taken is stopped).
 pub fn export_tables(
     engine: &Engine,
     nsys: &Nsys,
     report: &Path,
     report_key: &Key,
+    early: Option<EarlyExport>,
 ) -> Result<Arc<Tables>> {
     let label = file_label(report);
     let (_, tables) = engine.compute(&export_node(report_key, nsys), &label, || {
-        let tmp = crate::tmpfiles::ScratchDir::new("export")?;
-        let out = tmp.path().join("tables");
-        nsys_export::export(&nsys.path, report, &out)?;
+        let (_tmp, out) = match early.filter(|e| e.is_for(nsys, report)) {
+            Some(e) => e.finish()?,
+            None => {
+                let tmp = crate::tmpfiles::ScratchDir::new("export")?;
+                let out = tmp.path().join("tables");
+                nsys_export::export(&nsys.path, report, &out)?;
+                (tmp, out)
+            }
+        };
         let tables = nsys_export::read_export_dir(&out)
             .with_context(|| format!("reading the export of {}", report.display()))?;
         Ok(Tables(tables.to_named()))
@@ -208,7 +218,7 @@ pub fn derived_member(
     };
     let label = file_label(report);
     let (_, files) = engine.compute(&node, &label, || {
-        let stored = export_tables(engine, nsys, report, report_key)?;
+        let stored = export_tables(engine, nsys, report, report_key, None)?;
         let t = ExportTables::from_named(&stored.0)?;
         let what = |step: &str| format!("{}: {step}", report.display());
         Ok(Files(match node.producer {
@@ -361,7 +371,8 @@ pub struct ArchiveContents {
 /// content key), the project's `protos/` and `sources/<absolute path>` for the Python files
 /// `source_names` gives (the file names of the HLO stack frames). The export (with what is
 /// built from it), the dump compression and `source_names` run in parallel, unless `serial`
-/// (required inside a graph query, which must not fan out to other threads).
+/// (required inside a graph query, which must not fan out to other threads). The export is
+/// taken from `early` when that is it.
 pub fn archive_contents(
     engine: &Engine,
     nsys: &Nsys,
@@ -369,6 +380,7 @@ pub fn archive_contents(
     dumps: Vec<(String, PathBuf, Key)>,
     source_names: SourceNames<'_>,
     serial: bool,
+    early: Option<EarlyExport>,
 ) -> Result<ArchiveContents> {
     use rayon::prelude::*;
     if !archive.is_capture() {
@@ -384,7 +396,7 @@ pub fn archive_contents(
             .filter_map(|m| producer(m, &export))
             .any(|node| !engine.is_stored(&node))
         {
-            export_tables(engine, nsys, &archive.path, &report_key)?;
+            export_tables(engine, nsys, &archive.path, &report_key, early)?;
         }
         let one = |m: &&str| derived_member(engine, nsys, &archive.path, &report_key, m);
         if !serial {

@@ -67,6 +67,25 @@ pub fn candidates(flag: Option<&Path>) -> Vec<PathBuf> {
 
 /// Find nsys and its version (see the module notes). `flag` is the `--nsys` option.
 pub fn find(engine: &Engine, flag: Option<&Path>) -> Result<Nsys> {
+    let path = locate(flag)?;
+    let version_key = engine.file_derived(&path, VERSION_TAG, || {
+        let v = probe_version(&path)?;
+        Ok(Key::of_bytes(v.as_bytes()))
+    })?;
+    Ok(Nsys { path, version_key })
+}
+
+/// Under this tag the file memo keeps the key of an nsys binary's version.
+const VERSION_TAG: &str = "nsys-version";
+
+/// Whether the version of the nsys at `path` (as [`locate`] gives it) is memoised, so that
+/// [`find`] will not run it.
+pub fn version_known(engine: &Engine, path: &Path) -> bool {
+    engine.file_derived_known(path, VERSION_TAG)
+}
+
+/// The nsys that [`find`] uses (canonical path), without probing its version.
+pub fn locate(flag: Option<&Path>) -> Result<PathBuf> {
     let explicit = flag.is_some() || std::env::var_os("NSYS").is_some_and(|p| !p.is_empty());
     let cands = candidates(flag);
     let Some(path) = cands.iter().find(|p| p.is_file()) else {
@@ -78,12 +97,7 @@ pub fn find(engine: &Engine, flag: Option<&Path>) -> Result<Nsys> {
         }
         bail!("Nsight Systems (nsys) not found on PATH or in the usual places: {INSTALL_HINT}");
     };
-    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
-    let version_key = engine.file_derived(&path, "nsys-version", || {
-        let v = probe_version(&path)?;
-        Ok(Key::of_bytes(v.as_bytes()))
-    })?;
-    Ok(Nsys { path, version_key })
+    Ok(std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()))
 }
 
 /// Run `nsys --version`, check it is recent enough and return its output.

@@ -187,6 +187,12 @@ impl Engine {
         self.memo.derived(path, tag, compute)
     }
 
+    /// Whether [`Engine::file_derived`] would find the key of `path` under `tag` memoised
+    /// (and not run its computation).
+    pub fn file_derived_known(&self, path: &Path, tag: &str) -> bool {
+        self.memo.recorded(path, tag).is_some()
+    }
+
     /// Whether the file at `path` is, unchanged, the output this engine recorded with `key`
     /// (see [`Engine::record_output`]).
     pub fn output_is(&self, path: &Path, key: Key) -> bool {

@@ -17,7 +17,6 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -522,100 +521,8 @@ pub fn text_column(batch: &RecordBatch, table: &str, column: &str) -> Result<Str
     Ok(array.as_string::<i32>().clone())
 }
 
-/// Runs `nsys export --type arrowdir` on `report` (Arrow IPC: faster to write and to read
-/// than parquetdir, which [`read_export_dir`] reads too), writing the tables to `out_dir` (which
-/// nsys creates; an existing folder is reused, and the files of [`TABLES`] in it are removed
-/// first so that a table this report lacks cannot be read from an earlier export). Only
-/// [`TABLES`] are exported (`--tables`, Nsight Systems 2023.4 and newer). nsys's output is
-/// captured; on failure the error carries nsys's own message.
-pub fn export(nsys: &Path, report: &Path, out_dir: &Path) -> Result<()> {
-    if !report.is_file() {
-        bail!("{}: no such report file", report.display());
-    }
-    if out_dir.is_dir() {
-        for table in TABLES {
-            for ext in ["arrow", "parquet"] {
-                let stale = out_dir.join(format!("{table}.{ext}"));
-                if stale.exists() {
-                    std::fs::remove_file(&stale)
-                        .with_context(|| format!("cannot remove {}", stale.display()))?;
-                }
-            }
-        }
-    }
-    let out = crate::interrupt::spawn(
-        Command::new(nsys)
-            .args([
-                "export",
-                "--type",
-                "arrowdir",
-                "--force-overwrite",
-                "true",
-                "--quiet",
-                "true",
-                // nsys matches each pattern against the whole table name, ignoring case.
-                &format!("--tables={}", TABLES.join(",")),
-            ])
-            .arg("--output")
-            .arg(out_dir)
-            .arg(report)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped()),
-    )
-    .with_context(|| format!("cannot run {}", nsys.display()))?;
-    let out = {
-        let _stop = crate::interrupt::stop_on_interrupt(out.id());
-        out.wait_with_output()
-            .with_context(|| format!("cannot run {}", nsys.display()))?
-    };
-    if !out.status.success() {
-        let message = nsys_message(&out.stderr, &out.stdout);
-        bail!(
-            "nsys export of {} failed ({}): {}",
-            report.display(),
-            out.status,
-            if message.is_empty() {
-                "no message"
-            } else {
-                &message
-            }
-        );
-    }
-    if !out_dir.is_dir() {
-        let message = nsys_message(&out.stderr, &out.stdout);
-        bail!(
-            "nsys export of {} wrote nothing to {}{}",
-            report.display(),
-            out_dir.display(),
-            if message.is_empty() {
-                String::new()
-            } else {
-                format!(": {message}")
-            }
-        );
-    }
-    Ok(())
-}
-
-/// nsys's own words from its output: stderr, else stdout, without progress bars, last lines
-/// only, on one line.
-fn nsys_message(stderr: &[u8], stdout: &[u8]) -> String {
-    let clean = |bytes: &[u8]| -> Vec<String> {
-        String::from_utf8_lossy(bytes)
-            .lines()
-            // A progress bar redraws itself with carriage returns; keep what follows the last.
-            .map(|l| l.rsplit('\r').next().unwrap_or("").trim().to_string())
-            .filter(|l| !l.is_empty() && !l.starts_with("Processing "))
-            .collect()
-    };
-    let mut lines = clean(stderr);
-    if lines.is_empty() {
-        lines = clean(stdout);
-    }
-    let keep = lines.len().saturating_sub(8);
-    lines[keep..].join(" | ")
-}
+mod process;
+pub use process::{Running, export, start};
 
 #[cfg(test)]
 pub(crate) mod testing {

@@ -15,8 +15,15 @@ use super::{Db, Process, Run};
 /// `serial` inside a graph query.
 pub fn archive_contents(db: &Db, p: Process, serial: bool) -> Result<ArchiveContents> {
     let archive = p.archive_ref(db);
+    let mut early = None;
     if !serial && archive.is_capture() {
-        // nsys's version (part of the export's key) is probed while the dump is keyed.
+        // The export starts now if nsys's version (part of its key) is not known yet, and the
+        // version is probed while the dump is keyed.
+        early = capture::early::EarlyExport::start(
+            db.engine(),
+            db.ctx.nsys_flag.as_deref(),
+            &archive.path,
+        );
         let ctx = db.ctx.clone();
         rayon::spawn(move || {
             let _ = ctx.nsys();
@@ -39,7 +46,7 @@ pub fn archive_contents(db: &Db, p: Process, serial: bool) -> Result<ArchiveCont
         Box::new(move || Ok(source_file_names(&db, p)?.value.as_ref().clone()))
     };
     let nsys = db.ctx.nsys()?;
-    capture::archive_contents(db.engine(), nsys, &archive, dumps, names, serial)
+    capture::archive_contents(db.engine(), nsys, &archive, dumps, names, serial, early)
 }
 
 /// What is known of an incomplete import of each process of `run` (see
