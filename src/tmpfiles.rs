@@ -185,6 +185,26 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .with_context(|| format!("{}: cannot write", path.display()))
 }
 
+/// Writes `parts` one after another from the file's current position, in as few system
+/// calls as the kernel allows (one, usually): a file written in one piece from its start
+/// covers its page cache folios whole, where a small first piece makes the file system clear
+/// the rest of the folio it starts, and then again for the piece after it.
+pub fn write_parts(mut file: &File, parts: &[&[u8]]) -> std::io::Result<()> {
+    use std::io::IoSlice;
+    let mut slices: Vec<IoSlice> = parts.iter().map(|p| IoSlice::new(p)).collect();
+    let mut rest = &mut slices[..];
+    IoSlice::advance_slices(&mut rest, 0);
+    while !rest.is_empty() {
+        match file.write_vectored(rest) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut rest, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// A scratch folder `$TMPDIR/nsys-jax-pipe-KIND-XXXXXX/work`, locked (by `.lock` beside
 /// `work`) for its life, removed when dropped or on an interrupt.
 pub struct ScratchDir {

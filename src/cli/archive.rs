@@ -7,6 +7,7 @@ use super::analysis::{
 };
 use super::args::ArchiveArgs;
 use super::output::{finish, graph_work, refuse_existing, spinner};
+use crate::capture::import_check::{self, ImportDiagnostics};
 use crate::engine::Engine;
 use crate::graph;
 use crate::pipeline::AnalysisRequest;
@@ -112,7 +113,21 @@ pub(super) fn write_archive(
         eprintln!("note: {n}");
     }
     let contents_time = start.elapsed();
-    let import = capture_import(db, run, nsys_output)?;
+    // The import check reads the trace while the analyses run.
+    let start = std::time::Instant::now();
+    let (import, results) = {
+        // Handles of the same database, one per side (a handle is not shared between
+        // threads).
+        let (check, analyse) = (db.clone(), db.clone());
+        rayon::join(
+            move || capture_import(&check, run, nsys_output),
+            move || run_analyses(&analyse, run, requests),
+        )
+    };
+    let import = import?;
+    import_check::warn(import.as_slice());
+    let mut results = results?;
+    let analyses = start.elapsed();
     if let Some(d) = &import {
         contents
             .entries
@@ -121,9 +136,6 @@ pub(super) fn write_archive(
                 d.to_json(),
             ));
     }
-    let start = std::time::Instant::now();
-    let mut results = run_analyses(db, run, requests)?;
-    let analyses = start.elapsed();
     mark_import_problems(&mut results.texts, import.as_slice());
     contents.entries.extend(analysis_entries(&results));
     contents
@@ -183,13 +195,12 @@ pub(super) fn report_entry(
 
 /// What is known of an incomplete import of the capture of `run` (one process): what nsys
 /// printed when it made the report (`nsys_output`, from `run`), else what the report records
-/// (see [`crate::capture::import_check`]). Warned about here.
+/// (see [`crate::capture::import_check`]).
 fn capture_import(
     db: &graph::Db,
     run: graph::Run,
     nsys_output: Option<&str>,
-) -> Result<Option<crate::capture::import_check::ImportDiagnostics>> {
-    use crate::capture::import_check::{self, ImportDiagnostics};
+) -> Result<Option<ImportDiagnostics>> {
     let from_output = nsys_output
         .map(import_check::from_nsys_output)
         .unwrap_or_default();
@@ -206,6 +217,5 @@ fn capture_import(
             errors: from_output,
         })
     };
-    import_check::warn(found.as_slice());
     Ok(found)
 }

@@ -290,13 +290,7 @@ impl Store {
         header.extend_from_slice(MAGIC);
         header.extend_from_slice(&(payload.len() as u64).to_le_bytes());
         header.extend_from_slice(hash.as_bytes());
-        let write = |tmp: &TempFile| -> std::io::Result<()> {
-            let mut w = std::io::BufWriter::new(tmp.file());
-            w.write_all(&header)?;
-            w.write_all(payload)?;
-            w.flush()
-        };
-        write(&tmp)
+        tmpfiles::write_parts(tmp.file(), &[&header, payload])
             .and_then(|()| tmp.commit(&path, false))
             .with_context(|| format!("cannot write cache entry {}", path.display()))?;
         if let Some(remote) = &self.remote {

@@ -149,6 +149,9 @@ pub fn archive_key(entries: &[Entry]) -> crate::engine::Key {
 /// compressed (level 6 gains ~3 % on it at twice the time).
 const DEFLATE_LEVEL: i64 = 1;
 
+/// The size of the pieces an archive is written in.
+const WRITE_BUFFER: usize = 4 << 20;
+
 /// Write `entries` as the zip `dest`, in order. An existing `dest` is replaced only with
 /// `force`. Members are compressed in parallel.
 pub fn write_zip(entries: Vec<Entry>, dest: &Path, force: bool) -> Result<()> {
@@ -173,7 +176,10 @@ pub fn write_zip(entries: Vec<Entry>, dest: &Path, force: bool) -> Result<()> {
         .map(Entry::pack)
         .collect::<Result<_>>()?;
     let mut out = Sticky::new(tmp.file());
-    let mut zip = zip::ZipWriter::new(std::io::BufWriter::new(&mut out));
+    // Written in large pieces: a write that covers part of a page cache folio makes the
+    // file system clear the rest of it first, and with 8 KiB pieces (the default) at the
+    // unaligned offsets of zip members that clearing cost as much as the copying.
+    let mut zip = zip::ZipWriter::new(std::io::BufWriter::with_capacity(WRITE_BUFFER, &mut out));
     if let Err(e) = add_members(&mut zip, packed, dest) {
         // An unfinished ZipWriter prints to stderr when dropped (it tries to finish the
         // archive): forgotten instead, its buffers leak; the temporary file goes with `tmp`.

@@ -319,6 +319,10 @@ pub fn prepare_processes(
         .collect::<Result<Vec<()>, _>>()?;
     warmup_context(db, run)?;
     super::prefetch::shares(db, run, needs)?;
+    // With fewer processes than threads (a capture, a small run), a process's shares are
+    // computed side by side; otherwise one process per thread, so that the threads never
+    // hold more than one process's frames each.
+    let side_by_side = procs.len() < rayon::current_num_threads();
     procs
         .par_iter()
         .map_with(db.clone(), |db, &p| -> Result<(), NodeError> {
@@ -329,8 +333,15 @@ pub fn prepare_processes(
                 missing |= !is_stored(db, run, p, u)?;
             }
             let _frames = if missing { gpu_frames(db, p)? } else { None };
-            for u in needs.reading(Reads::Gpu) {
-                share_any(db, run, p, u.share, &u.param)?;
+            let gpu: Vec<_> = needs.reading(Reads::Gpu).collect();
+            if side_by_side {
+                gpu.par_iter()
+                    .map_with(db.clone(), |db, u| share_any(db, run, p, u.share, &u.param))
+                    .collect::<Result<Vec<_>, _>>()?;
+            } else {
+                for u in gpu {
+                    share_any(db, run, p, u.share, &u.param)?;
+                }
             }
             // Stored compile shares are left in the store: the reduces read them (or the
             // stored sums of whole groups of processes) when they need them.

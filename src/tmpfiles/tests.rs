@@ -138,3 +138,18 @@ fn only_the_scratch_folders_of_dead_processes_are_removed() {
     drop(s);
     assert!(!root.exists());
 }
+
+#[test]
+fn parts_are_written_in_order_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    let file = File::create(&path).unwrap();
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    write_parts(&file, &[b"head", b"", &big, b"tail"]).unwrap();
+    drop(file);
+    let got = std::fs::read(&path).unwrap();
+    assert_eq!(got.len(), 4 + big.len() + 4);
+    assert_eq!(&got[..4], b"head");
+    assert_eq!(&got[4..4 + big.len()], &big[..]);
+    assert_eq!(&got[4 + big.len()..], b"tail");
+}
