@@ -443,7 +443,7 @@ pub fn expand<'h>(
 mod tests {
     use super::*;
     use crate::formats::graph_ops::SCHEMA;
-    use crate::formats::hlo::{HloInstructionInfo, InstructionText, StackFrameIndex};
+    use crate::formats::hlo::{HloInstructionInfo, InstructionText};
     use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
     use std::sync::Arc;
 
