@@ -1,11 +1,13 @@
 //! The capture's node kinds, declared once: the export of a report, the members derived from
 //! it, the compressed dump files and the import diagnostics a report records.
 
-use crate::engine::value::{Bytes, Files, Tables};
+use crate::engine::value::{Bytes, Files, Tables, Value};
 use crate::engine::{Keep, Key, KeyBuilder, Node, node_kind};
 use crate::formats::archive::{
     DEVICE_METADATA, GRAPH_OPS, PUSHPOP_PARQUET, SYSTEM_METADATA, THREAD_METADATA, TRACE,
 };
+use arrow::array::RecordBatch;
+use std::sync::Mutex;
 
 /// The tables `nsys export` writes of a report, by this nsys (its version key). Kept in
 /// memory only: the members derived from them are stored, and writing the tables too (tens of
@@ -52,6 +54,38 @@ impl Producer {
     }
 }
 
+/// The members one producer derived (by file name), and, when it ran in this process, the
+/// tables two of them were written from (trace.parquet, the push/pop parquet), for the first
+/// reader of each to take instead of decoding the file again. The tables are never stored: a
+/// value read from the store has none.
+#[derive(Debug, Default)]
+pub struct Derived {
+    pub files: Files,
+    pub tables: Mutex<Vec<(String, RecordBatch)>>,
+}
+
+impl Derived {
+    /// The table `member` was written from, if this value still holds it (then no longer).
+    pub fn take_table(&self, member: &str) -> Option<RecordBatch> {
+        let mut tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+        let i = tables.iter().position(|(n, _)| n == member)?;
+        Some(tables.swap_remove(i).1)
+    }
+}
+
+impl Value for Derived {
+    fn encode(&self) -> anyhow::Result<Vec<u8>> {
+        self.files.encode()
+    }
+
+    fn decode(bytes: &[u8]) -> anyhow::Result<Self> {
+        Ok(Derived {
+            files: Files::decode(bytes)?,
+            tables: Mutex::default(),
+        })
+    }
+}
+
 /// The members one producer derives from an export (by file name).
 pub struct DerivedNode {
     pub producer: Producer,
@@ -59,7 +93,7 @@ pub struct DerivedNode {
 }
 
 impl Node for DerivedNode {
-    type Value = Files;
+    type Value = Derived;
     const KEEP: Keep = Keep::Stored;
     fn kind(&self) -> &str {
         match self.producer {

@@ -212,21 +212,49 @@ pub fn derived_member(
     report_key: &Key,
     member: &str,
 ) -> Result<Option<Vec<u8>>> {
+    let derived = derived(engine, nsys, report, report_key, member)?;
+    Ok(derived.files.get(member).map(<[u8]>::to_vec))
+}
+
+/// The table a derived member was written from, when it was derived in this process and no
+/// one took the table before (see [`kinds::Derived`]); reading the member's bytes gives the
+/// same table otherwise.
+pub fn derived_table(
+    engine: &Engine,
+    nsys: &Nsys,
+    report: &Path,
+    report_key: &Key,
+    member: &str,
+) -> Result<Option<arrow::array::RecordBatch>> {
+    Ok(derived(engine, nsys, report, report_key, member)?.take_table(member))
+}
+
+/// The value of the node that derives `member`.
+fn derived(
+    engine: &Engine,
+    nsys: &Nsys,
+    report: &Path,
+    report_key: &Key,
+    member: &str,
+) -> Result<Arc<kinds::Derived>> {
     let export = export_key(report_key, nsys);
     let Some(node) = producer(member, &export) else {
         bail!("{member}: not a member derived from the report");
     };
     let label = file_label(report);
-    let (_, files) = engine.compute(&node, &label, || {
+    let (_, derived) = engine.compute(&node, &label, || {
         let stored = export_tables(engine, nsys, report, report_key, None)?;
         let t = ExportTables::from_named(&stored.0)?;
         let what = |step: &str| format!("{}: {step}", report.display());
-        Ok(Files(match node.producer {
+        let mut tables = Vec::new();
+        let files = match node.producer {
             Producer::Projection => {
                 if t.has_gpu_activity() {
                     let (p, graph) = projection::project_with_graph_ops(&t)
                         .with_context(|| what("NVTX projection"))?;
-                    let mut files = vec![(TRACE.to_string(), trace::write_classic(&p, 0)?)];
+                    let table = trace::classic_table(&p, 0)?;
+                    let mut files = vec![(TRACE.to_string(), trace::write_classic_table(&table)?)];
+                    tables.push((TRACE.to_string(), table));
                     if let Some(g) = graph {
                         files.push((GRAPH_OPS.to_string(), graph_ops::write(&g)?));
                     }
@@ -237,12 +265,18 @@ pub fn derived_member(
             }
             Producer::Pushpop => {
                 let p = projection::pushpop(&t).with_context(|| what("push/pop trace"))?;
-                vec![(PUSHPOP_PARQUET.to_string(), pushpop::write_parquet(&p)?)]
+                let file = pushpop::write_parquet(&p)?;
+                tables.push((PUSHPOP_PARQUET.to_string(), p));
+                vec![(PUSHPOP_PARQUET.to_string(), file)]
             }
             Producer::Metadata => metadata::metadata_files(&t).with_context(|| what("metadata"))?,
-        }))
+        };
+        Ok(kinds::Derived {
+            files: Files(files),
+            tables: std::sync::Mutex::new(tables),
+        })
     })?;
-    Ok(files.get(member).map(<[u8]>::to_vec))
+    Ok(derived)
 }
 
 /// A classic-layout `trace.parquet` without rows: what a capture without GPU activity is

@@ -75,9 +75,14 @@ pub fn detect_layout(schema: &Schema) -> Result<Layout> {
 
 /// Read and normalise a trace.parquet file's bytes.
 pub fn read(bytes: Vec<u8>) -> Result<RecordBatch> {
-    let raw = super::read_parquet(bytes)?;
+    from_table(&super::read_parquet(bytes)?)
+}
+
+/// Normalise a trace table as a trace.parquet file holds it (what [`read`] decodes, or the
+/// table [`classic_table`] builds before it is written).
+pub fn from_table(raw: &RecordBatch) -> Result<RecordBatch> {
     let layout = detect_layout(&raw.schema())?;
-    normalise(&raw, layout)
+    normalise(raw, layout)
 }
 
 fn col<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a ArrayRef> {
@@ -453,6 +458,12 @@ mod tests {
 /// writes it (pandas types: the columns that recipe leaves nullable are float64) plus the
 /// `Rank` column, from the output of [`crate::capture::projection::project`].
 pub fn write_classic(projection: &RecordBatch, rank: i64) -> Result<Vec<u8>> {
+    write_classic_table(&classic_table(projection, rank)?)
+}
+
+/// The table [`write_classic`] writes: the projection with the columns pandas holds as
+/// floating point cast so, and `Rank`.
+pub fn classic_table(projection: &RecordBatch, rank: i64) -> Result<RecordBatch> {
     const FLOAT: [&str; 5] = ["Orig Start", "Orig Duration", "Lvl", "RangeId", "ParentId"];
     let schema = projection.schema();
     let mut cols: Vec<(String, ArrayRef)> = Vec::new();
@@ -471,6 +482,10 @@ pub fn write_classic(projection: &RecordBatch, rank: i64) -> Result<Vec<u8>> {
             projection.num_rows()
         ])),
     ));
-    let batch = RecordBatch::try_from_iter(cols)?;
-    super::write_parquet(&batch, &super::PandasIndex::Default, 1)
+    Ok(RecordBatch::try_from_iter(cols)?)
+}
+
+/// Writes a table of [`classic_table`] as trace.parquet.
+pub fn write_classic_table(table: &RecordBatch) -> Result<Vec<u8>> {
+    super::write_parquet(table, &super::PandasIndex::Default, 1)
 }

@@ -90,6 +90,23 @@ pub fn read_archive_member(db: &Db, archive: &Archive, member: &str) -> Result<V
     archive.read(member)
 }
 
+/// The table a capture's derived `member` was written from, while this process still holds
+/// it (see [`capture::derived_table`]): its first reader takes it instead of decoding the
+/// member's bytes. None for a member of any other input.
+pub(super) fn derived_table(
+    db: &Db,
+    p: Process,
+    member: &str,
+) -> Result<Option<arrow::array::RecordBatch>> {
+    let archive = p.archive_ref(db);
+    if !archive.is_capture() || archive.member_file(member).is_some() {
+        return Ok(None);
+    }
+    let engine = db.engine();
+    let report_key = engine.file_key(&archive.path)?;
+    capture::derived_table(engine, db.ctx.nsys()?, &archive.path, &report_key, member)
+}
+
 /// A member derived from a capture's report (None when the capture has none, e.g. no GPU
 /// projection for an NVTX-only capture; reading the trace then gives an empty one).
 pub fn derived_member(db: &Db, archive: &Archive, member: &str) -> Result<Option<Vec<u8>>> {

@@ -414,6 +414,18 @@ fn projects_long_1proc() {
     assert_eq!(p.num_rows(), 44_702);
     assert_eq!(pp.num_rows(), 71_846);
     check_invariants(&p, &pp, &t, "long_1proc");
+    // The tables the members are written from read the same as the members written: a
+    // capture's frames take the tables while they are in memory.
+    use crate::formats::{pushpop as pushpop_file, trace};
+    let table = trace::classic_table(&p, 0).unwrap();
+    assert_eq!(
+        trace::from_table(&table).unwrap(),
+        trace::read(trace::write_classic_table(&table).unwrap()).unwrap()
+    );
+    assert_eq!(
+        pushpop_file::normalize(&pp).unwrap(),
+        pushpop_file::read_parquet(&pushpop_file::write_parquet(&pp).unwrap()).unwrap()
+    );
     // Row-by-row comparison with `nsys stats` (about 12 s more): on request.
     if std::env::var_os("NSYS_JAX_PIPE_SLOW_TESTS").is_some() {
         assert_same_as_nsys_stats(&p, &pp, "h200/long_1proc/rep.nsys-rep", tmp.path());
