@@ -33,6 +33,9 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Schema};
 
 mod graph_ops;
+mod tree;
+
+use tree::{ShortestByEnd, Tree, thread_groups};
 
 use crate::formats::nsys_export::{
     ExportTables, KERNEL, MEMCPY, MEMSET, NVTX_EVENTS, RUNTIME, STRING_IDS, int64_column,
@@ -482,105 +485,6 @@ impl Namer {
             }
         }
         out.append_value(self.text(row));
-    }
-}
-
-/// Parent (index into the sorted ranges) and nesting level of every range.
-struct Tree {
-    parent: Vec<Option<u32>>,
-    level: Vec<u32>,
-}
-
-impl Tree {
-    /// `ranges` sorted as [`Nvtx::ranges`] sorts them.
-    fn new(ranges: &[Range]) -> Self {
-        let mut parent = vec![None; ranges.len()];
-        let mut shortest = ShortestByEnd::default();
-        for (offset, group) in thread_groups(ranges) {
-            tightest_parents(group, offset, &mut parent, &mut shortest);
-        }
-        // Parents come before their children in the sorted order.
-        let mut level = vec![0u32; ranges.len()];
-        for i in 0..ranges.len() {
-            if let Some(p) = parent[i] {
-                level[i] = level[p as usize] + 1;
-            }
-        }
-        Self { parent, level }
-    }
-}
-
-/// `(offset, slice)` of each run of ranges on one thread.
-fn thread_groups(ranges: &[Range]) -> impl Iterator<Item = (usize, &[Range])> {
-    let mut offset = 0;
-    ranges.chunk_by(|a, b| a.thread == b.thread).map(move |g| {
-        let o = offset;
-        offset += g.len();
-        (o, g)
-    })
-}
-
-/// Parents within one thread's ranges (sorted by start, end descending, row): querying the
-/// shortest range ending at or after a range's end before inserting it gives the shortest
-/// enclosing range among those sorted before it, which are all the ranges that enclose it.
-fn tightest_parents(
-    group: &[Range],
-    offset: usize,
-    parent: &mut [Option<u32>],
-    shortest: &mut ShortestByEnd,
-) {
-    shortest.reset(group);
-    for (k, r) in group.iter().enumerate() {
-        if let Some(p) = shortest.query(r.end) {
-            parent[offset + k] = Some(p);
-        }
-        shortest.insert(r, offset + k);
-    }
-}
-
-/// A Fenwick tree over the distinct end times of one thread's ranges, largest first, that
-/// holds for each prefix the shortest range inserted so far (ties: the latest inserted).
-#[derive(Default)]
-struct ShortestByEnd {
-    ends: Vec<i64>,
-    tree: Vec<(i64, i64)>,
-}
-
-impl ShortestByEnd {
-    const EMPTY: (i64, i64) = (i64::MAX, i64::MAX);
-
-    /// Empties the tree for the ranges of `group`.
-    fn reset(&mut self, group: &[Range]) {
-        self.ends.clear();
-        self.ends.extend(group.iter().map(|r| r.end));
-        self.ends.sort_unstable_by_key(|&e| Reverse(e));
-        self.ends.dedup();
-        self.tree.clear();
-        self.tree.resize(self.ends.len() + 1, Self::EMPTY);
-    }
-
-    /// Inserts range `r` (one of the group's), `index` being its place among all ranges.
-    fn insert(&mut self, r: &Range, index: usize) {
-        let key = (r.end - r.start, -(index as i64));
-        // 1-based position of its end: the rank among the ends, largest first.
-        let mut i = self.ends.partition_point(|&e| e > r.end) + 1;
-        while i < self.tree.len() {
-            if key < self.tree[i] {
-                self.tree[i] = key;
-            }
-            i += i & i.wrapping_neg();
-        }
-    }
-
-    /// The index of the shortest range inserted so far that ends at or after `end`.
-    fn query(&self, end: i64) -> Option<u32> {
-        let mut best = Self::EMPTY;
-        let mut i = self.ends.partition_point(|&e| e >= end);
-        while i > 0 {
-            best = best.min(self.tree[i]);
-            i &= i - 1;
-        }
-        (best != Self::EMPTY).then(|| (-best.1) as u32)
     }
 }
 
