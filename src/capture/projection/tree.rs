@@ -20,7 +20,7 @@ pub(super) struct Tree {
 }
 
 impl Tree {
-    /// `ranges` sorted as [`Nvtx::ranges`] sorts them.
+    /// `ranges` sorted as `Nvtx::ranges` sorts them (by thread, start, end descending, row).
     pub(super) fn new(ranges: &[Range]) -> Self {
         let mut parent = vec![None; ranges.len()];
         let mut shortest = ShortestByEnd::default();
