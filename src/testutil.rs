@@ -118,3 +118,12 @@ pub fn wheel_python() -> Option<PathBuf> {
         skip("no virtual environment with the wheel (run scripts/install-wheel.sh .wheel)")
     })
 }
+
+/// Writes `script` to `path` as an executable program (a stand-in for nsys or another tool)
+/// and returns the path.
+pub fn write_program(path: &std::path::Path, script: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, script).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.to_path_buf()
+}

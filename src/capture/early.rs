@@ -58,27 +58,25 @@ impl EarlyExport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
 
-    /// An nsys that answers `--version` and exports by writing one file into `--output`.
-    fn fake_nsys(dir: &Path) -> PathBuf {
-        let p = dir.join("nsys");
+    /// An nsys that answers `--version` and exports by writing one file into `--output`, and
+    /// a report beside it.
+    fn nsys_and_report(dir: &Path) -> (PathBuf, PathBuf) {
         let script = r#"#!/bin/sh
 if [ "$1" = --version ]; then echo 'NVIDIA Nsight Systems version 2025.1.1.110-251135427971v0'; exit 0; fi
 while [ $# -gt 1 ]; do if [ "$1" = --output ]; then out="$2"; fi; shift; done
 mkdir -p "$out" && echo "$1" > "$out/exported"
 "#;
-        std::fs::write(&p, script).unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        std::fs::canonicalize(p).unwrap()
+        let nsys = crate::testutil::write_program(&dir.join("nsys"), script);
+        let report = dir.join("r.nsys-rep");
+        std::fs::write(&report, b"report").unwrap();
+        (std::fs::canonicalize(nsys).unwrap(), report)
     }
 
     #[test]
     fn starts_only_while_the_version_is_unknown_and_serves_its_own_report() {
         let tmp = tempfile::tempdir().unwrap();
-        let bin = fake_nsys(tmp.path());
-        let report = tmp.path().join("r.nsys-rep");
-        std::fs::write(&report, b"report").unwrap();
+        let (bin, report) = nsys_and_report(tmp.path());
         let engine = Engine::new(Some(&tmp.path().join("cache"))).unwrap();
 
         let early = EarlyExport::start(&engine, Some(&bin), &report).expect("started");
@@ -101,9 +99,7 @@ mkdir -p "$out" && echo "$1" > "$out/exported"
     #[test]
     fn an_export_not_taken_leaves_no_folder() {
         let tmp = tempfile::tempdir().unwrap();
-        let bin = fake_nsys(tmp.path());
-        let report = tmp.path().join("r.nsys-rep");
-        std::fs::write(&report, b"report").unwrap();
+        let (bin, report) = nsys_and_report(tmp.path());
         let engine = Engine::new(None).unwrap();
         let early = EarlyExport::start(&engine, Some(&bin), &report).expect("started");
         let folder = early.dir.path().to_path_buf();

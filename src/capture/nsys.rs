@@ -153,7 +153,6 @@ pub fn parse_version(text: &str) -> Option<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn versions() {
@@ -170,17 +169,13 @@ mod tests {
     }
 
     fn fake_nsys(dir: &Path, version_line: &str, exit: i32) -> PathBuf {
-        let p = dir.join("nsys");
-        std::fs::write(
-            &p,
-            format!(
+        crate::testutil::write_program(
+            &dir.join("nsys"),
+            &format!(
                 "#!/bin/sh\necho '{version_line}'\necho probed >> '{}/calls'\nexit {exit}\n",
                 dir.display()
             ),
         )
-        .unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        p
     }
 
     #[test]

@@ -181,17 +181,21 @@ fn nsys_message(stderr: &[u8], stdout: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::write_program;
+
+    /// A temporary folder holding a (dummy) report.
+    fn report_dir() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let report = dir.path().join("r.nsys-rep");
+        std::fs::write(&report, b"x").unwrap();
+        (dir, report)
+    }
 
     #[test]
     fn a_running_export_dropped_unfinished_is_killed_and_reaped() {
         // A stand-in for nsys that would run for a minute: dropping the handle must not wait.
-        let dir = tempfile::tempdir().unwrap();
-        let fake = dir.path().join("nsys");
-        std::fs::write(&fake, "#!/bin/sh\nexec sleep 60\n").unwrap();
-        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
-        let report = dir.path().join("r.nsys-rep");
-        std::fs::write(&report, b"x").unwrap();
+        let (dir, report) = report_dir();
+        let fake = write_program(&dir.path().join("nsys"), "#!/bin/sh\nexec sleep 60\n");
         let running = start(&fake, &report, &dir.path().join("out")).unwrap();
         let pid = running.child.id() as i32;
         let t = std::time::Instant::now();
@@ -203,17 +207,11 @@ mod tests {
 
     #[test]
     fn a_failed_export_says_what_nsys_said() {
-        let dir = tempfile::tempdir().unwrap();
-        let fake = dir.path().join("nsys");
-        std::fs::write(
-            &fake,
+        let (dir, report) = report_dir();
+        let fake = write_program(
+            &dir.path().join("nsys"),
             "#!/bin/sh\necho 'Processing [====]' \necho 'ERROR: the report is damaged' >&2\nexit 3\n",
-        )
-        .unwrap();
-        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
-        let report = dir.path().join("r.nsys-rep");
-        std::fs::write(&report, b"x").unwrap();
+        );
         let e = export(&fake, &report, &dir.path().join("out"))
             .unwrap_err()
             .to_string();
