@@ -1,61 +1,140 @@
-//! Hashes every source file under src/ so that each graph node's version follows the code
-//! that implements it: editing one analysis re-executes only the nodes built from that file.
+//! Derives the version of every source file from the crate's module graph
+//! (`src/engine/modgraph/`): the hash of all the code a file can reach, of the locked versions
+//! of the crates that code names and of the toolchain. A node kind's version is that of the
+//! files that implement it, so editing one analysis re-executes only the nodes that reach the
+//! edit, and no list of files is kept by hand.
+//!
 //! And tells the tests what this machine has: `cfg(test_fixtures)` when the shared fixtures
 //! are there, `cfg(test_nsys)` when an Nsight Systems CLI is, `cfg(test_chromium)` when a
 //! Chromium browser is, `cfg(test_jax)` when a Python with JAX is, `cfg(test_wheel)` when a
-//! virtual environment with the project's wheel is; the tests that need one are
-//! marked ignored without it, so that `cargo test` counts them as ignored.
+//! virtual environment with the project's wheel is, `cfg(test_s3)` when an S3-protocol server
+//! is; the tests that need one are marked ignored without it, so that `cargo test` counts
+//! them as ignored.
+//!
+//! It watches exactly what its outputs depend on (the source files and the files they
+//! include, `Cargo.lock`, the variables and paths it looks at) and nothing that a build or a
+//! test writes, so that a build with nothing changed does nothing.
 
+use std::collections::BTreeSet;
 use std::fmt::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+#[path = "src/engine/modgraph/mod.rs"]
+#[allow(dead_code)]
+mod modgraph;
 
 fn main() {
     test_resources();
-    let src = Path::new("src");
-    println!("cargo:rerun-if-changed=src");
-    let mut entries = Vec::new();
-    collect(src, src, &mut entries);
-    entries.sort();
-    let mut out = String::from(
-        "/// (path relative to src/, blake3 of its content)\npub const SOURCES: &[(&str, &str)] = &[\n",
-    );
-    for (rel, hash) in entries {
-        writeln!(out, "    ({rel:?}, {hash:?}),").unwrap();
-    }
-    out.push_str("];\n");
-    let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("source_hashes.rs");
-    std::fs::write(dest, out).unwrap();
+    versions();
 }
 
-fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
+fn versions() {
+    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    let src = manifest.join("src");
+    let mut files = Vec::new();
+    collect(&src, &src, &mut files);
+    // The files the sources include (styles, scripts, pipelines, `.proto` schemas).
+    let mut included = BTreeSet::new();
+    for f in &files {
+        included.extend(modgraph::includes(
+            &f.path,
+            &String::from_utf8_lossy(&f.bytes),
+        ));
+    }
+    for rel in included {
+        if rel.ends_with(".rs") && files.iter().any(|f| f.path == rel) {
+            continue;
+        }
+        let path = src.join(&rel);
+        let bytes = std::fs::read(&path)
+            .unwrap_or_else(|e| panic!("{}: included by the sources: {e}", path.display()));
+        files.push(modgraph::SourceFile { path: rel, bytes });
+    }
+    let lock_path = manifest.join("Cargo.lock");
+    println!("cargo:rerun-if-changed=Cargo.lock");
+    let lock = modgraph::Lock::parse(&std::fs::read_to_string(&lock_path).unwrap_or_default());
+    let mut externals: BTreeSet<String> = lock
+        .dependencies_of(&std::env::var("CARGO_PKG_NAME").unwrap())
+        .iter()
+        .map(|d| d.split(' ').next().unwrap().replace('-', "_"))
+        .collect();
+    externals.extend(["std", "core", "alloc"].map(String::from));
+    let lib_name = std::env::var("CARGO_PKG_NAME").unwrap().replace('-', "_");
+    let graph = modgraph::ModGraph::build(&files, &externals, &lib_name);
+    for f in &graph.files {
+        println!("cargo:rerun-if-changed=src/{f}");
+    }
+    let toolchain = toolchain();
+    let mut out = String::from(
+        "/// Every file of the crate (relative to `src/`), the version of all the code it reaches, and\n\
+         /// the files it reaches (indices into this table, itself included).\n\
+         pub const FILES: &[(&str, &str, &[u16])] = &[\n",
+    );
+    for (i, f) in graph.files.iter().enumerate() {
+        let reach: Vec<String> = graph.closure(&[i]).iter().map(|j| j.to_string()).collect();
+        let version = graph.version(&[i], &lock, &toolchain);
+        writeln!(out, "    ({f:?}, {version:?}, &[{}]),", reach.join(", ")).unwrap();
+    }
+    out.push_str("];\n");
+    writeln!(
+        out,
+        "/// The toolchain the versions include.\npub const TOOLCHAIN: &str = {toolchain:?};"
+    )
+    .unwrap();
+    // The direct edges, for reading why a file reaches another (not compiled in).
+    let mut edges = String::new();
+    for (i, f) in graph.files.iter().enumerate() {
+        for &j in &graph.edges[i] {
+            writeln!(edges, "{f} -> {}", graph.files[j]).unwrap();
+        }
+    }
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    write_if_changed(&out_dir.join("modgraph-edges.txt"), &edges);
+    let dest = out_dir.join("versions.rs");
+    write_if_changed(&dest, &out);
+}
+
+fn write_if_changed(path: &Path, text: &str) {
+    if std::fs::read_to_string(path).ok().as_deref() != Some(text) {
+        std::fs::write(path, text).unwrap();
+    }
+}
+
+/// `rustc -V` of the compiler building the crate (its standard library shapes outputs too).
+fn toolchain() -> String {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    std::process::Command::new(rustc)
+        .arg("-V")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Every `.rs` file under `dir`.
+fn collect(root: &Path, dir: &Path, out: &mut Vec<modgraph::SourceFile>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for path in entries {
         if path.is_dir() {
             collect(root, &path, out);
-        } else if path
-            .extension()
-            .is_some_and(|e| e == "rs" || e == "css" || e == "js")
-        {
-            // Sources, and the styles and scripts the HTML report includes.
-            let bytes = std::fs::read(&path).unwrap();
+        } else if path.extension().is_some_and(|e| e == "rs") {
             let rel = path
                 .strip_prefix(root)
                 .unwrap()
                 .to_string_lossy()
                 .replace('\\', "/");
-            out.push((rel, blake3::hash(&bytes).to_hex().to_string()));
+            let bytes = std::fs::read(&path).unwrap();
+            out.push(modgraph::SourceFile { path: rel, bytes });
         }
     }
 }
 
-/// Sets `cfg(test_fixtures)` and `cfg(test_nsys)` (the places `src/testutil.rs` looks in).
+/// Sets the `cfg(test_*)` flags (the places `src/testutil.rs` looks in).
 fn test_resources() {
-    println!("cargo::rustc-check-cfg=cfg(test_fixtures)");
-    println!("cargo::rustc-check-cfg=cfg(test_nsys)");
-    println!("cargo::rustc-check-cfg=cfg(test_chromium)");
-    println!("cargo::rustc-check-cfg=cfg(test_jax)");
-    println!("cargo::rustc-check-cfg=cfg(test_wheel)");
-    println!("cargo::rustc-check-cfg=cfg(test_s3)");
     for var in [
         "NSYS_JAX_PIPE_FIXTURES",
         "NSYS",
@@ -67,68 +146,82 @@ fn test_resources() {
     ] {
         println!("cargo:rerun-if-env-changed={var}");
     }
-    let manifest = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
-    // The folders whose entries tell: the checkout's parent (../shared) and the checkout
-    // (.nsys/).
-    println!("cargo:rerun-if-changed=..");
-    println!("cargo:rerun-if-changed=.");
-    let fixtures = std::env::var_os("NSYS_JAX_PIPE_FIXTURES")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| manifest.join("../shared/fixtures"));
-    if fixtures.is_dir() {
-        println!("cargo:rustc-cfg=test_fixtures");
-    }
-    let mut candidates: Vec<std::path::PathBuf> = std::env::var_os("NSYS")
-        .filter(|p| !p.is_empty())
-        .map(std::path::PathBuf::from)
+    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+    };
+    let on_path = |names: &[&str]| -> Vec<PathBuf> {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        std::env::split_paths(&path)
+            .flat_map(|d| names.iter().map(move |n| d.join(n)))
+            .collect()
+    };
+    let fixtures =
+        var("NSYS_JAX_PIPE_FIXTURES").unwrap_or_else(|| manifest.join("../shared/fixtures"));
+    let nsys: Vec<PathBuf> = var("NSYS")
         .into_iter()
+        .chain([
+            manifest.join(".nsys/target-linux-x64/nsys"),
+            "/tmp/nsys/target-linux-x64/nsys".into(),
+        ])
+        .chain(on_path(&["nsys"]))
         .collect();
-    candidates.push(manifest.join(".nsys/target-linux-x64/nsys"));
-    candidates.push("/tmp/nsys/target-linux-x64/nsys".into());
-    if let Some(path) = std::env::var_os("PATH") {
-        candidates.extend(std::env::split_paths(&path).map(|d| d.join("nsys")));
-    }
-    if candidates.iter().any(|c| c.is_file()) {
-        println!("cargo:rustc-cfg=test_nsys");
-    }
-    // A browser for the HTML report (the names `src/testutil.rs` looks for).
-    let mut browsers: Vec<std::path::PathBuf> = std::env::var_os("CHROMIUM")
-        .filter(|p| !p.is_empty())
-        .map(std::path::PathBuf::from)
+    let chromium: Vec<PathBuf> = var("CHROMIUM")
         .into_iter()
+        .chain(on_path(&["chromium", "chromium-browser", "google-chrome"]))
         .collect();
-    if let Some(path) = std::env::var_os("PATH") {
-        for d in std::env::split_paths(&path) {
-            for n in ["chromium", "chromium-browser", "google-chrome"] {
-                browsers.push(d.join(n));
-            }
+    let or_default =
+        |name: &str, default: &str| vec![var(name).unwrap_or_else(|| manifest.join(default))];
+    for (cfg, found) in [
+        ("test_fixtures", present(&[fixtures], true)),
+        ("test_nsys", present(&nsys, false)),
+        ("test_chromium", present(&chromium, false)),
+        // A Python with JAX for the real `run` test.
+        (
+            "test_jax",
+            present(
+                &or_default("NSYS_JAX_PIPE_PYTHON", ".jax/bin/python"),
+                false,
+            ),
+        ),
+        // A virtual environment with the project's wheel (`scripts/install-wheel.sh`).
+        (
+            "test_wheel",
+            present(
+                &or_default("NSYS_JAX_PIPE_WHEEL_PYTHON", ".wheel/bin/python"),
+                false,
+            ),
+        ),
+        // An S3-protocol server for the remote cache's tests (`scripts/install-s3-server.sh`).
+        (
+            "test_s3",
+            present(
+                &or_default("NSYS_JAX_PIPE_S3_SERVER", ".s3/bin/moto_server"),
+                false,
+            ),
+        ),
+    ] {
+        println!("cargo::rustc-check-cfg=cfg({cfg})");
+        if found {
+            println!("cargo:rustc-cfg={cfg}");
         }
     }
-    if browsers.iter().any(|c| c.is_file()) {
-        println!("cargo:rustc-cfg=test_chromium");
+}
+
+/// Whether one of `candidates` exists (a folder if `dir`, else a file). The first one found
+/// is watched, so that its going away re-runs this script. Paths that do not exist are not
+/// watched: Cargo re-runs a script for a missing path on every build, and watching a folder
+/// above instead would watch what builds and tests write (the checkout, `/tmp`). What makes
+/// one appear is a change of the variables above, or an install script of `scripts/`, which
+/// touches `build.rs` when it is done.
+fn present(candidates: &[PathBuf], dir: bool) -> bool {
+    let found = candidates
+        .iter()
+        .find(|c| if dir { c.is_dir() } else { c.is_file() });
+    if let Some(c) = found {
+        println!("cargo:rerun-if-changed={}", c.display());
     }
-    // A Python with JAX for the real `run` test (where `src/testutil.rs` looks).
-    let python = std::env::var_os("NSYS_JAX_PIPE_PYTHON")
-        .filter(|p| !p.is_empty())
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| manifest.join(".jax/bin/python"));
-    if python.is_file() {
-        println!("cargo:rustc-cfg=test_jax");
-    }
-    // A virtual environment with the project's wheel installed (`scripts/install-wheel.sh`).
-    let wheel = std::env::var_os("NSYS_JAX_PIPE_WHEEL_PYTHON")
-        .filter(|p| !p.is_empty())
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| manifest.join(".wheel/bin/python"));
-    if wheel.is_file() {
-        println!("cargo:rustc-cfg=test_wheel");
-    }
-    // An S3-protocol server for the remote cache's tests (`scripts/install-s3-server.sh`).
-    let s3 = std::env::var_os("NSYS_JAX_PIPE_S3_SERVER")
-        .filter(|p| !p.is_empty())
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| manifest.join(".s3/bin/moto_server"));
-    if s3.is_file() {
-        println!("cargo:rustc-cfg=test_s3");
-    }
+    found.is_some()
 }

@@ -51,4 +51,6 @@ export DEBIAN_FRONTEND=noninteractive
 	die "apt-get install chromium failed"
 path=$(found) || die "chromium installed but not on PATH"
 log "installed: $("$path" --version 2>/dev/null || echo "$path")"
+# Newly installed: the build script looks again for what the tests can use (build.rs).
+touch "$(dirname "$0")/../build.rs"
 printf '%s\n' "$path"

@@ -153,4 +153,6 @@ if ! importer_works; then
 	log "importer installed: $(du -sh "$DEST/host-linux-x64" | cut -f1)"
 fi
 
+# Newly installed: the build script looks again for what the tests can use (build.rs).
+touch "$(dirname "$0")/../build.rs"
 printf '%s\n' "$NSYS"

@@ -37,4 +37,6 @@ log "installing $want"
 "$DEST/bin/python" -m pip install --quiet --disable-pip-version-check "$want" >&2 || die "pip install $want failed"
 [[ -x "$SERVER" ]] || die "$want installed no moto_server"
 log "installed: $("$DEST/bin/python" -c 'import moto; print("moto", moto.__version__)')"
+# Newly installed: the build script looks again for what the tests can use (build.rs).
+touch "$(dirname "$0")/../build.rs"
 printf '%s\n' "$SERVER"

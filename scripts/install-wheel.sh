@@ -50,4 +50,6 @@ log "installing the wheel and polars"
 "$DEST/bin/python" -m pip install "${PIP[@]}" 'polars>=1.0' >&2 || die "pip install polars failed"
 "$DEST/bin/nsys-jax-pipe" --version >&2 || die "the installed nsys-jax-pipe does not run"
 "$DEST/bin/python" -c 'import nsys_jax_pipe' || die "the installed package does not import"
+# Newly installed: the build script looks again for what the tests can use (build.rs).
+touch "$(dirname "$0")/../build.rs"
 printf '%s\n' "$DEST/bin/python"

@@ -262,8 +262,7 @@ pub struct CommunicationShare;
 
 impl Share for CommunicationShare {
     const KIND: &'static str = "communication-partial";
-    const SOURCES: &'static [&'static str] =
-        &["analyses/communication.rs", "frames/warmup.rs", "stats.rs"];
+    const FILE: &'static str = file!();
     const READS: Reads = Reads::Gpu;
     type Param = ();
     type Value = CommunicationPartial;
@@ -278,7 +277,7 @@ pub struct CommunicationAnalysis;
 
 impl Analysis for CommunicationAnalysis {
     const NAME: &'static str = "communication";
-    const SOURCES: &'static [&'static str] = &["analyses/communication.rs", "table.rs"];
+    const FILE: &'static str = file!();
     type Params = NoParams;
     type Result = Communication;
 

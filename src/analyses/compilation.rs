@@ -496,7 +496,7 @@ pub struct RangeSumsShare;
 
 impl Share for RangeSumsShare {
     const KIND: &'static str = "compile-sums";
-    const SOURCES: &'static [&'static str] = &["analyses/compilation.rs", "analyses/range_sums.rs"];
+    const FILE: &'static str = file!();
     const READS: Reads = Reads::Compile;
     // Large (a sum per range name), and read once into its group's sum.
     const KEEP: crate::engine::Keep = crate::engine::Keep::Volatile;
@@ -519,7 +519,7 @@ pub struct CompilationsShare;
 
 impl Share for CompilationsShare {
     const KIND: &'static str = "compilations";
-    const SOURCES: &'static [&'static str] = &["analyses/compilation.rs"];
+    const FILE: &'static str = file!();
     const READS: Reads = Reads::Compile;
     type Param = Params;
     type Value = Compilations;
@@ -547,7 +547,7 @@ pub struct CompilationAnalysis;
 
 impl Analysis for CompilationAnalysis {
     const NAME: &'static str = "compilation";
-    const SOURCES: &'static [&'static str] = &["analyses/compilation.rs", "table.rs"];
+    const FILE: &'static str = file!();
     type Params = Params;
     type Result = CompilationResult;
 

@@ -287,8 +287,7 @@ pub struct MemoryShare;
 
 impl Share for MemoryShare {
     const KIND: &'static str = "memory-partial";
-    const SOURCES: &'static [&'static str] =
-        &["analyses/memory.rs", "frames/warmup.rs", "stats.rs"];
+    const FILE: &'static str = file!();
     const READS: Reads = Reads::Gpu;
     type Param = ();
     type Value = MemoryPartial;
@@ -303,7 +302,7 @@ pub struct MemoryAnalysis;
 
 impl Analysis for MemoryAnalysis {
     const NAME: &'static str = "memory";
-    const SOURCES: &'static [&'static str] = &["analyses/memory.rs", "table.rs"];
+    const FILE: &'static str = file!();
     type Params = NoParams;
     type Result = Memory;
 

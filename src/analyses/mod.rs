@@ -1,7 +1,8 @@
 //! Analyses: one file per analysis, each implementing [`Analysis`] (its name, typed
 //! parameters, the per-process [`Share`]s it reads, its reduce, terminal text and files), and
-//! the [`REGISTRY`] of the built-in ones. The graph runs any registered analysis the same way;
-//! no other module names one.
+//! the [`REGISTRY`] of the built-in ones ([`registry`]: the one file that names them all, so
+//! that an analysis's version reaches its own code and not the others'). The graph runs any
+//! registered analysis the same way; no other module names one.
 pub mod communication;
 pub mod compilation;
 pub mod external;
@@ -9,6 +10,7 @@ pub mod memory;
 pub mod ops;
 pub mod pgle;
 pub mod range_sums;
+pub mod registry;
 pub mod share;
 pub mod sources;
 pub mod stragglers;
@@ -17,35 +19,23 @@ pub mod thunks;
 #[cfg(test)]
 mod toy;
 
+use crate::engine::{Engine, Keep, Key, KeyBuilder, Node, kinds};
 use crate::report::Section;
 use anyhow::{Result, anyhow};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+pub use registry::{REGISTRY, builtin_names, find};
 pub use share::{AnyShare, ProcessView, Reads, RunShares, Share};
-
-/// The built-in analyses. Adding one is a new file in this folder implementing [`Analysis`]
-/// and a line here.
-pub static REGISTRY: &[&dyn Registered] = &[
-    &summary::SummaryAnalysis,
-    &communication::CommunicationAnalysis,
-    &compilation::CompilationAnalysis,
-    &stragglers::StragglersAnalysis,
-    &ops::OpsAnalysis,
-    &sources::SourcesAnalysis,
-    &pgle::PgleAnalysis,
-    &memory::MemoryAnalysis,
-    #[cfg(test)]
-    &toy::ToyAnalysis,
-];
 
 /// An analysis: a reduce over the per-process [`Share`]s it reads, its terminal text and
 /// its output files.
 pub trait Analysis: Sync + 'static {
     /// The name pipelines and command lines use.
     const NAME: &'static str;
-    /// The source files of its reduce and rendering (its version, with its shares' sources).
-    const SOURCES: &'static [&'static str];
+    /// The file implementing it (`file!()`): its version is that of the code this file
+    /// reaches, with its shares' and the registry's analysis code.
+    const FILE: &'static str;
     /// Its parameters: unknown keys are refused (`#[serde(deny_unknown_fields)]`), missing
     /// ones take their defaults.
     type Params: Serialize + DeserializeOwned + Default;
@@ -176,8 +166,8 @@ const OUTPUT_MAGIC: &[u8] = b"nsys-jax-pipe analysis output 2\n";
 /// An analysis with its types erased, as the registry holds it and the graph runs it.
 pub trait Registered: Sync {
     fn name(&self) -> &'static str;
-    /// The source files of its reduce and of every share it may read.
-    fn sources(&self) -> Vec<&'static str>;
+    /// The files implementing it and every share it may read (the version of its outputs).
+    fn roots(&self) -> Vec<&'static str>;
     /// Check parameters (a JSON object) against the parameter type and write them
     /// canonically (every key, defaults filled in); the error names the key and the problem.
     fn canonical_params(&self, params: &serde_json::Value) -> Result<String, String>;
@@ -185,6 +175,40 @@ pub trait Registered: Sync {
     fn shares(&self, params: &str) -> Result<Vec<ShareUse>>;
     /// Reduce and render.
     fn run(&self, run: &dyn RunShares, params: &str) -> Result<AnalysisOutput>;
+    /// The stored output of `node`, or the one [`Registered::run`] computes, then stored.
+    fn output(
+        &self,
+        engine: &Engine,
+        node: &AnalysisNode,
+        run: &dyn RunShares,
+    ) -> Result<(Key, std::sync::Arc<AnalysisOutput>)> {
+        engine.compute(node, "", || self.run(run, &node.params))
+    }
+}
+
+/// The output of a registered analysis on a run: keyed by its parameters and, per process,
+/// the frames its shares read and the programs compiled in the run.
+pub struct AnalysisNode {
+    /// `analysis:<name>`.
+    pub kind: String,
+    /// The files implementing the analysis and its shares ([`Registered::roots`]).
+    pub roots: Vec<&'static str>,
+    pub params: String,
+    pub inputs: Vec<Key>,
+}
+
+impl Node for AnalysisNode {
+    type Value = AnalysisOutput;
+    const KEEP: Keep = Keep::Stored;
+    fn kind(&self) -> &str {
+        &self.kind
+    }
+    fn roots(&self) -> Vec<&'static str> {
+        self.roots.clone()
+    }
+    fn recipe(&self, kb: KeyBuilder) -> KeyBuilder {
+        kb.param("params", &self.params).inputs(self.inputs.iter())
+    }
 }
 
 fn typed<P: DeserializeOwned>(name: &str, params: &str) -> Result<P> {
@@ -195,19 +219,15 @@ impl<A: Analysis> Registered for A {
     fn name(&self) -> &'static str {
         A::NAME
     }
-    fn sources(&self) -> Vec<&'static str> {
-        // Every analysis draws its report sections with the report's tables, charts and units.
-        let mut s: Vec<&'static str> = A::SOURCES.to_vec();
-        s.extend(["report/", "units.rs"]);
+    fn roots(&self) -> Vec<&'static str> {
+        let mut s: Vec<&'static str> = vec![A::FILE];
         let defaults = self
             .canonical_params(&serde_json::json!({}))
             .unwrap_or_default();
         for u in Registered::shares(self, &defaults).unwrap_or_default() {
-            s.extend(u.share.sources());
+            s.extend(u.share.roots());
         }
-        s.sort_unstable();
-        s.dedup();
-        s
+        kinds::ANALYSIS.roots_with(&s)
     }
     fn canonical_params(&self, params: &serde_json::Value) -> Result<String, String> {
         let p: A::Params = serde_json::from_value(params.clone()).map_err(|e| e.to_string())?;
@@ -248,20 +268,6 @@ impl<A: Analysis> Registered for A {
 #[derive(Serialize, Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
-
-/// The built-in analysis named `name`.
-pub fn find(name: &str) -> Option<&'static dyn Registered> {
-    REGISTRY.iter().copied().find(|a| a.name() == name)
-}
-
-/// The names of the built-in analyses, for messages.
-pub fn builtin_names() -> String {
-    REGISTRY
-        .iter()
-        .map(|a| a.name())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
 
 /// A parameter given on the command line as `KEY=VALUE`: `true`/`false`, a number, or text.
 pub fn parse_param(arg: &str) -> Option<(String, serde_json::Value)> {

@@ -614,7 +614,7 @@ pub struct OpsShare;
 
 impl Share for OpsShare {
     const KIND: &'static str = "ops-partial";
-    const SOURCES: &'static [&'static str] = &["analyses/ops.rs", "frames/warmup.rs", "stats.rs"];
+    const FILE: &'static str = file!();
     const READS: Reads = Reads::Gpu;
     type Param = ();
     type Value = OpsPartial;
@@ -639,7 +639,7 @@ pub struct OpsAnalysis;
 
 impl Analysis for OpsAnalysis {
     const NAME: &'static str = "ops";
-    const SOURCES: &'static [&'static str] = &["analyses/ops.rs", "table.rs"];
+    const FILE: &'static str = file!();
     type Params = NoParams;
     type Result = Ops;
 

@@ -289,7 +289,7 @@ pub struct PgleShare;
 
 impl Share for PgleShare {
     const KIND: &'static str = "pgle-partial";
-    const SOURCES: &'static [&'static str] = &["analyses/pgle.rs", "frames/warmup.rs", "stats.rs"];
+    const FILE: &'static str = file!();
     const READS: Reads = Reads::Gpu;
     type Param = ();
     type Value = PglePartial;
@@ -304,7 +304,7 @@ pub struct PgleAnalysis;
 
 impl Analysis for PgleAnalysis {
     const NAME: &'static str = "pgle";
-    const SOURCES: &'static [&'static str] = &["analyses/pgle.rs", "table.rs"];
+    const FILE: &'static str = file!();
     type Params = NoParams;
     type Result = Pgle;
 

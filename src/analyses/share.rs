@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 
 use crate::engine::node::{Keep, Node};
 use crate::engine::value::Value;
-use crate::engine::{Engine, Key, KeyBuilder};
+use crate::engine::{Engine, Key, KeyBuilder, kinds};
 use crate::frames::gpu::Programs;
 use crate::frames::warmup::Steady;
 
@@ -59,8 +59,9 @@ impl ProcessView<'_> {
 pub trait Share: Sync + 'static {
     /// The node kind of its values.
     const KIND: &'static str;
-    /// The source files its map step is made of (its version).
-    const SOURCES: &'static [&'static str];
+    /// The file implementing it (`file!()`): its version is that of the code this file
+    /// reaches, with the graph's share code.
+    const FILE: &'static str;
     const READS: Reads;
     /// How its values are kept in memory: a share read once, into the stored sum of its
     /// group of processes (see [`Share::add_up`]), is better dropped once read (`Volatile`).
@@ -108,8 +109,8 @@ impl<S: Share> Node for ShareNode<'_, S> {
     fn kind(&self) -> &str {
         S::KIND
     }
-    fn sources(&self) -> &[&'static str] {
-        S::SOURCES
+    fn roots(&self) -> Vec<&'static str> {
+        kinds::SHARE.roots_with(&[S::FILE])
     }
     fn recipe(&self, kb: KeyBuilder) -> KeyBuilder {
         let kb = kb.input(&self.inputs.frames);
@@ -136,8 +137,8 @@ impl<S: Share> Node for GroupNode<'_, S> {
     fn kind(&self) -> &str {
         &self.kind
     }
-    fn sources(&self) -> &[&'static str] {
-        S::SOURCES
+    fn roots(&self) -> Vec<&'static str> {
+        kinds::SHARE.roots_with(&[S::FILE])
     }
     fn recipe(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.inputs(self.members.iter())
@@ -147,7 +148,8 @@ impl<S: Share> Node for GroupNode<'_, S> {
 /// A share with its types erased, as the graph schedules and computes it.
 pub trait AnyShare: Sync {
     fn kind(&self) -> &'static str;
-    fn sources(&self) -> &'static [&'static str];
+    /// The files implementing it (see [`Share::FILE`]).
+    fn roots(&self) -> Vec<&'static str>;
     fn reads(&self) -> Reads;
     /// Its default parameters, canonical JSON.
     fn default_param(&self) -> String;
@@ -180,8 +182,8 @@ impl<S: Share> AnyShare for S {
     fn kind(&self) -> &'static str {
         S::KIND
     }
-    fn sources(&self) -> &'static [&'static str] {
-        S::SOURCES
+    fn roots(&self) -> Vec<&'static str> {
+        kinds::SHARE.roots_with(&[S::FILE])
     }
     fn reads(&self) -> Reads {
         S::READS

@@ -454,8 +454,7 @@ pub struct StacksShare;
 
 impl Share for StacksShare {
     const KIND: &'static str = "stacks-partial";
-    const SOURCES: &'static [&'static str] =
-        &["analyses/sources.rs", "frames/warmup.rs", "stats.rs"];
+    const FILE: &'static str = file!();
     const READS: Reads = Reads::Gpu;
     type Param = ();
     type Value = StacksPartial;
@@ -470,8 +469,7 @@ pub struct SourcesAnalysis;
 
 impl Analysis for SourcesAnalysis {
     const NAME: &'static str = "sources";
-    const SOURCES: &'static [&'static str] =
-        &["analyses/sources.rs", "analyses/ops.rs", "table.rs"];
+    const FILE: &'static str = file!();
     type Params = NoParams;
     type Result = Sources;
 

@@ -466,7 +466,7 @@ pub struct StragglersShare;
 
 impl Share for StragglersShare {
     const KIND: &'static str = "stragglers-partial";
-    const SOURCES: &'static [&'static str] = &["analyses/stragglers.rs", "frames/warmup.rs"];
+    const FILE: &'static str = file!();
     const READS: Reads = Reads::Gpu;
     type Param = ();
     type Value = StragglersPartial;
@@ -481,7 +481,7 @@ pub struct StragglersAnalysis;
 
 impl Analysis for StragglersAnalysis {
     const NAME: &'static str = "stragglers";
-    const SOURCES: &'static [&'static str] = &["analyses/stragglers.rs", "table.rs"];
+    const FILE: &'static str = file!();
     type Params = NoParams;
     type Result = Stragglers;
 

@@ -374,8 +374,7 @@ pub struct SummaryShare;
 
 impl Share for SummaryShare {
     const KIND: &'static str = "summary-partial";
-    const SOURCES: &'static [&'static str] =
-        &["analyses/summary.rs", "frames/warmup.rs", "stats.rs"];
+    const FILE: &'static str = file!();
     const READS: Reads = Reads::Gpu;
     type Param = ();
     type Value = SummaryPartial;
@@ -403,7 +402,7 @@ pub struct SummaryAnalysis;
 
 impl Analysis for SummaryAnalysis {
     const NAME: &'static str = "summary";
-    const SOURCES: &'static [&'static str] = &["analyses/summary.rs", "table.rs"];
+    const FILE: &'static str = file!();
     type Params = NoParams;
     type Result = Summary;
 

@@ -19,8 +19,7 @@ pub struct ThunkShare;
 
 impl Share for ThunkShare {
     const KIND: &'static str = "thunk-partial";
-    const SOURCES: &'static [&'static str] =
-        &["analyses/thunks.rs", "frames/warmup.rs", "stats.rs"];
+    const FILE: &'static str = file!();
     const READS: Reads = Reads::Gpu;
     type Param = ();
     type Value = ThunkPartial;

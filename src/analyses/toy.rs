@@ -11,7 +11,7 @@ pub struct ToyShare;
 
 impl Share for ToyShare {
     const KIND: &'static str = "toy-partial";
-    const SOURCES: &'static [&'static str] = &["analyses/toy.rs"];
+    const FILE: &'static str = file!();
     const READS: Reads = Reads::Gpu;
     type Param = ();
     type Value = u64;
@@ -45,7 +45,7 @@ pub struct ToyAnalysis;
 
 impl Analysis for ToyAnalysis {
     const NAME: &'static str = "toy";
-    const SOURCES: &'static [&'static str] = &["analyses/toy.rs"];
+    const FILE: &'static str = file!();
     type Params = ToyParams;
     type Result = Toy;
 

@@ -146,7 +146,7 @@ pub fn from_report(
     report: &Path,
     report_key: &Key,
 ) -> Result<Vec<String>> {
-    let node = super::kinds::ImportDiagnosticsNode {
+    let node = super::keys::ImportDiagnosticsNode {
         report: *report_key,
         nsys_version: nsys.version_key,
     };

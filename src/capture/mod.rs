@@ -22,20 +22,20 @@
 pub mod compat;
 pub mod early;
 pub mod import_check;
-pub mod kinds;
+pub mod keys;
 pub mod launch;
 pub mod nsys;
 pub mod projection;
 
 use crate::engine::value::{Bytes, Files, Tables};
-use crate::engine::{Engine, Key, KeyBuilder, Node};
+use crate::engine::{Engine, Key, KeyBuilder, Node, kinds};
 use crate::formats::archive::{self, Archive, GRAPH_OPS, PUSHPOP_PARQUET, TRACE};
 use crate::formats::archive_writer::Entry;
 use crate::formats::nsys_export::{self, ExportTables};
 use crate::formats::{graph_ops, metadata, pushpop, trace};
 use anyhow::{Context, Result, bail};
 use early::EarlyExport;
-use kinds::{DerivedNode, DumpXzNode, ExportNode, Producer};
+use keys::{DerivedNode, DumpXzNode, ExportNode, Producer};
 use nsys::Nsys;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -167,7 +167,7 @@ fn producer(member: &str, export: &Key) -> Option<DerivedNode> {
 pub fn derived_member_key(member: &str, export: &Key) -> Option<Key> {
     let node = producer(member, export)?;
     Some(
-        KeyBuilder::new("derived-member", "1")
+        KeyBuilder::of(&kinds::DERIVED_MEMBER)
             .param("member", member)
             .input(&node.key())
             .finish(),
@@ -217,7 +217,7 @@ pub fn derived_member(
 }
 
 /// The table a derived member was written from, when it was derived in this process and no
-/// one took the table before (see [`kinds::Derived`]); reading the member's bytes gives the
+/// one took the table before (see [`keys::Derived`]); reading the member's bytes gives the
 /// same table otherwise.
 pub fn derived_table(
     engine: &Engine,
@@ -236,7 +236,7 @@ fn derived(
     report: &Path,
     report_key: &Key,
     member: &str,
-) -> Result<Arc<kinds::Derived>> {
+) -> Result<Arc<keys::Derived>> {
     let export = export_key(report_key, nsys);
     let Some(node) = producer(member, &export) else {
         bail!("{member}: not a member derived from the report");
@@ -271,7 +271,7 @@ fn derived(
             }
             Producer::Metadata => metadata::metadata_files(&t).with_context(|| what("metadata"))?,
         };
-        Ok(kinds::Derived {
+        Ok(keys::Derived {
             files: Files(files),
             tables: std::sync::Mutex::new(tables),
         })

@@ -129,17 +129,19 @@ pub(super) fn update(
         .map(|(rel, _)| rel.to_string_lossy().replace('\\', "/"))
         .chain([RUN_RECORD.to_string()])
         .collect();
+    let engine = &db.ctx.engine;
     if !a.no_analysis {
-        write_output_folder(&a.output, files, &record)?;
+        write_output_folder(engine, &a.output, files, &record)?;
     }
     if let (Some(page), Some(path)) = (&html, &a.html.html) {
-        crate::tmpfiles::write_atomic(path, &page.0)?;
+        write_unless_in_place(engine, path, &page.0)?;
     }
     if let (Some(frames), Some(dir)) = (&frames, &a.frames) {
         for (name, bytes) in &frames.value.0 {
-            crate::tmpfiles::write_atomic(&dir.join(name), bytes)?;
+            write_unless_in_place(engine, &dir.join(name), bytes)?;
         }
     }
+    engine.save_memo();
     let wrote: Vec<String> = [
         (!a.no_analysis).then(|| a.output.display().to_string()),
         a.html.html.as_ref().map(|p| p.display().to_string()),
@@ -157,9 +159,27 @@ pub(super) fn update(
     })
 }
 
+/// Writes `bytes` to `path` (atomically) unless the file there is, unchanged since this cache
+/// recorded writing it, these very bytes: a warm re-run into the same folder rewrites nothing.
+/// The check is the file's size, modification time and inode against the memo, and the
+/// bytes' hash against the one recorded.
+fn write_unless_in_place(
+    engine: &crate::engine::Engine,
+    path: &std::path::Path,
+    bytes: &[u8],
+) -> Result<()> {
+    let key = crate::engine::Key::of_bytes(bytes);
+    if engine.output_is(path, key) {
+        return Ok(());
+    }
+    crate::tmpfiles::write_atomic(path, bytes)?;
+    engine.record_output(path, key)
+}
+
 /// The analyses' files and the run record in `out`; what an earlier run wrote there and this
 /// one did not is stale and removed.
 fn write_output_folder(
+    engine: &crate::engine::Engine,
     out: &std::path::Path,
     mut files: Vec<(std::path::PathBuf, Vec<u8>)>,
     record: &crate::engine::RunRecord,
@@ -167,7 +187,7 @@ fn write_output_folder(
     let earlier = earlier_outputs(out);
     files.push((RUN_RECORD.into(), serde_json::to_vec_pretty(record)?));
     for (rel, bytes) in &files {
-        crate::tmpfiles::write_atomic(&out.join(rel), bytes)?;
+        write_unless_in_place(engine, &out.join(rel), bytes)?;
     }
     for rel in earlier.iter().filter(|r| !record.outputs.contains(r)) {
         let path = out.join(rel);

@@ -6,7 +6,7 @@
 use super::report::{change, ci, gate_list, p, shown, threshold_text, verdict_cell, what, within};
 use super::{Family, Judged, Report, Verdict};
 use crate::engine::value::Bytes;
-use crate::engine::{Key, KeyBuilder, node_kind};
+use crate::engine::{Key, KeyBuilder, kinds, node_kind};
 use crate::graph::Db;
 use crate::report::charts::{Interval, Tone};
 use crate::report::{Cell, HtmlTable, Page, Section, charts, escape, render_page};
@@ -20,18 +20,7 @@ const DRAWN: usize = 40;
 struct CompareHtmlNode {
     report: Key,
 }
-node_kind!(
-    CompareHtmlNode,
-    "compare-html",
-    [
-        "compare/html.rs",
-        "compare/report.rs",
-        "report/",
-        "units.rs"
-    ],
-    Stored,
-    Bytes
-);
+node_kind!(CompareHtmlNode, kinds::COMPARE_HTML, Stored, Bytes);
 impl CompareHtmlNode {
     fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.input(&self.report)

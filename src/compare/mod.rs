@@ -28,7 +28,7 @@ use crate::analyses::summary::SummaryShare;
 use crate::analyses::thunks::ThunkShare;
 use crate::analyses::{Share, ShareUse};
 use crate::engine::value::JsonValue;
-use crate::engine::{Keep, Key, KeyBuilder, Node};
+use crate::engine::{Keep, Key, KeyBuilder, Node, kinds};
 use crate::graph::{self, Db, Run};
 use crate::stats::{bootstrap_median_change, mann_whitney_p, median};
 pub use samples::{Family, Series};
@@ -420,8 +420,8 @@ impl Node for FamilyNode<'_> {
     fn kind(&self) -> &str {
         &self.kind
     }
-    fn sources(&self) -> &[&'static str] {
-        &["compare/mod.rs", "compare/samples.rs", "stats.rs"]
+    fn roots(&self) -> Vec<&'static str> {
+        kinds::COMPARISON.roots.to_vec()
     }
     fn recipe(&self, kb: KeyBuilder) -> KeyBuilder {
         let mut kb = kb

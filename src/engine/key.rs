@@ -67,6 +67,11 @@ impl KeyBuilder {
         b
     }
 
+    /// Start a key of the catalogue's `kind`, at its version.
+    pub fn of(kind: &super::kinds::Kind) -> KeyBuilder {
+        KeyBuilder::new(kind.name, &kind.version())
+    }
+
     fn field(&mut self, bytes: &[u8]) {
         self.0.update(&(bytes.len() as u64).to_le_bytes());
         self.0.update(bytes);

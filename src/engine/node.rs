@@ -1,8 +1,7 @@
 //! Node kinds. Each kind of graph node is a type whose value is the node's key recipe — its
-//! input keys and parameters — and which declares, in one place, the kind's name (the store's
-//! folder, the name in `--explain` and `pipeline-run.json`), the source files its version is
-//! derived from, its value type, and how its values are kept. [`crate::engine::Engine::compute`]
-//! takes such a value.
+//! input keys and parameters — with its entry in the catalogue ([`super::kinds`]: its name
+//! and the files whose reach is its version), its value type, and how its values are kept.
+//! [`crate::engine::Engine::compute`] takes such a value.
 
 use super::key::{Key, KeyBuilder};
 use super::versions;
@@ -27,32 +26,32 @@ pub trait Node {
     const KEEP: Keep;
     /// The kind's name.
     fn kind(&self) -> &str;
-    /// The source files (relative to `src/`, a folder ending in `/`) whose content is the
-    /// kind's version: editing one of them invalidates the kind's stored values.
-    fn sources(&self) -> &[&'static str];
+    /// The files implementing the kind (relative to `src/`): the version of all the code they
+    /// reach is the kind's version, so an edit of any of it invalidates the kind's values.
+    fn roots(&self) -> Vec<&'static str>;
     /// Feed the node's inputs and parameters to its key.
     fn recipe(&self, kb: KeyBuilder) -> KeyBuilder;
 
     /// The node's key: its kind, version, parameters and input keys.
     fn key(&self) -> Key {
-        self.recipe(KeyBuilder::new(self.kind(), &versions::of(self.sources())))
+        self.recipe(KeyBuilder::new(self.kind(), &versions::of(&self.roots())))
             .finish()
     }
 }
 
-/// Declares a node kind whose name and sources are fixed:
-/// `node_kind!(Type, "name", ["source.rs", ...], Keep, Value)`, where `Type` has a method
+/// Makes `Type` the key type of a kind of the catalogue:
+/// `node_kind!(Type, kinds::NAME, Keep, Value)`, where `Type` has a method
 /// `fn feed(&self, kb: KeyBuilder) -> KeyBuilder` (its key recipe).
 macro_rules! node_kind {
-    ($t:ty, $name:literal, [$($src:literal),*], $keep:ident, $value:ty) => {
+    ($t:ty, $kind:path, $keep:ident, $value:ty) => {
         impl $crate::engine::Node for $t {
             type Value = $value;
             const KEEP: $crate::engine::Keep = $crate::engine::Keep::$keep;
             fn kind(&self) -> &str {
-                $name
+                $kind.name
             }
-            fn sources(&self) -> &[&'static str] {
-                &[$($src),*]
+            fn roots(&self) -> Vec<&'static str> {
+                $kind.roots.to_vec()
             }
             fn recipe(&self, kb: $crate::engine::KeyBuilder) -> $crate::engine::KeyBuilder {
                 self.feed(kb)
@@ -73,8 +72,8 @@ mod tests {
         fn kind(&self) -> &str {
             "doubled"
         }
-        fn sources(&self) -> &[&'static str] {
-            &["engine/node.rs"]
+        fn roots(&self) -> Vec<&'static str> {
+            vec!["engine/node.rs"]
         }
         fn recipe(&self, kb: KeyBuilder) -> KeyBuilder {
             kb.input(&self.0)

@@ -27,6 +27,7 @@ impl<T: JsonValue> Value for T {
 
 impl JsonValue for String {}
 impl JsonValue for bool {}
+impl JsonValue for Vec<String> {}
 impl JsonValue for serde_json::Value {}
 
 /// Named Arrow tables, stored as one length-prefixed Arrow IPC stream each.

@@ -129,10 +129,7 @@ impl Entry {
 /// A content key of the archive `entries` would make: their names, contents and
 /// compression, in order, and the writer's version.
 pub fn archive_key(entries: &[Entry]) -> crate::engine::Key {
-    let mut kb = crate::engine::KeyBuilder::new(
-        "archive",
-        &crate::engine::versions::of(&["formats/archive_writer.rs"]),
-    );
+    let mut kb = crate::engine::KeyBuilder::of(&crate::engine::kinds::ARCHIVE);
     for e in entries {
         let how: &[u8] = match &e.content {
             Content::Raw(_, true) => b"deflated",

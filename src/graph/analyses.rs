@@ -1,14 +1,14 @@
 //! The analyses of a run: any registered analysis (its reduce over the shares of every
 //! process; [`crate::analyses::Registered`]) and analysis scripts.
 
-use crate::analyses::{self, AnalysisOutput, Reads, Registered};
+use crate::analyses::{self, AnalysisNode, AnalysisOutput, Reads, Registered};
 use crate::formats::archive::Archive;
 use anyhow::Result;
 use std::sync::Arc;
 
 use super::capture::archive_contents;
 use super::frames::{compile_frame_key, compiled_key, gpu_frames_key};
-use super::kinds::{AnalysisNode, NONE, ScriptNode};
+use super::keys::{NONE, ScriptNode};
 use super::members::member_keys;
 use super::shares::RunView;
 use super::{
@@ -39,7 +39,7 @@ fn analysis_node(
     }
     Ok(AnalysisNode {
         kind: format!("analysis:{}", a.name()),
-        sources: a.sources(),
+        roots: a.roots(),
         params: params.clone(),
         inputs,
     })
@@ -69,10 +69,7 @@ pub fn analysis(db: &dyn Graph, run: Run, spec: AnalysisSpec) -> NodeResult<Anal
     let db = db.db();
     let a = registered(db, spec)?;
     let node = analysis_node(db, run, spec, a)?;
-    let (key, value) = fail(
-        db.engine()
-            .compute(&node, "", || a.run(&RunView { db, run }, spec.params(db))),
-    )?;
+    let (key, value) = fail(a.output(db.engine(), &node, &RunView { db, run }))?;
     Ok(Out { key, value })
 }
 

@@ -12,7 +12,7 @@ use crate::frames::nsys_jax::{self, CompileInput};
 
 use super::frames::{compile_frame, compile_frame_key, gpu_frames, gpu_frames_key};
 use super::hlo::{programs, programs_key, programs_map};
-use super::kinds::PandasFramesNode;
+use super::keys::PandasFramesNode;
 use super::{Db, Out, Process, Run, fail};
 
 /// nsys-jax's name for one process's profile: the stem of a combined archive's member, else

@@ -2,20 +2,20 @@
 //! frame from its push/pop ranges — and the run's warm-up context, which splits every
 //! process's frames into warm-up and steady state (docs/design.md, "Formulas").
 
-use crate::engine::value::{JsonValue, Tables};
-use crate::engine::{Key, KeyBuilder, Node};
+use crate::engine::value::Tables;
+use crate::engine::{Key, KeyBuilder, Node, kinds};
 use crate::formats::archive;
 use crate::formats::{graph_ops, pushpop, thunk_metadata, trace};
 use crate::frames;
 use crate::frames::command_buffers::GraphInputs;
+use crate::frames::facts::{CompiledNames, ProcessFacts, WarmupContext};
 use arrow::array::{AsArray, RecordBatch, StringArray};
 use arrow::datatypes::{Int32Type, Int64Type};
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::hlo::{programs, programs_key, programs_map};
-use super::kinds::{
+use super::keys::{
     CompileFrameNode, CompiledNamesNode, CompiledProgramsNode, GpuFramesNode, ProcessFactsNode,
     UnplacedNode, WarmupContextNode,
 };
@@ -124,7 +124,7 @@ pub fn gpu_frames_key(db: &Db, p: Process) -> Result<Option<Key>, NodeError> {
 
 fn placed_key(db: &Db, p: Process, frames: Key) -> Result<Key, NodeError> {
     Ok(if *frames_unplaced(db, p)?.value {
-        KeyBuilder::new("placed-gpu-frames", "1")
+        KeyBuilder::of(&kinds::PLACED_GPU_FRAMES)
             .input(&frames)
             .param("position", p.position(db).to_le_bytes())
             .finish()
@@ -310,18 +310,11 @@ pub fn compile_frame(db: &Db, p: Process) -> Result<Option<Out<Tables>>, NodeErr
     Ok(Some(Out { key, value }))
 }
 
-/// The (program id, module name) of each compilation in a process's compile frame, distinct
-/// and sorted: small and stored, so that the programs compiled in a profile are known without
-/// loading its compile frame again once its HLO dumps are decoded.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
-pub struct CompiledNames(pub Vec<(i64, String)>);
-impl JsonValue for CompiledNames {}
-
 /// The [`CompiledNames`] of one process (empty without push/pop ranges).
 pub fn compiled_names(db: &Db, p: Process) -> Result<Out<CompiledNames>, NodeError> {
     let Some(frame) = compile_frame_key(db, p)? else {
         return Ok(Out {
-            key: super::kinds::NONE,
+            key: super::keys::NONE,
             value: Arc::new(CompiledNames::default()),
         });
     };
@@ -379,31 +372,6 @@ pub fn compiled_programs(db: &dyn Graph, p: Process) -> NodeResult<Vec<String>> 
 }
 
 // ---------------------------------------------------------------- the warm-up context
-
-/// What the warm-up split of every process needs to know about the others: the programs
-/// compiled in any process's profile, and whether any process communicates (design.md "Formulas").
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
-pub struct WarmupContext {
-    pub compiled: BTreeSet<String>,
-    pub has_communication: bool,
-}
-impl JsonValue for WarmupContext {}
-
-/// Whether one process's profile has communication (small, stored: the context of a run
-/// with one more process is known without loading the others' frames).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct ProcessFacts {
-    pub has_communication: bool,
-    /// The programs this process executes.
-    pub programs: BTreeSet<String>,
-    /// The devices its modules ran on.
-    pub devices: BTreeSet<i32>,
-    /// Its first module start and last module end (on its own clock) [ns].
-    pub span_ns: Option<(i64, i64)>,
-    /// Module executions (every device, warm-up included).
-    pub module_executions: u64,
-}
-impl JsonValue for ProcessFacts {}
 
 /// The stored node that says whether `p`'s frames need its position (None without frames),
 /// as (kind, key).

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::kinds::{HloModuleNode, HloSchemaNode, ProgramsNode, ProtosNode, SourceNamesNode};
+use super::keys::{HloModuleNode, HloSchemaNode, ProgramsNode, ProtosNode, SourceNamesNode};
 use super::members::member_keys;
 use super::{Db, Graph, InputArchive, NodeError, NodeResult, Out, Process, fail};
 use crate::engine::value::Bytes;

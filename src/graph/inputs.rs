@@ -2,7 +2,7 @@
 //! and the runs they make up — salsa inputs, registered when the command opens its inputs.
 
 use crate::capture::{self, CaptureInput};
-use crate::engine::{Engine, Key, KeyBuilder};
+use crate::engine::{Engine, Key, KeyBuilder, kinds};
 use crate::formats::archive::Archive;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
@@ -185,7 +185,11 @@ fn input_key(engine: &Engine, a: &Archive) -> Result<Key> {
     if a.is_zip() {
         return engine.file_key_read(&a.path, || a.read_content_key());
     }
-    let mut kb = KeyBuilder::new(if a.is_capture() { "capture" } else { "folder" }, "1");
+    let mut kb = KeyBuilder::of(if a.is_capture() {
+        &kinds::CAPTURE
+    } else {
+        &kinds::FOLDER
+    });
     for m in a.members() {
         if let Some(file) = a.member_file(m) {
             kb = kb.param(m, engine.file_key(&file)?.0);

@@ -3,17 +3,14 @@
 //! their bytes.
 
 use crate::capture;
-use crate::engine::value::JsonValue;
-use crate::engine::{Key, KeyBuilder};
+use crate::engine::{Key, KeyBuilder, kinds};
 use crate::error::Place;
 use crate::formats::archive::{self, Archive, MemberKeys};
 use anyhow::{Context, Result};
 use std::sync::Arc;
 
-use super::kinds::MemberKeysNode;
+use super::keys::MemberKeysNode;
 use super::{Db, Graph, InputArchive, NodeError, NodeResult, Out, Process, fail};
-
-impl JsonValue for Vec<String> {}
 
 /// Content keys of every member of an archive.
 #[salsa::tracked(returns(clone))]
@@ -47,7 +44,7 @@ pub fn member_keys(db: &dyn Graph, a: InputArchive) -> NodeResult<MemberKeys> {
 fn capture_member_keys(db: &Db, archive: &Archive) -> NodeResult<MemberKeys> {
     let engine = db.engine();
     let mut out = std::collections::BTreeMap::new();
-    let mut kb = KeyBuilder::new("capture-members", "1");
+    let mut kb = KeyBuilder::of(&kinds::CAPTURE_MEMBERS);
     let report_key = fail(engine.file_key(&archive.path))?;
     let nsys = fail(db.ctx.nsys())?;
     let export = capture::export_key(&report_key, nsys);

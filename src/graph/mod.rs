@@ -13,7 +13,7 @@
 //! (the reduce of any registered analysis, and analysis scripts), [`export`] (the
 //! frames for pandas and polars), [`scheduler`] (per-process
 //! work in parallel before the reduces), [`capture`] (a capture's archive), with every node
-//! kind declared once in [`kinds`].
+//! the key type of every kind of node in [`keys`] (the kinds themselves: [`crate::engine::kinds`]).
 
 pub mod analyses;
 pub mod capture;
@@ -21,8 +21,9 @@ pub mod export;
 pub mod frames;
 pub mod hlo;
 pub mod inputs;
-pub mod kinds;
+pub mod keys;
 pub mod members;
+mod needs;
 mod prefetch;
 pub mod report;
 pub mod scheduler;
@@ -37,10 +38,9 @@ pub use inputs::{
     input_paths_exist, open_run, open_runs,
 };
 pub use members::{derived_member, member_keys, read_archive_member};
+pub use needs::Needs;
 pub use report::html_report;
-pub use scheduler::{
-    Needs, frames_keyed_cheaply, prepare_archives, prepare_processes, shares_stored,
-};
+pub use scheduler::{frames_keyed_cheaply, prepare_archives, prepare_processes, shares_stored};
 pub use shares::share;
 
 use crate::capture::nsys::Nsys;

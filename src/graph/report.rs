@@ -12,7 +12,7 @@ use anyhow::Result;
 use std::collections::BTreeMap;
 
 use super::frames::{facts_key, process_facts};
-use super::kinds::ReportNode;
+use super::keys::ReportNode;
 use super::members::read_member;
 use super::{Db, InputArchive, Out, Run, fail};
 

@@ -3,7 +3,7 @@
 //! first), the run's warm-up context, and each process's shares of the requested analyses.
 //! The reduces then find these values memoised.
 
-use crate::analyses::{self, AnyShare, Reads, ShareUse};
+use crate::analyses::{AnyShare, Reads, ShareUse};
 use crate::engine::Key;
 use crate::formats::archive::Archive;
 use anyhow::Result;
@@ -17,49 +17,9 @@ use super::frames::{
 };
 use super::hlo::{HloMember, decode_dump, hlo_members, hlo_schema, schema_key};
 use super::members::member_keys;
+use super::needs::Needs;
 use super::shares::{share_any, share_inputs};
 use super::{Db, InputArchive, NodeError, Process, Run, fail};
-
-/// The shares that per-process work computes: those the requested analyses read (or that
-/// `compare` reads), each once.
-#[derive(Default)]
-pub struct Needs(Vec<ShareUse>);
-
-impl Needs {
-    pub fn new(uses: impl IntoIterator<Item = ShareUse>) -> Needs {
-        let mut out: Vec<ShareUse> = Vec::new();
-        for u in uses {
-            if !out
-                .iter()
-                .any(|o| o.share.kind() == u.share.kind() && o.param == u.param)
-            {
-                out.push(u);
-            }
-        }
-        Needs(out)
-    }
-
-    /// The shares of the registered analyses among `requests` (name, canonical parameters);
-    /// scripts read the archives themselves.
-    pub fn of<'a>(requests: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Needs> {
-        let mut uses = Vec::new();
-        for (name, params) in requests {
-            if let Some(a) = analyses::find(name) {
-                uses.extend(a.shares(params)?);
-            }
-        }
-        Ok(Needs::new(uses))
-    }
-
-    /// Every share named.
-    pub(super) fn uses(&self) -> impl Iterator<Item = &ShareUse> {
-        self.0.iter()
-    }
-
-    fn reading(&self, reads: Reads) -> impl Iterator<Item = &ShareUse> {
-        self.0.iter().filter(move |u| u.share.reads() == reads)
-    }
-}
 
 /// Key the members of every input archive, then what each process's frames are keyed by, in
 /// parallel (top level, outside any query): every key of the run is built on these.
@@ -389,7 +349,7 @@ pub fn shares_stored(db: &Db, run: Run, needs: &Needs) -> Result<bool> {
         return Ok(false);
     }
     for &p in run.processes(db) {
-        for u in &needs.0 {
+        for u in needs.uses() {
             if !is_stored(db, run, p, u)? {
                 return Ok(false);
             }

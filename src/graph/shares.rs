@@ -14,7 +14,7 @@ use super::frames::{
     steady_frames, warmup_context,
 };
 use super::hlo::{programs, programs_map};
-use super::kinds::NONE;
+use super::keys::NONE;
 use super::{Db, NodeError, NodeResult, Out, Process, Run, fail};
 
 /// How many consecutive processes' shares are added up into one stored group (for a share

@@ -2,7 +2,7 @@
 //! it, the compressed dump files and the import diagnostics a report records.
 
 use crate::engine::value::{Bytes, Files, Tables, Value};
-use crate::engine::{Keep, Key, KeyBuilder, Node, node_kind};
+use crate::engine::{Keep, Key, KeyBuilder, Node, kinds, node_kind};
 use crate::formats::archive::{
     DEVICE_METADATA, GRAPH_OPS, PUSHPOP_PARQUET, SYSTEM_METADATA, THREAD_METADATA, TRACE,
 };
@@ -16,13 +16,7 @@ pub struct ExportNode {
     pub report: Key,
     pub nsys_version: Key,
 }
-node_kind!(
-    ExportNode,
-    "nsys-export",
-    ["formats/nsys_export.rs"],
-    Transient,
-    Tables
-);
+node_kind!(ExportNode, kinds::NSYS_EXPORT, Transient, Tables);
 impl ExportNode {
     fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.param("nsys-version", self.nsys_version.0)
@@ -43,6 +37,15 @@ pub enum Producer {
 }
 
 impl Producer {
+    /// The kind of the members it derives.
+    pub fn kind(self) -> &'static kinds::Kind {
+        match self {
+            Producer::Projection => &kinds::PROJECTION,
+            Producer::Pushpop => &kinds::PUSHPOP,
+            Producer::Metadata => &kinds::METADATA,
+        }
+    }
+
     /// The producer of a derived member (None for a member that is not derived).
     pub fn of(member: &str) -> Option<Producer> {
         match member {
@@ -96,23 +99,10 @@ impl Node for DerivedNode {
     type Value = Derived;
     const KEEP: Keep = Keep::Stored;
     fn kind(&self) -> &str {
-        match self.producer {
-            Producer::Projection => "projection",
-            Producer::Pushpop => "pushpop",
-            Producer::Metadata => "metadata",
-        }
+        self.producer.kind().name
     }
-    fn sources(&self) -> &[&'static str] {
-        match self.producer {
-            Producer::Projection => &[
-                "capture/projection/",
-                "formats/trace.rs",
-                "formats/graph_ops.rs",
-                "formats/mod.rs",
-            ],
-            Producer::Pushpop => &["capture/projection/", "formats/pushpop/", "formats/mod.rs"],
-            Producer::Metadata => &["formats/metadata.rs", "formats/mod.rs"],
-        }
+    fn roots(&self) -> Vec<&'static str> {
+        self.producer.kind().roots.to_vec()
     }
     fn recipe(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.input(&self.export)
@@ -124,7 +114,7 @@ pub struct DumpXzNode {
     pub content: Key,
     pub preset: u32,
 }
-node_kind!(DumpXzNode, "dump-xz", ["capture/mod.rs"], Stored, Bytes);
+node_kind!(DumpXzNode, kinds::DUMP_XZ, Stored, Bytes);
 impl DumpXzNode {
     fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.param("preset", self.preset.to_le_bytes())
@@ -139,8 +129,7 @@ pub struct ImportDiagnosticsNode {
 }
 node_kind!(
     ImportDiagnosticsNode,
-    "import-diagnostics",
-    ["capture/import_check.rs"],
+    kinds::IMPORT_DIAGNOSTICS,
     Stored,
     Bytes
 );

@@ -4,15 +4,14 @@
 //! their group sums are the generic kinds of [`crate::analyses::share`]; the capture's
 //! nodes are declared in [`crate::capture`].
 
-use crate::analyses::AnalysisOutput;
 use crate::analyses::external::ScriptOutput;
 use crate::engine::value::{Bytes, Files, Tables};
-use crate::engine::{Keep, Key, KeyBuilder, Node, node_kind};
+use crate::engine::{Keep, Key, KeyBuilder, Node, kinds, node_kind};
 use crate::formats::archive::MemberKeys;
 use crate::formats::hlo::{HloModuleInfo, HloSchema};
 use std::sync::Arc;
 
-use super::frames::{CompiledNames, ProcessFacts, WarmupContext};
+use crate::frames::facts::{CompiledNames, ProcessFacts, WarmupContext};
 
 /// A key standing for "none" among a node's inputs (no compile frame, no GPU frames).
 pub const NONE: Key = Key([0; 32]);
@@ -22,13 +21,7 @@ pub const NONE: Key = Key([0; 32]);
 pub struct MemberKeysNode {
     pub file: Key,
 }
-node_kind!(
-    MemberKeysNode,
-    "member-keys",
-    ["formats/archive.rs"],
-    Stored,
-    MemberKeys
-);
+node_kind!(MemberKeysNode, kinds::MEMBER_KEYS, Stored, MemberKeys);
 impl MemberKeysNode {
     fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.input(&self.file)
@@ -40,7 +33,7 @@ impl MemberKeysNode {
 pub struct ProtosNode {
     pub files: Vec<(String, Vec<u8>)>,
 }
-node_kind!(ProtosNode, "protos", ["formats/hlo/"], Stored, Bytes);
+node_kind!(ProtosNode, kinds::PROTOS, Stored, Bytes);
 impl ProtosNode {
     fn feed(&self, mut kb: KeyBuilder) -> KeyBuilder {
         for (p, c) in &self.files {
@@ -54,13 +47,7 @@ impl ProtosNode {
 pub struct HloSchemaNode {
     pub protos: Key,
 }
-node_kind!(
-    HloSchemaNode,
-    "hlo-schema",
-    ["formats/hlo/"],
-    Transient,
-    HloSchema
-);
+node_kind!(HloSchemaNode, kinds::HLO_SCHEMA, Transient, HloSchema);
 impl HloSchemaNode {
     fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.input(&self.protos)
@@ -78,8 +65,7 @@ pub struct HloModuleNode {
 }
 node_kind!(
     HloModuleNode,
-    "hlo-module",
-    ["formats/hlo/", "graph/hlo.rs"],
+    kinds::HLO_MODULE,
     Transient,
     std::sync::Arc<HloModuleInfo>
 );
@@ -99,8 +85,7 @@ pub struct ProgramsNode {
 }
 node_kind!(
     ProgramsNode,
-    "hlo",
-    ["formats/hlo/", "graph/hlo.rs"],
+    kinds::PROGRAMS,
     Transient,
     Vec<Arc<HloModuleInfo>>
 );
@@ -114,13 +99,7 @@ impl ProgramsNode {
 pub struct SourceNamesNode {
     pub programs: Key,
 }
-node_kind!(
-    SourceNamesNode,
-    "source-names",
-    ["graph/hlo.rs"],
-    Stored,
-    Vec<String>
-);
+node_kind!(SourceNamesNode, kinds::SOURCE_NAMES, Stored, Vec<String>);
 impl SourceNamesNode {
     fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.input(&self.programs)
@@ -138,20 +117,7 @@ pub struct GpuFramesNode {
     pub threads: Option<Key>,
     pub programs: Key,
 }
-node_kind!(
-    GpuFramesNode,
-    "gpu-frames",
-    [
-        "frames/gpu.rs",
-        "frames/command_buffers.rs",
-        "formats/trace.rs",
-        "formats/graph_ops.rs",
-        "formats/thunk_metadata.rs",
-        "nvtx.rs"
-    ],
-    Volatile,
-    Tables
-);
+node_kind!(GpuFramesNode, kinds::GPU_FRAMES, Volatile, Tables);
 impl GpuFramesNode {
     fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.input(&self.trace)
@@ -171,13 +137,7 @@ impl GpuFramesNode {
 pub struct UnplacedNode {
     pub gpu_frames: Key,
 }
-node_kind!(
-    UnplacedNode,
-    "unplaced-devices",
-    ["graph/frames.rs", "frames/gpu.rs", "frames/placement.rs"],
-    Stored,
-    bool
-);
+node_kind!(UnplacedNode, kinds::UNPLACED, Stored, bool);
 impl UnplacedNode {
     fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.input(&self.gpu_frames)
@@ -188,13 +148,7 @@ impl UnplacedNode {
 pub struct CompileFrameNode {
     pub pushpop: Key,
 }
-node_kind!(
-    CompileFrameNode,
-    "compile-frame",
-    ["frames/compile.rs", "formats/pushpop/"],
-    Volatile,
-    Tables
-);
+node_kind!(CompileFrameNode, kinds::COMPILE_FRAME, Volatile, Tables);
 impl CompileFrameNode {
     fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.input(&self.pushpop)
@@ -207,8 +161,7 @@ pub struct CompiledNamesNode {
 }
 node_kind!(
     CompiledNamesNode,
-    "compiled-names",
-    ["graph/frames.rs"],
+    kinds::COMPILED_NAMES,
     Stored,
     CompiledNames
 );
@@ -225,8 +178,7 @@ pub struct CompiledProgramsNode {
 }
 node_kind!(
     CompiledProgramsNode,
-    "compiled-programs",
-    ["graph/frames.rs", "frames/gpu.rs"],
+    kinds::COMPILED_PROGRAMS,
     Stored,
     Vec<String>
 );
@@ -241,13 +193,7 @@ impl CompiledProgramsNode {
 pub struct ProcessFactsNode {
     pub gpu_frames: Option<Key>,
 }
-node_kind!(
-    ProcessFactsNode,
-    "process-facts",
-    ["graph/frames.rs", "frames/gpu.rs"],
-    Stored,
-    ProcessFacts
-);
+node_kind!(ProcessFactsNode, kinds::PROCESS_FACTS, Stored, ProcessFacts);
 impl ProcessFactsNode {
     fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.input(&self.gpu_frames.unwrap_or(NONE))
@@ -261,39 +207,13 @@ pub struct WarmupContextNode {
 }
 node_kind!(
     WarmupContextNode,
-    "warmup-context",
-    ["graph/frames.rs"],
+    kinds::WARMUP_CONTEXT,
     Stored,
     WarmupContext
 );
 impl WarmupContextNode {
     fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.inputs(self.inputs.iter())
-    }
-}
-
-/// The output of a registered analysis on a run: keyed by its parameters and, per process,
-/// the frames its shares read and the programs compiled in the run.
-pub struct AnalysisNode {
-    /// `analysis:<name>`.
-    pub kind: String,
-    /// The analysis's sources and those of its shares.
-    pub sources: Vec<&'static str>,
-    pub params: String,
-    pub inputs: Vec<Key>,
-}
-
-impl Node for AnalysisNode {
-    type Value = AnalysisOutput;
-    const KEEP: Keep = Keep::Stored;
-    fn kind(&self) -> &str {
-        &self.kind
-    }
-    fn sources(&self) -> &[&'static str] {
-        &self.sources
-    }
-    fn recipe(&self, kb: KeyBuilder) -> KeyBuilder {
-        kb.param("params", &self.params).inputs(self.inputs.iter())
     }
 }
 
@@ -313,8 +233,8 @@ impl Node for ScriptNode {
     fn kind(&self) -> &str {
         &self.kind
     }
-    fn sources(&self) -> &[&'static str] {
-        &["analyses/external.rs"]
+    fn roots(&self) -> Vec<&'static str> {
+        kinds::ANALYSIS_SCRIPT.roots.to_vec()
     }
     fn recipe(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.input(&self.script)
@@ -331,18 +251,7 @@ pub struct ReportNode {
     pub facts: Vec<Key>,
     pub archives: Vec<Key>,
 }
-node_kind!(
-    ReportNode,
-    "html-report",
-    [
-        "graph/report.rs",
-        "report/",
-        "units.rs",
-        "formats/metadata.rs"
-    ],
-    Stored,
-    Bytes
-);
+node_kind!(ReportNode, kinds::HTML_REPORT, Stored, Bytes);
 impl ReportNode {
     fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
         let counts = format!(
@@ -364,13 +273,7 @@ impl ReportNode {
 pub struct PandasFramesNode {
     pub processes: Vec<(String, Option<Key>, Option<Key>, Key)>,
 }
-node_kind!(
-    PandasFramesNode,
-    "pandas-frames",
-    ["graph/export.rs", "frames/nsys_jax.rs", "formats/mod.rs"],
-    Stored,
-    Files
-);
+node_kind!(PandasFramesNode, kinds::PANDAS_FRAMES, Stored, Files);
 impl PandasFramesNode {
     fn feed(&self, mut kb: KeyBuilder) -> KeyBuilder {
         kb = kb.param("processes", self.processes.len().to_string());
