@@ -78,7 +78,7 @@ fn versions() {
     out.push_str("];\n");
     writeln!(
         out,
-        "/// The toolchain the versions include.\npub const TOOLCHAIN: &str = {toolchain:?};"
+        "/// The toolchain the versions include (tests recompute the versions with it).\n#[cfg(test)]\npub const TOOLCHAIN: &str = {toolchain:?};"
     )
     .unwrap();
     // The direct edges, for reading why a file reaches another (not compiled in).

@@ -1,35 +1,50 @@
 //! nsys-jax-pipe: turn Nsight Systems profiles of JAX programs into answers,
 //! as an incremental, content-addressed build graph.
 //!
-//! Layout:
-//! - [`engine`]: the graph engine (content keys, persistent store, run log);
-//! - [`graph`]: the salsa query graph that wires every node together;
-//! - [`formats`]: readers and writers of file formats (archives, parquet tables, HLO);
+//! Layout, bottom to top (each layer uses only those below it; `tests/layout.rs` checks it):
+//! - [`engine`] and the utilities: the graph engine (content keys, persistent store, run log,
+//!   the catalogue of node kinds and their versions), errors, tables, statistics, units;
+//! - [`formats`]: readers and writers of file formats (archives, parquet tables, HLO), and
+//!   [`report`], the HTML report's page, tables and charts;
 //! - [`frames`]: the data model built from the raw tables (module, thunk, compile, communication);
-//! - [`report`]: the HTML report's page, tables and charts (each analysis draws its sections);
-//! - [`analyses`]: one module per analysis;
-//! - [`capture`]: the capture stage: profiling a program under Nsight Systems (the `run`
-//!   command), finding `nsys`, exporting and projecting its report, and `nsys-jax` command lines;
-//! - [`cli`]: the thin command-line front-end.
+//! - [`analyses`]: one module per analysis, and [`capture`]: a report and XLA dump turned into
+//!   archive members, profiling a program under Nsight Systems;
+//! - [`graph`]: the salsa query graph that wires every node together;
+//! - [`commands`]: `run`, `archive`, `analyze`, `combine`, `compare` as functions of requests;
+//! - [`cli`]: the front-end: arguments in, results printed.
+//!
+//! The library is the command line's: [`cli`] is its entry point. [`api`] holds what the
+//! integration tests and benchmarks read directly; everything else is private to the crate.
 
-pub mod alloc;
-pub mod analyses;
-pub mod capture;
+pub(crate) mod analyses;
+pub(crate) mod capture;
 pub mod cli;
-pub mod combine;
-pub mod compare;
-pub mod engine;
-pub mod error;
-pub mod formats;
-pub mod frames;
-pub mod graph;
+pub(crate) mod commands;
+pub(crate) mod engine;
+pub(crate) mod error;
+pub(crate) mod formats;
+pub(crate) mod frames;
+pub(crate) mod graph;
 pub mod interrupt;
-pub mod labels;
-pub mod nvtx;
-pub mod pipeline;
-pub mod report;
-pub mod stats;
-pub mod table;
-pub mod testutil;
-pub mod tmpfiles;
-pub mod units;
+pub(crate) mod nvtx;
+pub(crate) mod report;
+pub(crate) mod stats;
+pub(crate) mod table;
+#[cfg(test)]
+pub(crate) mod testutil;
+pub(crate) mod tmpfiles;
+pub(crate) mod units;
+
+/// What the integration tests and benchmarks read directly, besides running the binary:
+/// archive members (the command-buffer graph table, parquet tables), HLO protos, the inputs
+/// of analysis scripts, and the registry's analysis names.
+pub mod api {
+    pub use crate::analyses::external::materialize;
+    pub use crate::formats::archive::Archive;
+    pub use crate::formats::{graph_ops, hlo, read_parquet};
+
+    /// The built-in analyses, in the registry's order.
+    pub fn analysis_names() -> Vec<&'static str> {
+        crate::analyses::REGISTRY.iter().map(|a| a.name()).collect()
+    }
+}

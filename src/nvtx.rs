@@ -9,18 +9,6 @@ pub fn strip_tsl(name: &str) -> &str {
     name.strip_prefix("TSL:").unwrap_or(name)
 }
 
-/// NCCL's own ranges (`NCCL:ncclGroupEnd` with a domain, `ncclGroupEnd` without).
-pub fn is_nccl(name: &str) -> bool {
-    name.starts_with("NCCL:") || name.starts_with("nccl")
-}
-
-/// The range kind: the name up to `:#` (`XlaPass`, `XlaCompileBackend`, ...), or the whole
-/// name (without `TSL:`) when it has no `:#`.
-pub fn range_kind(name: &str) -> &str {
-    let t = strip_tsl(name);
-    t.split_once(":#").map(|(k, _)| k).unwrap_or(t)
-}
-
 /// The `key=value,...` body of `Kind:#body#`.
 fn body<'a>(name: &'a str, kind: &str) -> Option<&'a str> {
     strip_tsl(name)
@@ -278,16 +266,6 @@ mod tests {
             (c.kind, c.module, c.program_id),
             ("XlaCompile", Some("jit_f"), None)
         );
-        assert_eq!(range_kind("TSL:XlaPass:#name=x#"), "XlaPass");
-        assert_eq!(
-            range_kind("TSL:XlaAutotunerCompilation"),
-            "XlaAutotunerCompilation"
-        );
-        assert!(
-            is_nccl("NCCL:ncclGroupEnd")
-                && is_nccl("ncclAllReduce")
-                && !is_nccl("TSL:Thunk:#hlo_op=a#")
-        );
     }
 
     fn ident() -> impl Strategy<Value = String> {
@@ -331,7 +309,6 @@ mod tests {
             let _ = parse_thunk(&s);
             let _ = parse_launcher(&s);
             let _ = parse_compile(&s);
-            let _ = range_kind(&s);
         }
     }
 }

@@ -26,10 +26,6 @@ impl Table {
         self.rows.push(cells);
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
-    }
-
     pub fn render(&self) -> String {
         let n = self.header.len();
         let mut width: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
@@ -82,21 +78,6 @@ pub fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-pub fn mean_std(mean: Option<f64>, std: Option<f64>) -> String {
-    match (mean, std) {
-        (Some(m), Some(s)) if s.is_finite() && s > 0.0 => {
-            let digits = if s >= 1.0 {
-                2
-            } else {
-                (-(s.log10().floor()) as usize + 1).min(9)
-            };
-            format!("{m:.digits$} ± {s:.digits$}")
-        }
-        (Some(m), _) => format!("{}", round_sig(m)),
-        _ => "—".to_string(),
-    }
-}
-
 /// A number with up to 6 significant digits, without trailing zeros.
 pub fn round_sig(x: f64) -> String {
     if x == 0.0 || !x.is_finite() {
@@ -129,9 +110,6 @@ mod tests {
     fn numbers() {
         assert_eq!(round_sig(1.1020004), "1.102");
         assert_eq!(round_sig(126.50796), "126.508");
-        assert_eq!(mean_std(Some(126.5079), Some(0.66)), "126.51 ± 0.66");
-        assert_eq!(mean_std(Some(3.0), None), "3");
-        assert_eq!(mean_std(None, None), "—");
     }
 }
 

@@ -1,4 +1,5 @@
 //! Test helpers shared by the unit and integration tests.
+#![allow(dead_code)] // each of the two test builds that include this file uses a part of it
 use std::path::PathBuf;
 
 /// The shared fixture folder: `$NSYS_JAX_PIPE_FIXTURES`, else `../shared/fixtures` beside the

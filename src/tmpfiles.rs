@@ -135,6 +135,7 @@ impl TempFile {
         }
     }
 
+    #[cfg(test)]
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -185,13 +185,13 @@ fn zip_extracted_folder_and_combined_folder_agree() {
 
     // Four processes: four inputs vs their combined layout (identical files once, differing
     // ones as path/<stem>).
-    let archives: Vec<nsys_jax_pipe::formats::archive::Archive> = zips
+    let archives: Vec<nsys_jax_pipe::api::Archive> = zips
         .iter()
-        .map(|z| nsys_jax_pipe::formats::archive::Archive::open(z).unwrap())
+        .map(|z| nsys_jax_pipe::api::Archive::open(z).unwrap())
         .collect();
     let refs: Vec<&_> = archives.iter().collect();
     let combined = tmp.path().join("combined");
-    nsys_jax_pipe::analyses::external::materialize(&refs, &combined).unwrap();
+    nsys_jax_pipe::api::materialize(&refs, &combined).unwrap();
     assert!(
         combined
             .join("nvtx_gpu_proj_trace/trace.parquet/proc3")

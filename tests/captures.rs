@@ -282,8 +282,8 @@ fn metadata_files_match_the_python_tool() {
         "system-metadata.parquet",
         "device-metadata.parquet",
     ] {
-        let ours = nsys_jax_pipe::formats::read_parquet(zip_read(&zip, member)).unwrap();
-        let theirs = nsys_jax_pipe::formats::read_parquet(
+        let ours = nsys_jax_pipe::api::read_parquet(zip_read(&zip, member)).unwrap();
+        let theirs = nsys_jax_pipe::api::read_parquet(
             std::fs::read(f.join("reference/h200-fsdp2_1proc").join(member)).unwrap(),
         )
         .unwrap();

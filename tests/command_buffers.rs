@@ -3,7 +3,7 @@
 //! HLO instructions, checked against Nsight Systems' own kernel summary.
 
 use crate::common::*;
-use nsys_jax_pipe::formats::graph_ops;
+use nsys_jax_pipe::api::graph_ops;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

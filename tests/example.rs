@@ -100,8 +100,8 @@ fn example_report_gives_the_shipped_archive() {
         "system-metadata.parquet",
         "device-metadata.parquet",
     ] {
-        let a = nsys_jax_pipe::formats::read_parquet(zip_read(&zip, m)).unwrap();
-        let b = nsys_jax_pipe::formats::read_parquet(zip_read(&shipped, m)).unwrap();
+        let a = nsys_jax_pipe::api::read_parquet(zip_read(&zip, m)).unwrap();
+        let b = nsys_jax_pipe::api::read_parquet(zip_read(&shipped, m)).unwrap();
         assert_eq!(a.columns(), b.columns(), "{m}");
     }
 

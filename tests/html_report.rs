@@ -205,7 +205,7 @@ fn has_all(loaded: &Loaded, expected: &[&str], name: &str) {
 }
 
 fn browser(tmp: &Path) -> Option<Browser> {
-    let chromium = nsys_jax_pipe::testutil::chromium_path()?;
+    let chromium = crate::common::testutil::chromium_path()?;
     Some(Browser::launch(&chromium, &tmp.join("profile")))
 }
 
@@ -222,7 +222,7 @@ fn the_pax_report_with_every_analysis_loads_and_its_flame_graphs_zoom() {
     };
     let html = tmp.path().join("pax.html");
     let mut extra: Vec<String> = Vec::new();
-    for a in ALL_ANALYSES {
+    for a in all_analyses() {
         extra.extend(["--analysis".into(), a.to_string()]);
     }
     extra.extend(["-q".into(), "--html".into(), html.display().to_string()]);

@@ -21,17 +21,17 @@ const MAX_LINES: usize = 800;
 /// own layer or of lower ones, never of a higher one.
 ///
 /// - `engine`: the graph engine and the utilities everything may use: errors, tables,
-///   statistics, units, NVTX name parsing, temporary files, interrupts, test helpers, and `nsys`
-///   (finding the Nsight Systems CLI, needed wherever a report is exported).
+///   statistics, units, NVTX name parsing, temporary files, interrupts, test helpers (compiled
+///   for tests only), and the binary's allocator (`alloc`, a module of `main.rs`).
 /// - `formats`: readers and writers of file formats, and `report` (the HTML report's page,
 ///   tables and charts).
 /// - `frames`: the data model built from the raw tables.
 /// - `analyses`: the analyses, and `capture` (a report and XLA dump turned into archive
 ///   members: a product the graph computes, so it sits below the graph).
 /// - `graph`: the query graph that wires every node together.
-/// - `commands`: what the command-line front-end runs: `run` (`launch`, `import_check`),
-///   `combine`, `compare`, pipelines, labels, and the `nsys-jax` names (`compat`).
-/// - `cli`: the front-end.
+/// - `commands`: `run`, `archive`, `analyze` (and `--watch`), `combine` and `compare` as
+///   functions of request structs, with pipeline files, labels and the comparison itself.
+/// - `cli`: the front-end: arguments parsed into requests, results printed.
 ///
 /// A top-level module missing here fails the test: place it in its layer.
 const LAYERS: &[(&str, &[&str])] = &[
@@ -54,7 +54,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("frames", &["frames"]),
     ("analyses", &["analyses", "capture"]),
     ("graph", &["graph"]),
-    ("commands", &["combine", "compare", "labels", "pipeline"]),
+    ("commands", &["commands"]),
     ("cli", &["cli"]),
 ];
 
@@ -838,4 +838,41 @@ mod helpers {
         assert_eq!(s, [BTreeSet::from(["a", "b", "c"])]);
         assert_eq!(cycle_path(&e, &s[0]), ["a", "b", "c", "a"]);
     }
+}
+
+/// The front-end holds no workflow: no file of `src/cli/` names the query graph, the capture
+/// stage's workflow parts or the analyses' computations; it turns arguments into the requests
+/// of [`commands`](../src/commands/mod.rs) and prints their results.
+#[test]
+fn the_front_end_runs_commands_only() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    read_tree(&src, &src, &mut files);
+    let forbidden = [
+        "crate::graph",
+        "crate::capture::launch",
+        "crate::formats::archive_writer",
+    ];
+    let mut found = Vec::new();
+    for (path, text) in files.iter().filter(|(p, _)| p.starts_with("cli/")) {
+        let code = strip(text);
+        let cut = test_module_start(&code).unwrap_or(usize::MAX);
+        for (i, line) in code.lines().enumerate().take_while(|(i, _)| i + 1 < cut) {
+            for f in forbidden {
+                if line.contains(f) {
+                    found.push(format!("src/{path}:{}: {f}", i + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        files.iter().any(|(p, _)| p.starts_with("cli/"))
+            && files.iter().any(|(p, _)| p.starts_with("commands/")),
+        "no src/cli/ or src/commands/"
+    );
+    assert!(
+        found.is_empty(),
+        "workflow in the front-end:\n{}",
+        found.join("\n")
+    );
 }

@@ -20,7 +20,7 @@ fn checkout() -> PathBuf {
     ignore = "needs the wheel installed (scripts/install-wheel.sh .wheel)"
 )]
 fn installed_commands_run_the_readme_example() {
-    let Some(python) = nsys_jax_pipe::testutil::wheel_python() else {
+    let Some(python) = crate::common::testutil::wheel_python() else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -93,7 +93,7 @@ fn installed_commands_run_the_readme_example() {
     ignore = "needs the wheel installed (scripts/install-wheel.sh .wheel)"
 )]
 fn installed_package_loads_the_example_frames() {
-    let Some(python) = nsys_jax_pipe::testutil::wheel_python() else {
+    let Some(python) = crate::common::testutil::wheel_python() else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -133,7 +133,7 @@ print("modules", len(d.module), "thunks", len(d.thunk), "corrections", d.device_
 /// `tests/python/frames_match_notebook.py` with the installed package: `load` of `inputs`
 /// against the notebook's results in `reference` (under the fixtures).
 fn matches_notebook(reference: &str, inputs: impl FnOnce(&Path) -> Vec<PathBuf>) {
-    let Some(python) = nsys_jax_pipe::testutil::wheel_python() else {
+    let Some(python) = crate::common::testutil::wheel_python() else {
         return;
     };
     let Some(f) = fixtures() else { return };

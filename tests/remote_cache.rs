@@ -89,7 +89,7 @@ fn warnings(o: &Output) -> Vec<String> {
 
 /// A server with an empty bucket, and the environment pointing at it.
 fn server() -> Option<(S3Server, Vec<(String, String)>)> {
-    let program = nsys_jax_pipe::testutil::s3_server()?;
+    let program = crate::common::testutil::s3_server()?;
     let s = S3Server::start(&program, &[]);
     s.create_bucket(BUCKET);
     let env = env_for(&s.endpoint(), "testing", "testing");
@@ -314,7 +314,7 @@ fn a_damaged_object_is_recomputed_and_replaced() {
         .iter()
         .find(|k| k.contains(".analysis_"))
         .unwrap_or_else(|| panic!("no analysis entry among {keys:?}"));
-    let python = nsys_jax_pipe::testutil::s3_server()
+    let python = crate::common::testutil::s3_server()
         .unwrap()
         .with_file_name("python");
     crate::common::s3::put_object(&python, &s.endpoint(), BUCKET, target, b"NJPSTOR1 garbage");
@@ -342,7 +342,7 @@ fn a_damaged_object_is_recomputed_and_replaced() {
     ignore = "needs an S3-protocol server (scripts/install-s3-server.sh .s3)"
 )]
 fn a_read_only_bucket_is_read_and_warned_about() {
-    let Some(program) = nsys_jax_pipe::testutil::s3_server() else {
+    let Some(program) = crate::common::testutil::s3_server() else {
         return;
     };
     // The server checks credentials and policies (IAM) after the set-up requests.

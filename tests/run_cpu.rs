@@ -33,7 +33,7 @@ print("steps done")
 )]
 fn run_profiles_a_jax_program_on_the_cpu_with_the_real_nsys() {
     let Some(nsys) = nsys() else { return };
-    let Some(python) = nsys_jax_pipe::testutil::jax_python() else {
+    let Some(python) = crate::common::testutil::jax_python() else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();

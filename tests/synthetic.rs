@@ -4,7 +4,7 @@
 
 use crate::common::*;
 use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
-use nsys_jax_pipe::formats::hlo;
+use nsys_jax_pipe::api::hlo;
 use prost_reflect::{DynamicMessage, MapKey, Value};
 use std::io::Write;
 use std::path::Path;

@@ -27,7 +27,7 @@ fn the_pax_terminal_output_fits_100_columns_with_short_numbers() {
     let Some(f) = fixtures() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let mut args: Vec<&str> = Vec::new();
-    for a in ALL_ANALYSES {
+    for a in all_analyses() {
         args.extend(["--analysis", a]);
     }
     let o = analyze(

@@ -201,11 +201,6 @@ pub fn reduce(partials: &[CommunicationPartial]) -> Communication {
     }
 }
 
-/// Both steps on one process's frames.
-pub fn compute(steady: &Steady) -> Communication {
-    reduce(&[partial(steady)])
-}
-
 pub fn render(c: &Communication) -> String {
     let mut out = String::new();
     for n in &c.notes {

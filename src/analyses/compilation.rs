@@ -278,6 +278,7 @@ pub fn range_sums(frame: &RecordBatch) -> Result<RangeSums> {
     Ok(RangeSums { by_name: sums })
 }
 
+#[cfg(test)]
 /// nsys-jax's summary tables over the compile frames of all processes.
 pub fn summary_tables(frames: &[RecordBatch]) -> Result<CompilationTables> {
     let sums = frames.iter().map(range_sums).collect::<Result<Vec<_>>>()?;

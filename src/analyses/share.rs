@@ -99,7 +99,8 @@ pub struct ShareInputs {
 
 /// The node of one process's share of `S`.
 pub struct ShareNode<'a, S> {
-    pub share: &'a S,
+    /// The share (its kind, version and parameters are `S`'s).
+    pub share: std::marker::PhantomData<&'a S>,
     pub inputs: &'a ShareInputs,
 }
 
@@ -125,7 +126,7 @@ impl<S: Share> Node for ShareNode<'_, S> {
 
 /// The node of the sum of a group of processes' shares of `S` (see [`Share::add_up`]).
 pub struct GroupNode<'a, S> {
-    pub share: &'a S,
+    pub share: std::marker::PhantomData<&'a S>,
     pub kind: String,
     /// The keys of the group's shares, in process order.
     pub members: &'a [Key],
@@ -153,8 +154,6 @@ pub trait AnyShare: Sync {
     fn reads(&self) -> Reads;
     /// Its default parameters, canonical JSON.
     fn default_param(&self) -> String;
-    /// Check parameters given as JSON and write them canonically.
-    fn canonical_param(&self, param: &serde_json::Value) -> Result<String>;
     fn key(&self, inputs: &ShareInputs) -> Key;
     /// The map step on one process (parameters as canonical JSON).
     fn map_view(&self, view: &ProcessView, param: &str) -> Result<Box<dyn Any + Send>>;
@@ -191,14 +190,9 @@ impl<S: Share> AnyShare for S {
     fn default_param(&self) -> String {
         serde_json::to_string(&S::Param::default()).expect("plain parameters")
     }
-    fn canonical_param(&self, param: &serde_json::Value) -> Result<String> {
-        let p: S::Param =
-            serde_json::from_value(param.clone()).map_err(|e| anyhow!("share {}: {e}", S::KIND))?;
-        Ok(serde_json::to_string(&p)?)
-    }
     fn key(&self, inputs: &ShareInputs) -> Key {
         ShareNode {
-            share: self,
+            share: std::marker::PhantomData::<&S>,
             inputs,
         }
         .key()
@@ -215,7 +209,7 @@ impl<S: Share> AnyShare for S {
         map: &dyn Fn() -> Result<Box<dyn Any + Send>>,
     ) -> Result<(Key, AnyValue)> {
         let node = ShareNode {
-            share: self,
+            share: std::marker::PhantomData::<&S>,
             inputs,
         };
         let (key, v) = engine.compute(&node, &inputs.label, || {
@@ -240,7 +234,7 @@ impl<S: Share> AnyShare for S {
             return Ok(None);
         }
         let node = GroupNode {
-            share: self,
+            share: std::marker::PhantomData::<&S>,
             kind: format!("{}-group", S::KIND),
             members,
         };

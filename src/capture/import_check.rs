@@ -294,13 +294,6 @@ pub fn of_processes(
     Ok(out)
 }
 
-/// Print each warning to stderr.
-pub fn warn(found: &[ImportDiagnostics]) {
-    for d in found {
-        eprintln!("nsys-jax-pipe: warning: {}", d.warning());
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

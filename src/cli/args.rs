@@ -3,8 +3,8 @@
 //! differs), the per-command argument structs, and the step that turns the low-level
 //! arguments into what the commands work with (cache folder, analysis requests).
 
+use crate::commands::pipeline::{self, AnalysisRequest};
 use crate::engine::default_cache_dir;
-use crate::pipeline::{self, AnalysisRequest};
 use anyhow::{Result, bail};
 use clap::Subcommand;
 use std::ffi::OsString;
@@ -173,6 +173,15 @@ pub(super) struct CaptureArgs {
     pub nsys: NsysPath,
 }
 
+impl CaptureArgs {
+    pub fn options(&self) -> crate::commands::CaptureOptions {
+        crate::commands::CaptureOptions {
+            dumps: self.dumps.clone(),
+            nsys: self.nsys.path.clone(),
+        }
+    }
+}
+
 // ---- Commands -----------------------------------------------------------------------------
 
 #[derive(Subcommand, Debug)]
@@ -305,7 +314,7 @@ pub(super) struct CombineArgs {
     pub force: bool,
     /// Which inputs' reports (.nsys-rep) to keep.
     #[arg(long, value_enum, default_value = "first")]
-    pub keep_nsys_rep: crate::combine::KeepReports,
+    pub keep_nsys_rep: crate::commands::combine::members::KeepReports,
     #[command(flatten)]
     pub analyses: AnalysisSelection,
     #[command(flatten)]

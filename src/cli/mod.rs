@@ -1,17 +1,12 @@
-//! The command-line front-end: parses arguments (`args`), runs graph queries, writes outputs.
-//! One module per command; `analysis` runs the requested analyses of a run and `output` holds
-//! what printing results and writing outputs share.
+//! The command-line front-end: parses arguments (`args`), turns them into the commands'
+//! requests and prints what the commands did (`commands`, `output`); the commands themselves
+//! live in [`crate::commands`]. `terminal` draws their progress on stderr.
 
-mod analysis;
-mod analyze;
-mod archive;
 mod args;
 mod cache;
-mod combine;
-mod compare;
+mod commands;
 mod output;
-mod run;
-mod watch;
+mod terminal;
 
 pub use cache::{parse_age, parse_size};
 
@@ -66,8 +61,6 @@ enum Command {
 
 /// Entry point: returns the process exit code. Errors are printed as one line.
 pub fn main() -> i32 {
-    // The allocator's options (src/alloc.rs) are read before this; naming them keeps them.
-    let _ = crate::alloc::options();
     main_with(std::env::args_os().collect())
 }
 
@@ -143,11 +136,11 @@ pub fn main_with(argv: Vec<std::ffi::OsString>) -> i32 {
 
 fn dispatch(cli: Cli, plan: &[(String, Vec<String>)]) -> Result<i32> {
     match cli.command {
-        Command::Analyze(a) => analyze::analyze(a, plan).map(|()| 0),
-        Command::Archive(a) => archive::archive(a, plan).map(|()| 0),
-        Command::Run(a) => run::run(a, plan),
-        Command::Combine(a) => combine::combine(a, plan).map(|()| 0),
-        Command::Compare(a) => compare::compare(a),
+        Command::Analyze(a) => commands::analyze(a, plan),
+        Command::Archive(a) => commands::archive(a, plan),
+        Command::Run(a) => commands::run(a, plan),
+        Command::Combine(a) => commands::combine(a, plan),
+        Command::Compare(a) => commands::compare(a),
         Command::Cache { command } => cache::cache(command).map(|()| 0),
     }
 }

@@ -54,11 +54,13 @@ impl FileMemo {
         }
     }
 
+    #[cfg(test)]
     /// The content key of the file at `path`.
     pub fn key_of(&self, path: &Path) -> Result<Key> {
         Ok(self.key_of_hashed(path)?.0)
     }
 
+    #[cfg(test)]
     /// The content key of the file at `path`, with the metadata it had when it was hashed
     /// (None when the key came from the memo).
     pub fn key_of_hashed(&self, path: &Path) -> Result<(Key, Option<fs::Metadata>)> {

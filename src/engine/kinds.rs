@@ -37,6 +37,11 @@ pub struct Family {
 }
 
 impl Family {
+    /// The kind of the family's member `name`.
+    pub fn kind(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
     /// The family's files with `more` (as `file!()` gives them, or relative to `src/`).
     pub fn roots_with(&self, more: &[&'static str]) -> Vec<&'static str> {
         let more = more.iter().map(|f| f.strip_prefix("src/").unwrap_or(f));
@@ -55,8 +60,10 @@ macro_rules! catalogue {
         $($(#[$doc])* pub const $id: Kind = Kind { name: $name, roots: &[$($root),+] };)*
         $($(#[$fdoc])* pub const $fid: Family = Family { prefix: $prefix, roots: &[$($froot),+] };)*
         /// Every kind of a fixed name.
+        #[cfg(test)]
         pub const KINDS: &[&Kind] = &[$(&$id),*];
         /// Every family of kinds.
+        #[cfg(test)]
         pub const FAMILIES: &[&Family] = &[$(&$fid),*];
         // Every file named is a file of the crate (checked when the crate is built).
         const _: () = {
@@ -120,7 +127,7 @@ catalogue! {
         /// The content key of an archive the writer would make (a key).
         ARCHIVE = "archive" in ["formats/archive_writer.rs"];
         /// The HTML page of a comparison.
-        COMPARE_HTML = "compare-html" in ["compare/html.rs"];
+        COMPARE_HTML = "compare-html" in ["commands/compare/html.rs"];
     }
     families {
         /// The output of a registered analysis: `analysis:<name>`, with the analysis's file
@@ -132,7 +139,7 @@ catalogue! {
         /// the sum of a group of them is `<share>-group`.
         SHARE = "" in ["analyses/share.rs"];
         /// The comparison of one family of metrics: `compare:<family>`.
-        COMPARISON = "compare:" in ["compare/mod.rs"];
+        COMPARISON = "compare:" in ["commands/compare/mod.rs"];
     }
 }
 

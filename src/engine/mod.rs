@@ -8,6 +8,7 @@
 //! memoisation and dependency tracking are salsa's job (see [`crate::graph`]).
 
 pub mod claims;
+pub mod entry;
 pub mod filememo;
 pub mod key;
 pub mod kinds;

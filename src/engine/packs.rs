@@ -17,7 +17,7 @@
 //! never read again by this process, so its node is recomputed and stored as a loose entry,
 //! which takes precedence. A pack is the unit of `gc`: its modification time is its last use.
 
-use super::store::{HEADER, verify};
+use super::entry::{HEADER, verify};
 use crate::tmpfiles::{self, TempFile};
 use anyhow::{Context, Result, bail};
 use std::collections::{HashMap, HashSet};

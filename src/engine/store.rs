@@ -8,6 +8,7 @@
 //! checksum and is recomputed. A read verifies length and hash; a damaged entry is deleted and
 //! reported as missing, so the caller recomputes it.
 
+use super::entry::{self, HEADER, verify};
 use super::key::Key;
 use super::packs::{PackWriter, Packs};
 use crate::tmpfiles::{self, TempFile};
@@ -19,8 +20,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-const MAGIC: &[u8; 8] = b"NJPSTOR1";
-pub(super) const HEADER: usize = 8 + 8 + 32;
 /// A prefetch of at least this many entries is kept locally as one pack (see [`super::packs`]).
 const PACK_AT_LEAST: usize = 64;
 
@@ -285,11 +284,7 @@ impl Store {
             .with_context(|| format!("cannot create cache directory {}", dir.display()))?;
         let tmp = TempFile::new_in(&self.root, tmpfiles::SUFFIX)
             .with_context(|| format!("cannot write to cache directory {}", self.root.display()))?;
-        let hash = blake3::hash(payload);
-        let mut header = Vec::with_capacity(HEADER);
-        header.extend_from_slice(MAGIC);
-        header.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-        header.extend_from_slice(hash.as_bytes());
+        let header = entry::header(payload);
         tmpfiles::write_parts(tmp.file(), &[&header, payload])
             .and_then(|()| tmp.commit(&path, false))
             .with_context(|| format!("cannot write cache entry {}", path.display()))?;
@@ -438,18 +433,6 @@ impl Store {
         s.by_kind = after.by_kind;
         s
     }
-}
-
-pub(super) fn verify(bytes: &[u8]) -> Option<()> {
-    if bytes.len() < HEADER || &bytes[..8] != MAGIC {
-        return None;
-    }
-    let len = u64::from_le_bytes(bytes[8..16].try_into().ok()?) as usize;
-    if bytes.len() != HEADER + len {
-        return None;
-    }
-    let payload = &bytes[HEADER..];
-    (blake3::hash(payload).as_bytes() == &bytes[16..48]).then_some(())
 }
 
 fn sanitize(kind: &str) -> String {

@@ -40,6 +40,7 @@ impl Tables {
     }
 }
 
+#[cfg(test)]
 pub fn batch_to_ipc(batch: &RecordBatch) -> Result<Vec<u8>> {
     write_ipc(batch, Default::default())
 }

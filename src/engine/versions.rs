@@ -8,6 +8,7 @@ mod generated {
 }
 
 use generated::FILES;
+#[cfg(test)]
 pub use generated::TOOLCHAIN;
 
 /// `file` as the table names it: relative to `src/` (`file!()` gives `src/graph/frames.rs`,
@@ -91,16 +92,12 @@ pub fn reaches(root: &str, file: &str) -> bool {
     r.2.binary_search(&(f as u16)).is_ok()
 }
 
+#[cfg(test)]
 /// The files `root` reaches, itself included.
 pub fn reached_from(root: &str) -> Vec<&'static str> {
     entry(root)
         .map(|r| r.2.iter().map(|&i| FILES[i as usize].0).collect())
         .unwrap_or_default()
-}
-
-/// Every file of the crate with its version.
-pub fn all() -> impl Iterator<Item = (&'static str, &'static str)> {
-    FILES.iter().map(|(p, v, _)| (*p, *v))
 }
 
 #[cfg(test)]

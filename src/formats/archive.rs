@@ -8,8 +8,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-mod keys;
-pub use keys::MemberKeys;
+pub mod keys;
 
 /// Where the GPU projection lives in an archive.
 pub const TRACE: &str = "nvtx_gpu_proj_trace/trace.parquet";
@@ -47,9 +46,8 @@ pub struct Archive {
     source: Source,
     /// member path -> (declared uncompressed size, zip index, compressed size)
     members: BTreeMap<String, (u64, usize, u64)>,
-    /// The members' keys, computed from the bytes read to key the whole file
-    /// ([`Archive::content_key`]).
-    read_keys: std::sync::OnceLock<MemberKeys>,
+    /// Member keys computed while the archive was keyed whole ([`keys::read_content_key`]).
+    read_keys: std::sync::OnceLock<std::collections::BTreeMap<String, crate::engine::Key>>,
 }
 
 impl std::fmt::Debug for Archive {

@@ -89,14 +89,6 @@ impl Entry {
         })
     }
 
-    /// The member's uncompressed bytes, when not packed yet.
-    pub fn bytes(&self) -> Option<&[u8]> {
-        match &self.content {
-            Content::Raw(b, _) => Some(b),
-            Content::Packed(..) | Content::InZip(..) => None,
-        }
-    }
-
     /// blake3 of the member's uncompressed bytes.
     pub fn content_hash(&self) -> [u8; 32] {
         match &self.content {

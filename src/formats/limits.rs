@@ -2,7 +2,7 @@
 //!
 //! Archives come from other people's jobs; a member's declared size and its compression
 //! ratio are both under the author's control. Every decompression of archive content goes
-//! through [`read_capped`] (or [`xz_decompress`], [`xz_reader`]), which stops as soon as the
+//! through [`read_capped`] (or [`super::xz::decompress_member`], [`super::xz::member_reader`]), which stops as soon as the
 //! output passes the member's limit, so a decompression bomb costs at most the limit in memory
 //! and the time to produce it, and declared sizes never size an allocation beyond the limit.
 //!
@@ -147,13 +147,6 @@ pub fn read_capped<R: Read>(r: R, compressed: u64, declared: u64) -> Result<Vec<
     Ok(out)
 }
 
-/// A streaming xz decoder over `bytes` (one or several concatenated streams), capped at the
-/// member's limit: it fails (with [`ExpandError::TooLarge`] inside the `io::Error`) as soon
-/// as it has produced more.
-pub fn xz_reader(bytes: &[u8], checked: Checked) -> super::xz::Reader<'_> {
-    super::xz::Reader::new(bytes, checked, get().for_member(bytes.len() as u64))
-}
-
 /// Whether the bytes of an xz stream were already verified by their container.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Checked {
@@ -166,18 +159,9 @@ pub enum Checked {
     No,
 }
 
-/// Decompress an xz stream (one or several concatenated), within the limit of its size.
-/// Errors say what is wrong in one line; the caller adds the member's name.
-pub fn xz_decompress(bytes: &[u8], checked: Checked) -> anyhow::Result<Vec<u8>> {
-    let limit = get().for_member(bytes.len() as u64);
-    super::xz::decompress(bytes, checked, limit).map_err(|e| match e {
-        ExpandError::Io(e) => anyhow::anyhow!("bad xz stream ({e})"),
-        e => anyhow::anyhow!("{e}"),
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::xz::{decompress_member as xz_decompress, member_reader as xz_reader};
     use super::*;
     use std::io::Write;
 

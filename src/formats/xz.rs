@@ -165,6 +165,23 @@ pub fn stated_size(bytes: &[u8]) -> Option<u64> {
     (12u64.checked_add(blocks)?.checked_add(index_len)? + 12 == n as u64).then_some(total)
 }
 
+/// Decompress an xz stream (one or several concatenated), within the limit of its size.
+/// Errors say what is wrong in one line; the caller adds the member's name.
+pub fn decompress_member(bytes: &[u8], checked: Checked) -> anyhow::Result<Vec<u8>> {
+    let limit = limits::get().for_member(bytes.len() as u64);
+    decompress(bytes, checked, limit).map_err(|e| match e {
+        ExpandError::Io(e) => anyhow::anyhow!("bad xz stream ({e})"),
+        e => anyhow::anyhow!("{e}"),
+    })
+}
+
+/// A streaming xz decoder over `bytes` (one or several concatenated streams), capped at the
+/// member's limit: it fails (with [`ExpandError::TooLarge`] inside the `io::Error`) as soon
+/// as it has produced more.
+pub fn member_reader(bytes: &[u8], checked: Checked) -> Reader<'_> {
+    Reader::new(bytes, checked, limits::get().for_member(bytes.len() as u64))
+}
+
 /// Decompress `bytes` (one or several concatenated xz streams), within `limit` bytes of
 /// output. The first allocation is the size the index states (never beyond the limit nor
 /// 64 MiB), so a well-formed member is decoded into a buffer of its size.

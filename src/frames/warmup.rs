@@ -51,19 +51,9 @@ fn split(
     Ok(filter_record_batch(frame, &mask)?)
 }
 
-/// Split concatenated module and thunk frames; `compiled` holds the stable ids of the
-/// programs whose compilation the profile contains.
-pub fn steady_state(
-    module: &RecordBatch,
-    thunk: &RecordBatch,
-    compiled: &BTreeSet<String>,
-) -> Result<Steady> {
-    let comm = thunk.column_by_name(COMMUNICATION).unwrap().as_boolean();
-    steady_state_in(module, thunk, compiled, comm.true_count() > 0)
-}
-
-/// [`steady_state`] of one process's frames within a run: `compiled` and `has_comm` are the
-/// whole run's (the programs compiled in any process's profile; whether any communicates).
+/// The steady state (what follows the warm-up) of one process's frames within a run:
+/// `compiled` and `has_comm` are the whole run's (the programs compiled in any process's
+/// profile; whether any communicates).
 pub fn steady_state_in(
     module: &RecordBatch,
     thunk: &RecordBatch,

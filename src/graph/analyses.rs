@@ -2,6 +2,7 @@
 //! process; [`crate::analyses::Registered`]) and analysis scripts.
 
 use crate::analyses::{self, AnalysisNode, AnalysisOutput, Reads, Registered};
+use crate::engine::kinds;
 use crate::formats::archive::Archive;
 use anyhow::Result;
 use std::sync::Arc;
@@ -38,7 +39,7 @@ fn analysis_node(
         inputs.push(compiled_key(db, p)?);
     }
     Ok(AnalysisNode {
-        kind: format!("analysis:{}", a.name()),
+        kind: kinds::ANALYSIS.kind(a.name()),
         roots: a.roots(),
         params: params.clone(),
         inputs,
@@ -98,7 +99,7 @@ pub fn script_analysis(
     }
     let name = analyses::external::script_name(spec.path(db));
     let node = ScriptNode {
-        kind: format!("analysis-script:{name}"),
+        kind: kinds::ANALYSIS_SCRIPT.kind(&name),
         script: spec.script_key(db),
         args: serde_json::to_string(spec.args(db)).unwrap_or_default(),
         inputs,

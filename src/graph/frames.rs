@@ -77,7 +77,7 @@ fn graph_inputs(db: &Db, p: Process) -> Result<GraphInputs> {
     for (file, member, id, _) in thunk_metadata_members(db, p)? {
         let raw = read_member(db, p, &member)?;
         let bytes = if file.ends_with(".xz") {
-            crate::formats::limits::xz_decompress(&raw, p.archive_ref(db).xz_check())
+            crate::formats::xz::decompress_member(&raw, p.archive_ref(db).xz_check())
         } else {
             Ok(raw)
         };

@@ -159,7 +159,7 @@ fn twin_of(twin: &TwinKey, schema: &hlo::HloSchema, bytes: &[u8]) -> Option<Arc<
         .collect();
     candidates
         .iter()
-        .find_map(|m| m.decode_alike(schema, bytes))
+        .find_map(|m| crate::formats::hlo::decode_like(m, schema, bytes))
 }
 
 fn remember(twin: TwinKey, module: &Arc<HloModuleInfo>) {
@@ -197,7 +197,7 @@ pub(super) fn decode_dump(
     let (_, module) = engine.compute_transient(&node, file, || {
         let raw = archive.read(member)?;
         let bytes = if member.contains(".xz") {
-            crate::formats::limits::xz_decompress(&raw, archive.xz_check())
+            crate::formats::xz::decompress_member(&raw, archive.xz_check())
         } else {
             Ok(raw)
         };
@@ -232,7 +232,7 @@ pub(super) fn decode_dump(
 fn read_xz_member(archive: &Archive, member: &str) -> Result<Vec<u8>> {
     let raw = archive.read(member)?;
     if member.contains(".xz") {
-        crate::formats::limits::xz_decompress(&raw, archive.xz_check())
+        crate::formats::xz::decompress_member(&raw, archive.xz_check())
     } else {
         Ok(raw)
     }

@@ -183,7 +183,9 @@ fn open_input(input: &RunInput) -> Result<Archive> {
 /// keyed one by one (a capture's derived members follow from its report).
 fn input_key(engine: &Engine, a: &Archive) -> Result<Key> {
     if a.is_zip() {
-        return engine.file_key_read(&a.path, || a.read_content_key());
+        return engine.file_key_read(&a.path, || {
+            crate::formats::archive::keys::read_content_key(&a)
+        });
     }
     let mut kb = KeyBuilder::of(if a.is_capture() {
         &kinds::CAPTURE

@@ -7,7 +7,7 @@
 use crate::analyses::external::ScriptOutput;
 use crate::engine::value::{Bytes, Files, Tables};
 use crate::engine::{Keep, Key, KeyBuilder, Node, kinds, node_kind};
-use crate::formats::archive::MemberKeys;
+use crate::formats::archive::keys::MemberKeys;
 use crate::formats::hlo::{HloModuleInfo, HloSchema};
 use std::sync::Arc;
 

@@ -5,7 +5,8 @@
 use crate::capture;
 use crate::engine::{Key, KeyBuilder, kinds};
 use crate::error::Place;
-use crate::formats::archive::{self, Archive, MemberKeys};
+use crate::formats::archive::keys::MemberKeys;
+use crate::formats::archive::{self, Archive};
 use anyhow::{Context, Result};
 use std::sync::Arc;
 

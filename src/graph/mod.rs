@@ -31,13 +31,11 @@ pub mod shares;
 
 pub use analyses::{analysis, analysis_is_stored, script_analysis};
 pub use export::pandas_frames;
-pub use frames::{compile_frame, gpu_frames, notes_batch, notes_of};
-pub use hlo::{programs, source_file_names};
 pub use inputs::{
     AnalysisSpec, InputArchive, Process, Run, RunInput, ScriptSpec, add_input, classify_inputs,
     input_paths_exist, open_run, open_runs,
 };
-pub use members::{derived_member, member_keys, read_archive_member};
+pub use members::member_keys;
 pub use needs::Needs;
 pub use report::html_report;
 pub use scheduler::{frames_keyed_cheaply, prepare_archives, prepare_processes, shares_stored};

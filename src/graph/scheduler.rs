@@ -3,7 +3,7 @@
 //! first), the run's warm-up context, and each process's shares of the requested analyses.
 //! The reduces then find these values memoised.
 
-use crate::analyses::{AnyShare, Reads, ShareUse};
+use crate::analyses::{Reads, ShareUse};
 use crate::engine::Key;
 use crate::formats::archive::Archive;
 use anyhow::Result;
@@ -356,12 +356,4 @@ pub fn shares_stored(db: &Db, run: Run, needs: &Needs) -> Result<bool> {
         }
     }
     Ok(true)
-}
-
-/// A share `compare` or an analysis reads, with its default parameters.
-pub fn use_of(share: &'static dyn AnyShare) -> ShareUse {
-    ShareUse {
-        share,
-        param: share.default_param(),
-    }
 }

@@ -10,6 +10,7 @@
 //! document with its own script).
 
 pub mod charts;
+pub mod overview;
 mod page;
 
 pub use page::{Page, render_page};
@@ -194,13 +195,6 @@ impl HtmlTable {
     pub fn more(&mut self, n: usize) {
         self.count += n;
     }
-    pub fn len(&self) -> usize {
-        self.count
-    }
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
     pub fn render(&self) -> String {
         let mut s = String::from("<table class=\"sortable\"><thead><tr>");
         for h in &self.header {

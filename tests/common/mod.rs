@@ -8,24 +8,20 @@ use std::process::Output;
 pub mod browser;
 pub mod s3;
 pub mod standin;
+/// Where the test resources are (shared with the library's unit tests).
+#[path = "../../src/testutil.rs"]
+pub mod testutil;
 
 /// The shared fixture folder (`$NSYS_JAX_PIPE_FIXTURES`, else `../shared/fixtures`); `None`
 /// with a loud notice when absent.
 pub fn fixtures() -> Option<PathBuf> {
-    nsys_jax_pipe::testutil::fixtures_dir()
+    crate::common::testutil::fixtures_dir()
 }
 
-/// Every built-in analysis.
-pub const ALL_ANALYSES: &[&str] = &[
-    "summary",
-    "communication",
-    "compilation",
-    "stragglers",
-    "ops",
-    "sources",
-    "pgle",
-    "memory",
-];
+/// Every built-in analysis, as the registry lists them.
+pub fn all_analyses() -> Vec<&'static str> {
+    nsys_jax_pipe::api::analysis_names()
+}
 
 /// The node kinds computed once per process (their labels name the process's archive).
 pub const PER_PROCESS_KINDS: &[&str] = &[
@@ -121,7 +117,7 @@ pub fn rel(a: f64, b: f64) -> f64 {
 
 /// An nsys for tests; `None` (loudly) when there is none.
 pub fn nsys() -> Option<PathBuf> {
-    nsys_jax_pipe::testutil::nsys_path()
+    crate::common::testutil::nsys_path()
 }
 
 /// Run the binary with `NSYS` set to `nsys`.

@@ -13,7 +13,8 @@ use std::sync::Arc;
 use anyhow::Result;
 use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, StringBuilder};
 
-use super::{PROCESS_MASK, Range, ShortestByEnd, Strings, range_id, thread_groups};
+use super::ranges::{PROCESS_MASK, Range, Strings, range_id};
+use super::tree::{ShortestByEnd, thread_groups};
 use crate::formats::graph_ops::{self as g, MEMCPY as MEMCPY_NAME, MEMSET as MEMSET_NAME};
 use crate::formats::nsys_export::{ExportTables, KERNEL, MEMCPY, MEMSET, RUNTIME, int64_column};
 

@@ -33,13 +33,14 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Schema};
 
 mod graph_ops;
+mod ranges;
 mod tree;
 
-use tree::{ShortestByEnd, Tree, thread_groups};
+use ranges::{PROCESS_MASK, Range, Strings, range_id};
+use tree::{Tree, thread_groups};
 
 use crate::formats::nsys_export::{
-    ExportTables, KERNEL, MEMCPY, MEMSET, NVTX_EVENTS, RUNTIME, STRING_IDS, int64_column,
-    text_column,
+    ExportTables, KERNEL, MEMCPY, MEMSET, NVTX_EVENTS, RUNTIME, int64_column, text_column,
 };
 
 /// `eventType` of an NVTX push/pop range.
@@ -53,9 +54,7 @@ pub const NVTX_TEXT_START_END: i64 = 71;
 /// `eventType` of a domain registration; its `text` is the domain name.
 pub const NVTX_DOMAIN_CREATE: i64 = 75;
 
-/// Bits of a `globalTid` that name the process (and VM); the low 24 bits are the thread.
-const PROCESS_MASK: i64 = !0xFF_FFFF;
-
+#[cfg(test)]
 /// NVTX ranges projected onto the GPU, classic trace.parquet layout (docs/design.md, "Projection"):
 /// Name, Projected Start, Projected Duration, Orig Start, Orig Duration, Style, PID, TID,
 /// NumGPUOps, Lvl, NumChild, RangeId, ParentId, RangeStack (+ Rank column filled by the caller
@@ -230,11 +229,6 @@ fn tid(global_tid: i64) -> i64 {
     global_tid & 0xFF_FFFF
 }
 
-/// The SQLite rowid of the range: its position in `NVTX_EVENTS`, from 1.
-fn range_id(r: &Range) -> i64 {
-    r.row as i64 + 1
-}
-
 /// Appends `:root:...:self` for range `i`.
 fn append_stack(
     out: &mut StringBuilder,
@@ -255,18 +249,6 @@ fn append_stack(
         let _ = write!(out, ":{id}");
     }
     out.append_value("");
-}
-
-/// One CPU range.
-#[derive(Clone, Copy, Debug)]
-struct Range {
-    /// `globalTid` of the thread it ran on.
-    thread: i64,
-    start: i64,
-    end: i64,
-    /// Position in `NVTX_EVENTS`.
-    row: u32,
-    push_pop: bool,
 }
 
 /// The columns of `NVTX_EVENTS` in use.
@@ -371,42 +353,6 @@ fn capture_end(t: &ExportTables, nvtx: &Nvtx) -> Result<i64> {
         }
     }
     Ok(last)
-}
-
-/// `StringIds`: the strings NVTX events and kernels name by id.
-struct Strings {
-    /// Sorted by id: (id, row).
-    ids: Vec<(i64, u32)>,
-    values: Option<StringArray>,
-}
-
-impl Strings {
-    fn new(t: &ExportTables) -> Result<Self> {
-        let Some(s) = &t.string_ids else {
-            return Ok(Self {
-                ids: Vec::new(),
-                values: None,
-            });
-        };
-        let ids = int64_column(s, STRING_IDS, "id")?;
-        let values = text_column(s, STRING_IDS, "value")?;
-        let mut sorted: Vec<(i64, u32)> = (0..ids.len())
-            .filter(|&i| ids.is_valid(i))
-            .map(|i| (ids.value(i), i as u32))
-            .collect();
-        sorted.sort_unstable();
-        Ok(Self {
-            ids: sorted,
-            values: Some(values),
-        })
-    }
-
-    fn get(&self, id: i64) -> Option<&str> {
-        let values = self.values.as_ref()?;
-        let k = self.ids.binary_search_by_key(&id, |&(id, _)| id).ok()?;
-        let row = self.ids[k].1 as usize;
-        values.is_valid(row).then(|| values.value(row))
-    }
 }
 
 /// Range names: `<domain>:<text>`, or the text alone in the default domain.

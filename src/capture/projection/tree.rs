@@ -11,7 +11,7 @@
 
 use std::cmp::Reverse;
 
-use super::Range;
+use super::ranges::Range;
 
 /// Parent (index into the sorted ranges) and nesting level of every range.
 pub(super) struct Tree {

@@ -46,46 +46,17 @@ pub(crate) fn crate_graph(files: &[SourceFile]) -> ModGraph {
     ModGraph::build(files, &externals, "nsys_jax_pipe")
 }
 
-/// Cycles between files of the crate that are still to be broken, each as its files. The
-/// list only shrinks: a new cycle fails the test, and so does an entry that is no cycle any
-/// more.
-const KNOWN_CYCLES: &[&[&str]] = &[
-    &[
-        "capture/projection/graph_ops.rs",
-        "capture/projection/mod.rs",
-        "capture/projection/tree.rs",
-    ],
-    &["cli/analyze.rs", "cli/watch.rs"],
-    &["engine/packs.rs", "engine/store.rs"],
-    &["formats/archive.rs", "formats/archive/keys.rs"],
-    &[
-        "formats/hlo/alike.rs",
-        "formats/hlo/collectives.rs",
-        "formats/hlo/instruction.rs",
-        "formats/hlo/mod.rs",
-        "formats/hlo/plan.rs",
-        "formats/hlo/schema.rs",
-        "formats/hlo/wire.rs",
-    ],
-    &["formats/limits.rs", "formats/xz.rs"],
-    &["formats/pushpop/csv.rs", "formats/pushpop/mod.rs"],
-];
-
+/// The files of the crate form layers: no file reaches itself through others (a glob import
+/// reaches all of a module, so a cycle is often one `use super::*` away).
 #[test]
-fn files_form_no_new_import_cycle() {
+fn files_form_no_import_cycle() {
     let g = crate_graph(&crate_files());
     let found: Vec<Vec<&str>> = g
         .cycles()
         .iter()
         .map(|c| c.iter().map(|&i| g.files[i].as_str()).collect())
         .collect();
-    let known: Vec<Vec<&str>> = KNOWN_CYCLES.iter().map(|c| c.to_vec()).collect();
-    assert_eq!(
-        found, known,
-        "cycles between files (left: found, right: known)"
-    );
-    // None in the graph: its files form layers of their own.
-    assert!(!found.iter().flatten().any(|f| f.starts_with("graph/")));
+    assert!(found.is_empty(), "cycles between files: {found:?}");
 }
 
 fn graph(files: &[(&str, &str)]) -> ModGraph {

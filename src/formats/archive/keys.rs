@@ -43,7 +43,7 @@ impl MemberKeys {
             bail!("{}: not a zip archive", archive.path.display());
         };
         if let Some(keys) = archive.read_keys.get() {
-            return Ok(keys.clone());
+            return Ok(MemberKeys(keys.clone()));
         }
         let mut zip = zip.lock().unwrap();
         let mut out = BTreeMap::new();
@@ -109,39 +109,37 @@ impl MemberKeys {
     }
 }
 
-impl Archive {
-    /// The content key of a zip archive of at most [`READ_WHOLE`] bytes, read whole once
-    /// (never more than that, whatever its size said), with its members' keys computed from
-    /// the same bytes and kept for [`MemberKeys::compute_zip`]. None for a larger archive or a
-    /// folder or capture, which are keyed file by file.
-    pub fn read_content_key(&self) -> Result<Option<Key>> {
-        if !self.is_zip() {
-            return Ok(None);
-        }
-        let cannot =
-            |e: std::io::Error| anyhow::anyhow!("{}: read error ({})", self.path.display(), e);
-        let f = std::fs::File::open(&self.path).map_err(cannot)?;
-        let len = f.metadata().map_err(cannot)?.len();
-        if len > READ_WHOLE {
-            return Ok(None);
-        }
-        // Sized once (the size read is within the bound): a buffer doubling as it is read
-        // touches fresh memory at each step.
-        let mut bytes = Vec::with_capacity(len as usize + 1);
-        f.take(READ_WHOLE + 1)
-            .read_to_end(&mut bytes)
-            .map_err(cannot)?;
-        if bytes.len() as u64 > READ_WHOLE {
-            // It grew while being read: hashed as it is read instead.
-            return Ok(None);
-        }
-        let mut h = blake3::Hasher::new();
-        h.update(&bytes);
-        if let Some(keys) = MemberKeys::from_file_bytes(self, &bytes) {
-            let _ = self.read_keys.set(keys);
-        }
-        Ok(Some(Key(*h.finalize().as_bytes())))
+/// The content key of a zip archive of at most [`READ_WHOLE`] bytes, read whole once
+/// (never more than that, whatever its size said), with its members' keys computed from
+/// the same bytes and kept for [`MemberKeys::compute_zip`]. None for a larger archive or a
+/// folder or capture, which are keyed file by file.
+pub fn read_content_key(archive: &Archive) -> Result<Option<Key>> {
+    if !archive.is_zip() {
+        return Ok(None);
     }
+    let cannot =
+        |e: std::io::Error| anyhow::anyhow!("{}: read error ({})", archive.path.display(), e);
+    let f = std::fs::File::open(&archive.path).map_err(cannot)?;
+    let len = f.metadata().map_err(cannot)?.len();
+    if len > READ_WHOLE {
+        return Ok(None);
+    }
+    // Sized once (the size read is within the bound): a buffer doubling as it is read
+    // touches fresh memory at each step.
+    let mut bytes = Vec::with_capacity(len as usize + 1);
+    f.take(READ_WHOLE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() as u64 > READ_WHOLE {
+        // It grew while being read: hashed as it is read instead.
+        return Ok(None);
+    }
+    let mut h = blake3::Hasher::new();
+    h.update(&bytes);
+    if let Some(keys) = MemberKeys::from_file_bytes(archive, &bytes) {
+        let _ = archive.read_keys.set(keys.0);
+    }
+    Ok(Some(Key(*h.finalize().as_bytes())))
 }
 
 #[cfg(test)]
@@ -179,9 +177,9 @@ mod tests {
         .unwrap();
         let streamed = MemberKeys::compute_zip(&Archive::open(&path).unwrap()).unwrap();
         let archive = Archive::open(&path).unwrap();
-        let key = archive.read_content_key().unwrap().unwrap();
+        let key = read_content_key(&archive).unwrap().unwrap();
         assert_eq!(key, Key::of_bytes(&std::fs::read(&path).unwrap()));
-        assert_eq!(archive.read_keys.get(), Some(&streamed));
+        assert_eq!(archive.read_keys.get(), Some(&streamed.0));
         assert_eq!(MemberKeys::compute_zip(&archive).unwrap(), streamed);
         assert_eq!(streamed.0.len(), 3);
     }
@@ -196,7 +194,7 @@ mod tests {
         // The local header's signature damaged after the central directory was read.
         bytes[0] ^= 0xff;
         std::fs::write(&path, &bytes).unwrap();
-        let key = archive.read_content_key().unwrap().unwrap();
+        let key = read_content_key(&archive).unwrap().unwrap();
         assert_eq!(key, Key::of_bytes(&bytes));
         assert!(archive.read_keys.get().is_none());
         let err = MemberKeys::compute_zip(&archive).unwrap_err().to_string();

@@ -1,9 +1,16 @@
 //! Communication analysis: classifying collectives and host-offload copies, and their sizes.
 
+use super::instruction::{HloInstructionInfo, InstructionText};
 use super::instruction::{ModuleText, Rest, RunRef};
-use super::*;
+use super::model::{
+    CommunicationInfo, Computation, HOST_MEMORY_SPACE, Instruction, ModuleParts, PRIMITIVE_BUFFER,
+    PRIMITIVE_TUPLE, Shape,
+};
+use super::module::HloModuleInfo;
+use super::schema::HloSchema;
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasherDefault;
+use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow, bail};
 

@@ -1,6 +1,7 @@
 //! Schema compilation: `.proto` sources to a descriptor set, and the loaded [`HloSchema`].
 
-use super::*;
+use super::model::field;
+use super::plan::FieldPlan;
 use std::collections::HashMap;
 
 use anyhow::{Result, anyhow};

@@ -6,7 +6,16 @@
 //! than once merges, repeated integers may be packed or not, a planned field with the wrong wire
 //! type is an error, and so is any malformed input.
 
-use super::*;
+use super::model::{
+    Computation, DeviceGroups, FINGERPRINT_ATTRIBUTE, FileLocation, Instruction, MeshGroups,
+    ModuleParts, Shape, StackFrame, StackFrameIndex,
+};
+use super::plan::{
+    AxisRefField, ComputationField, DeviceListField, EntryField, FieldPlan, FrameField, IndexField,
+    InstructionField, IntKind, LocationField, MeshGroupsField, MetadataField, ModuleField,
+    RECURSION_LIMIT, ShapeField, Table, WIRE_END_GROUP, WIRE_FIXED32, WIRE_FIXED64, WIRE_LEN,
+    WIRE_START_GROUP, WIRE_VARINT,
+};
 use std::borrow::Cow;
 use std::fmt;
 

@@ -17,7 +17,7 @@ use arrow::array::{ArrayRef, Int64Builder, RecordBatch, StringBuilder};
 use arrow::datatypes::{DataType, Field, Schema};
 use memchr::{memchr, memchr2};
 
-use super::{NAME, RANGE_STACK, normalized_name};
+use super::schema::{NAME, RANGE_STACK, normalized_name};
 
 /// What becomes of one source column.
 enum Column {

@@ -5,27 +5,49 @@ use super::analysis::{
     AnalysisResults, REPORT_MEMBER, analysis_entries, html_report, mark_import_problems,
     open_inputs, run_analyses,
 };
-use super::args::ArchiveArgs;
-use super::output::{finish, graph_work, refuse_existing, spinner};
+use super::pipeline::AnalysisRequest;
+use super::{CaptureOptions, Ui, graph_work, refuse_existing};
 use crate::capture::import_check::{self, ImportDiagnostics};
 use crate::engine::Engine;
 use crate::graph;
-use crate::pipeline::AnalysisRequest;
 use anyhow::{Result, bail};
 use std::path::{Path, PathBuf};
 
+/// What `archive` is asked to do.
+#[derive(Debug, Clone, Default)]
+pub struct ArchiveRequest {
+    /// The Nsight Systems report.
+    pub report: PathBuf,
+    /// The archive to write (`.zip` added when missing); None: the report's name with `.zip`.
+    pub output: Option<PathBuf>,
+    /// Replace an existing output.
+    pub force: bool,
+    pub capture: CaptureOptions,
+    /// The analyses stored in the archive.
+    pub analyses: Vec<AnalysisRequest>,
+    /// Also write the HTML report here.
+    pub html: Option<PathBuf>,
+}
+
+/// What `archive` did.
+pub struct Archived {
+    pub output: PathBuf,
+    pub written: Written,
+    pub record: crate::engine::RunRecord,
+}
+
 /// `archive`: write the archive of one report, with the requested analyses stored in it.
-pub(super) fn archive(a: ArchiveArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
-    if !crate::capture::is_report(&a.report) {
+pub fn archive(engine: Engine, req: &ArchiveRequest, ui: &dyn Ui) -> Result<Archived> {
+    if !crate::capture::is_report(&req.report) {
         bail!(
             "{}: not an Nsight Systems report (.nsys-rep)",
-            a.report.display()
+            req.report.display()
         );
     }
-    let output = a.output.clone().unwrap_or_else(|| {
+    let output = req.output.clone().unwrap_or_else(|| {
         PathBuf::from(format!(
             "{}.zip",
-            a.report
+            req.report
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "report".into())
@@ -36,40 +58,28 @@ pub(super) fn archive(a: ArchiveArgs, plan: &[(String, Vec<String>)]) -> Result<
     } else {
         output.with_extension("zip")
     };
-    refuse_existing(&output, a.force)?;
-    let engine = a.cache.engine()?;
-    let (db, run) = open_inputs(engine, std::slice::from_ref(&a.report), &a.capture)?;
-    let requests = a.analyses.requests(plan, false)?;
-    let written = write_archive(
-        &db,
-        run,
-        &requests,
-        &output,
-        a.force,
-        None,
-        a.html.html.as_deref(),
-    )?;
+    refuse_existing(&output, req.force)?;
+    let (db, run) = open_inputs(engine, std::slice::from_ref(&req.report), &req.capture, ui)?;
+    let job = ArchiveJob {
+        analyses: &req.analyses,
+        output: &output,
+        force: req.force,
+        nsys_output: None,
+        html: req.html.as_deref(),
+    };
+    let written = write_archive(&db, run, &job, ui)?;
     let record = db.ctx.engine.finish();
-    finish(
-        &written.texts,
-        a.quiet.quiet,
-        a.explain.explain,
-        &record,
-        written.import.as_slice(),
-        &format!(
-            "wrote {} ({}; {}){}",
-            output.display(),
-            crate::table::count(written.members, "member", "members"),
-            graph_work(&record),
-            written.shared_note()
-        ),
-    )?;
+    // A command is the last thing its process does (see `analyze`).
     std::mem::forget(db);
-    Ok(())
+    Ok(Archived {
+        output,
+        written,
+        record,
+    })
 }
 
 /// What writing an archive did.
-pub(super) struct Written {
+pub struct Written {
     pub members: usize,
     pub texts: Vec<(String, String)>,
     /// Time to lay out the archive's members (export, projection, compression).
@@ -92,25 +102,39 @@ impl Written {
     }
 }
 
+/// How to write the archive of a capture.
+pub(super) struct ArchiveJob<'a> {
+    /// The analyses stored in it.
+    pub analyses: &'a [AnalysisRequest],
+    pub output: &'a Path,
+    /// Replace an existing `output`.
+    pub force: bool,
+    /// What `nsys profile` printed, when the capture was just made.
+    pub nsys_output: Option<&'a str>,
+    /// Also write the HTML report here.
+    pub html: Option<&'a Path>,
+}
+
 /// Lay out the archive of the run's only process (a capture), run the analyses, store their
-/// outputs under `analysis/<name>/`, and write the zip `output` in one rename.
+/// outputs under `analysis/<name>/`, and write the zip `job.output` in one rename.
 pub(super) fn write_archive(
     db: &graph::Db,
     run: graph::Run,
-    requests: &[AnalysisRequest],
-    output: &Path,
-    force: bool,
-    nsys_output: Option<&str>,
-    html: Option<&Path>,
+    job: &ArchiveJob,
+    ui: &dyn Ui,
 ) -> Result<Written> {
     let p = run.processes(db)[0];
     let start = std::time::Instant::now();
-    let bar = spinner("writing the archive: nsys export, projection, compression");
-    let contents = crate::graph::capture::archive_contents(db, p, false);
-    bar.finish_and_clear();
+    let contents = {
+        let _step = ui.step(
+            "writing the archive: nsys export, projection, compression",
+            None,
+        );
+        crate::graph::capture::archive_contents(db, p, false)
+    };
     let mut contents = contents?;
     for n in &contents.notes {
-        eprintln!("note: {n}");
+        ui.say(&format!("note: {n}"));
     }
     let contents_time = start.elapsed();
     // The import check reads the trace while the analyses run.
@@ -120,12 +144,14 @@ pub(super) fn write_archive(
         // threads).
         let (check, analyse) = (db.clone(), db.clone());
         rayon::join(
-            move || capture_import(&check, run, nsys_output),
-            move || run_analyses(&analyse, run, requests),
+            move || capture_import(&check, run, job.nsys_output),
+            move || run_analyses(&analyse, run, job.analyses, ui),
         )
     };
     let import = import?;
-    import_check::warn(import.as_slice());
+    if let Some(d) = &import {
+        ui.warn(&d.warning());
+    }
     let mut results = results?;
     let analyses = start.elapsed();
     if let Some(d) = &import {
@@ -140,10 +166,10 @@ pub(super) fn write_archive(
     contents.entries.extend(analysis_entries(&results));
     contents
         .entries
-        .extend(report_entry(db, run, &results, html)?);
+        .extend(report_entry(db, run, &results, job.html)?);
     let members = contents.entries.len();
-    crate::formats::archive_writer::write_zip(contents.entries, output, force)?;
-    let shared = share_where_it_ran(db, output)?;
+    crate::formats::archive_writer::write_zip(contents.entries, job.output, job.force)?;
+    let shared = share_where_it_ran(db, job.output, ui)?;
     Ok(Written {
         members,
         texts: results.texts,
@@ -158,7 +184,11 @@ pub(super) fn write_archive(
 /// written (`output`), stored there, so that `analyze` of this archive among the others of the
 /// run, on any machine, finds this process's nodes computed where it ran (the archive's nodes
 /// are keyed by its members, not by the capture it was made from). None without one.
-fn share_where_it_ran(db: &graph::Db, output: &Path) -> Result<Option<crate::engine::RunRecord>> {
+fn share_where_it_ran(
+    db: &graph::Db,
+    output: &Path,
+    ui: &dyn Ui,
+) -> Result<Option<crate::engine::RunRecord>> {
     let Some(store) = db.engine().store() else {
         return Ok(None);
     };
@@ -168,7 +198,7 @@ fn share_where_it_ran(db: &graph::Db, output: &Path) -> Result<Option<crate::eng
     let engine = Engine::tiered(Some(store.root()), Some(remote.url()))?;
     let input = graph::RunInput::Archive(output.to_path_buf());
     let (db, run) = graph::open_run(engine, &[input], db.ctx.nsys_flag.clone())?;
-    run_analyses(&db, run, &crate::pipeline::default_pipeline())?;
+    run_analyses(&db, run, &super::pipeline::default_pipeline(), ui)?;
     Ok(Some(db.ctx.engine.finish()))
 }
 

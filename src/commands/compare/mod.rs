@@ -13,6 +13,7 @@
 //! modules that changed, to say where a module's time went. Only the gated families decide
 //! the exit code.
 
+pub mod command;
 pub mod html;
 pub mod report;
 pub mod samples;
@@ -446,7 +447,7 @@ fn family_node(
     compute: impl FnOnce() -> Result<(Vec<Series>, Vec<Series>)>,
 ) -> Result<FamilyComparison> {
     let node = FamilyNode {
-        kind: format!("compare:{}", family.name()),
+        kind: kinds::COMPARISON.kind(family.name()),
         stats: serde_json::to_string(s)?,
         extra,
         base: base_keys,

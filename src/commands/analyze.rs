@@ -3,9 +3,11 @@
 use super::analysis::{
     AnalysisResults, html_report, mark_import_problems, open_inputs, run_analyses,
 };
-use super::args::AnalyzeArgs;
-use super::output::{finish, graph_work};
-use anyhow::{Result, bail};
+use super::pipeline::AnalysisRequest;
+use super::{CaptureOptions, Ui, graph_work};
+use crate::engine::Engine;
+use anyhow::Result;
+use std::path::PathBuf;
 
 /// The run record in the output folder.
 const RUN_RECORD: &str = "pipeline-run.json";
@@ -29,50 +31,41 @@ fn earlier_outputs(out: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
-/// `analyze`: compute everything first; write nothing unless all analyses succeeded.
-pub(super) fn analyze(a: AnalyzeArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
-    let requests = if a.no_analysis {
-        if a.frames.is_none() && a.html.html.is_none() && a.label.is_none() {
-            bail!("--no-analysis leaves nothing to do: add --frames DIR, --html FILE or --label");
-        }
-        vec![]
-    } else {
-        a.analyses.requests(plan, true)?
-    };
-    if let Some(l) = &a.label {
-        crate::labels::check(l)?;
-        if a.cache.no_cache {
-            bail!("--label records the run in the cache: it cannot go with --no-cache");
-        }
-    }
-    super::watch::check(&a)?;
-    let engine = a.cache.engine()?;
-    if a.watch {
-        return super::watch::watch(engine, &a, &requests);
-    }
-    let (db, run) = open_inputs(engine, &a.inputs, &a.capture)?;
-    let done = update(&db, run, &a, &requests, &a.inputs)?;
-    if let (Some(l), Some(dir)) = (&a.label, &a.cache.dir()) {
+/// What `analyze` is asked to do.
+#[derive(Debug, Clone, Default)]
+pub struct AnalyzeRequest {
+    /// The processes' archives and reports (or folders of them, with `--watch`).
+    pub inputs: Vec<PathBuf>,
+    pub capture: CaptureOptions,
+    pub analyses: Vec<AnalysisRequest>,
+    /// The output folder of the analyses; None: analyses write no folder (`--no-analysis`).
+    pub output: Option<PathBuf>,
+    /// The HTML report's path.
+    pub html: Option<PathBuf>,
+    /// The folder of the frames for pandas.
+    pub frames: Option<PathBuf>,
+    /// A name for this run in the cache folder `cache_dir`.
+    pub label: Option<String>,
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// `analyze`: compute everything first; write nothing unless all analyses succeeded. The
+/// import warnings are said when found, before any output is written.
+pub fn analyze(engine: Engine, req: &AnalyzeRequest, ui: &dyn Ui) -> Result<Done> {
+    let (db, run) = open_inputs(engine, &req.inputs, &req.capture, ui)?;
+    let done = update(&db, run, req, &req.inputs, ui)?;
+    if let (Some(l), Some(dir)) = (&req.label, &req.cache_dir) {
         let remote = db.ctx.engine.store().and_then(|s| s.remote());
-        crate::labels::record(dir, remote, l, &a.inputs, &a.capture.dumps)?;
+        super::labels::record(dir, remote, l, &req.inputs, &req.capture.dumps)?;
     }
-    // The import warnings were said when found, before any output was written.
-    finish(
-        &done.texts,
-        a.quiet.quiet,
-        a.explain.explain,
-        &done.record,
-        &[],
-        &done.summary(),
-    )?;
-    // The process ends here: freeing the loaded profiles one allocation at a time would only
-    // delay the exit.
+    // A command is the last thing its process does: freeing the loaded profiles one
+    // allocation at a time would only delay the exit.
     std::mem::forget(db);
-    Ok(())
+    Ok(done)
 }
 
 /// What one analysis of the inputs did.
-pub(super) struct Done {
+pub struct Done {
     pub texts: Vec<(String, String)>,
     pub record: crate::engine::RunRecord,
     /// What was written, for the summary line.
@@ -89,22 +82,22 @@ impl Done {
     }
 }
 
-/// Analyse `run` (whose inputs are `inputs`) and write the outputs `a` asks for, each
+/// Analyse `run` (whose inputs are `inputs`) and write the outputs `req` asks for, each
 /// replaced atomically.
 pub(super) fn update(
     db: &crate::graph::Db,
     run: crate::graph::Run,
-    a: &AnalyzeArgs,
-    requests: &[crate::pipeline::AnalysisRequest],
-    inputs: &[std::path::PathBuf],
+    req: &AnalyzeRequest,
+    inputs: &[PathBuf],
+    ui: &dyn Ui,
 ) -> Result<Done> {
     // Compute everything first; write nothing unless all analyses succeeded.
-    let results = run_analyses(db, run, requests)?;
-    let html = match &a.html.html {
+    let results = run_analyses(db, run, &req.analyses, ui)?;
+    let html = match &req.html {
         Some(_) => Some(html_report(db, run, &results)?),
         None => None,
     };
-    let frames = match &a.frames {
+    let frames = match &req.frames {
         Some(_) => Some(crate::graph::pandas_frames(db, run)?),
         None => None,
     };
@@ -114,7 +107,9 @@ pub(super) fn update(
         ..
     } = results;
     let import = crate::graph::capture::import_diagnostics(db, run)?;
-    crate::capture::import_check::warn(&import);
+    for d in &import {
+        ui.warn(&d.warning());
+    }
     mark_import_problems(&mut texts, &import);
     let mut record = db.ctx.engine.finish();
     if !import.is_empty() {
@@ -130,22 +125,22 @@ pub(super) fn update(
         .chain([RUN_RECORD.to_string()])
         .collect();
     let engine = &db.ctx.engine;
-    if !a.no_analysis {
-        write_output_folder(engine, &a.output, files, &record)?;
+    if let Some(out) = &req.output {
+        write_output_folder(engine, out, files, &record)?;
     }
-    if let (Some(page), Some(path)) = (&html, &a.html.html) {
+    if let (Some(page), Some(path)) = (&html, &req.html) {
         write_unless_in_place(engine, path, &page.0)?;
     }
-    if let (Some(frames), Some(dir)) = (&frames, &a.frames) {
+    if let (Some(frames), Some(dir)) = (&frames, &req.frames) {
         for (name, bytes) in &frames.value.0 {
             write_unless_in_place(engine, &dir.join(name), bytes)?;
         }
     }
     engine.save_memo();
     let wrote: Vec<String> = [
-        (!a.no_analysis).then(|| a.output.display().to_string()),
-        a.html.html.as_ref().map(|p| p.display().to_string()),
-        a.frames
+        req.output.as_ref().map(|p| p.display().to_string()),
+        req.html.as_ref().map(|p| p.display().to_string()),
+        req.frames
             .as_ref()
             .map(|d| format!("frames to {}", d.display())),
     ]
@@ -199,4 +194,56 @@ fn write_output_folder(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::Recorded;
+
+    /// The command as a function: the shipped example analysed into a folder, what it wrote
+    /// named in its result and in the run record, nothing printed; a second call writes the
+    /// same files and executes no node.
+    #[test]
+    fn analyze_is_a_function_of_its_request() {
+        let tmp = tempfile::tempdir().unwrap();
+        let example =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mlp-fsdp-2gpu.zip");
+        let req = AnalyzeRequest {
+            inputs: vec![example],
+            analyses: super::super::pipeline::default_pipeline(),
+            output: Some(tmp.path().join("out")),
+            ..Default::default()
+        };
+        let cache = tmp.path().join("cache");
+        let ui = Recorded::default();
+        let done = analyze(Engine::new(Some(&cache)).unwrap(), &req, &ui).unwrap();
+        let names: Vec<&str> = done.texts.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            req.analyses
+                .iter()
+                .map(|r| r.name.as_str())
+                .collect::<Vec<_>>()
+        );
+        assert!(done.record.executed > 0);
+        assert_eq!(
+            done.wrote,
+            vec![tmp.path().join("out").display().to_string()]
+        );
+        for rel in &done.record.outputs {
+            assert!(
+                tmp.path().join("out").join(rel).is_file(),
+                "{rel} not written"
+            );
+        }
+        let first = std::fs::read(tmp.path().join("out/summary.json")).unwrap();
+        assert!(ui.lines.lock().unwrap().is_empty(), "{:?}", ui.lines);
+        let again = analyze(Engine::new(Some(&cache)).unwrap(), &req, &ui).unwrap();
+        assert_eq!(again.record.executed, 0);
+        assert_eq!(
+            std::fs::read(tmp.path().join("out/summary.json")).unwrap(),
+            first
+        );
+    }
 }

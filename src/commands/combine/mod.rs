@@ -1,67 +1,110 @@
-//! `combine`: one archive from the per-process inputs of a run.
+//! `combine`: one archive from the per-process inputs of a run; `members` lays out the
+//! combined archive's members.
+
+pub mod members;
 
 use super::analysis::{analysis_entries, open_inputs, run_analyses};
-use super::args::CombineArgs;
-use super::output::{finish, graph_work, refuse_existing, spinner};
+use super::pipeline::AnalysisRequest;
+use super::{CaptureOptions, Ui, graph_work, refuse_existing};
+use crate::engine::Engine;
 use crate::graph;
 use anyhow::{Result, bail};
+use members::KeepReports;
 use std::path::{Path, PathBuf};
 
-/// `combine`: one archive from the per-process inputs of a run (see [`crate::combine`]).
-pub(super) fn combine(a: CombineArgs, plan: &[(String, Vec<String>)]) -> Result<()> {
-    let output = if a.output.extension().is_some_and(|e| e == "zip") {
-        a.output.clone()
+/// What `combine` is asked to do.
+#[derive(Debug, Clone)]
+pub struct CombineRequest {
+    /// The per-process archives or reports.
+    pub inputs: Vec<PathBuf>,
+    /// The combined archive (`.zip` added when missing).
+    pub output: PathBuf,
+    pub force: bool,
+    /// Which `.nsys-rep` reports to keep.
+    pub keep_reports: KeepReports,
+    pub capture: CaptureOptions,
+    /// The analyses stored in the archive.
+    pub analyses: Vec<AnalysisRequest>,
+    /// Also write the HTML report here.
+    pub html: Option<PathBuf>,
+}
+
+/// What `combine` did.
+pub struct Combined {
+    pub output: PathBuf,
+    /// The output was already, unchanged, what this would have written.
+    pub unchanged: bool,
+    pub members: usize,
+    pub inputs: usize,
+    pub texts: Vec<(String, String)>,
+    pub record: crate::engine::RunRecord,
+}
+
+impl Combined {
+    /// The command's last line.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} {} ({} from {}; {})",
+            if self.unchanged {
+                "unchanged:"
+            } else {
+                "wrote"
+            },
+            self.output.display(),
+            crate::table::count(self.members, "member", "members"),
+            crate::table::count(self.inputs, "input", "inputs"),
+            graph_work(&self.record)
+        )
+    }
+}
+
+/// `combine`: one archive from the per-process inputs of a run (see [`members`]).
+pub fn combine(engine: Engine, req: &CombineRequest, ui: &dyn Ui) -> Result<Combined> {
+    let output = if req.output.extension().is_some_and(|e| e == "zip") {
+        req.output.clone()
     } else {
-        let mut o = a.output.clone().into_os_string();
+        let mut o = req.output.clone().into_os_string();
         o.push(".zip");
         PathBuf::from(o)
     };
-    refuse_existing(&output, a.force)?;
-    let requests = a.analyses.requests(plan, false)?;
-    let engine = a.cache.engine()?;
-    let (db, run) = open_inputs(engine, &a.inputs, &a.capture)?;
-    let bar = spinner("combining");
-    let inputs = combine_inputs(&db, run, &a.inputs);
-    bar.finish_and_clear();
-    let combined = crate::combine::combine(inputs?, a.keep_nsys_rep)?;
+    refuse_existing(&output, req.force)?;
+    let (db, run) = open_inputs(engine, &req.inputs, &req.capture, ui)?;
+    let inputs = {
+        let _step = ui.step("combining", None);
+        combine_inputs(&db, run, &req.inputs, ui)
+    };
+    let combined = members::combine(inputs?, req.keep_reports)?;
     for w in &combined.warnings {
-        eprintln!("nsys-jax-pipe: warning: {w}");
+        ui.warn(w);
     }
     let mut entries = combined.entries;
-    let results = run_analyses(&db, run, &requests)?;
+    let results = run_analyses(&db, run, &req.analyses, ui)?;
     entries.extend(analysis_entries(&results));
     entries.extend(super::archive::report_entry(
         &db,
         run,
         &results,
-        a.html.html.as_deref(),
+        req.html.as_deref(),
     )?);
     let members = entries.len();
     // An existing output (with -f) that is, unchanged, what this would write stays as it is.
     let key = crate::formats::archive_writer::archive_key(&entries);
     let unchanged = db.ctx.engine.output_is(&output, key);
     if !unchanged {
-        crate::formats::archive_writer::write_zip(entries, &output, a.force)?;
+        crate::formats::archive_writer::write_zip(entries, &output, req.force)?;
         db.ctx.engine.record_output(&output, key)?;
     }
     let record = db.ctx.engine.finish();
-    finish(
-        &results.texts,
-        a.quiet.quiet,
-        a.explain.explain,
-        &record,
-        &[],
-        &format!(
-            "{} {} ({} from {}; {})",
-            if unchanged { "unchanged:" } else { "wrote" },
-            output.display(),
-            crate::table::count(members, "member", "members"),
-            crate::table::count(a.inputs.len(), "input", "inputs"),
-            graph_work(&record)
-        ),
-    )?;
+    // A command is the last thing its process does (see `analyze`).
     std::mem::forget(db);
-    Ok(())
+    Ok(Combined {
+        output,
+        unchanged,
+        members,
+        inputs: req.inputs.len(),
+        texts: results.texts,
+        record,
+    })
 }
 
 /// Every input's members: an archive's as they are, a capture's as `archive` lays them out.
@@ -69,7 +112,8 @@ fn combine_inputs(
     db: &graph::Db,
     run: graph::Run,
     paths: &[PathBuf],
-) -> Result<Vec<crate::combine::Input>> {
+    ui: &dyn Ui,
+) -> Result<Vec<members::Input>> {
     use rayon::prelude::*;
     let processes = run.processes(db).clone();
     if processes.len() != paths.len() {
@@ -93,7 +137,7 @@ fn combine_inputs(
         let entries = if archive.is_capture() {
             let contents = crate::graph::capture::archive_contents(db, *p, false)?;
             for n in &contents.notes {
-                eprintln!("note: {n}");
+                ui.say(&format!("note: {n}"));
             }
             contents.entries
         } else if archive.is_zip() {
@@ -123,7 +167,7 @@ fn combine_inputs(
                 })
                 .collect::<Result<Vec<_>>>()?
         };
-        out.push(crate::combine::Input {
+        out.push(members::Input {
             path: path.clone(),
             stem: stem(path),
             entries,

@@ -1,32 +1,29 @@
 //! Opening the inputs of a run and running the requested analyses on it, for `analyze`,
 //! `archive`, `combine` and `run`.
 
-use super::args::CaptureArgs;
-use super::output::loading_bar;
+use super::pipeline::AnalysisRequest;
+use super::ui::say_dump_notes;
+use super::{CaptureOptions, Ui};
 use crate::engine::Engine;
 use crate::graph::{self, AnalysisSpec, ScriptSpec};
-use crate::pipeline::AnalysisRequest;
 use anyhow::{Result, bail};
 use std::path::{Path, PathBuf};
 
 /// Open the inputs of a run, saying which dump folder each report uses.
-pub(super) fn open_inputs(
+pub fn open_inputs(
     engine: Engine,
     paths: &[PathBuf],
-    capture: &CaptureArgs,
+    capture: &CaptureOptions,
+    ui: &dyn Ui,
 ) -> Result<(graph::Db, graph::Run)> {
     let inputs = graph::classify_inputs(paths, &capture.dumps)?;
-    for i in &inputs {
-        if let graph::RunInput::Capture(c) = i {
-            eprintln!("{}", c.dump_note);
-        }
-    }
-    graph::open_run(engine, &inputs, capture.nsys.path.clone())
+    say_dump_notes(&inputs, ui);
+    graph::open_run(engine, &inputs, capture.nsys.clone())
 }
 
 /// What the analyses of a run produced: files (relative to the output folder), where each
 /// goes in an archive (`analysis/<analysis>/...`) and, per analysis, its terminal text.
-pub(super) struct AnalysisResults {
+pub struct AnalysisResults {
     pub files: Vec<(PathBuf, Vec<u8>)>,
     pub in_archive: Vec<PathBuf>,
     pub texts: Vec<(String, String)>,
@@ -36,10 +33,11 @@ pub(super) struct AnalysisResults {
 
 /// Run the requested analyses on a run. Per-process work runs in parallel up front, unless
 /// every analysis is already stored. Nothing is written here.
-pub(super) fn run_analyses(
+pub fn run_analyses(
     db: &graph::Db,
     run: graph::Run,
     requests: &[AnalysisRequest],
+    ui: &dyn Ui,
 ) -> Result<AnalysisResults> {
     graph::prepare_archives(db, run)?;
     let specs: Vec<Option<AnalysisSpec>> = requests
@@ -53,15 +51,13 @@ pub(super) fn run_analyses(
     }
     if !all_stored {
         let n = run.processes(db).len() as u64;
-        let bar = loading_bar(n);
+        let bar = ui.step("loading profiles", Some(n));
         let needs = graph::Needs::of(
             requests
                 .iter()
                 .map(|r| (r.name.as_str(), r.params.as_str())),
         )?;
-        let result = graph::prepare_processes(db, run, &needs, &|| bar.inc(1));
-        bar.finish_and_clear();
-        result?;
+        graph::prepare_processes(db, run, &needs, &|| bar.advance())?;
     }
     let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
     let mut in_archive: Vec<PathBuf> = Vec::new();
@@ -102,7 +98,7 @@ pub(super) fn run_analyses(
 }
 
 /// The summary's "no module executions" line says why when the import was incomplete.
-pub(super) fn mark_import_problems(
+pub fn mark_import_problems(
     texts: &mut [(String, String)],
     found: &[crate::capture::import_check::ImportDiagnostics],
 ) {
@@ -118,9 +114,7 @@ pub(super) fn mark_import_problems(
 }
 
 /// The analyses' output files as archive members under `analysis/<name>/`.
-pub(super) fn analysis_entries(
-    results: &AnalysisResults,
-) -> Vec<crate::formats::archive_writer::Entry> {
+pub fn analysis_entries(results: &AnalysisResults) -> Vec<crate::formats::archive_writer::Entry> {
     results
         .files
         .iter()
@@ -135,10 +129,10 @@ pub(super) fn analysis_entries(
 }
 
 /// The archive member holding the HTML report of the analyses stored in an archive.
-pub(super) const REPORT_MEMBER: &str = "report.html";
+pub const REPORT_MEMBER: &str = "report.html";
 
 /// The HTML report of `run` with the analyses' `results` (see [`crate::graph::report`]).
-pub(super) fn html_report(
+pub fn html_report(
     db: &graph::Db,
     run: graph::Run,
     results: &AnalysisResults,

@@ -14,12 +14,10 @@
 //! fails (a damaged archive) is reported in one line and the watch goes on. Ctrl-C between
 //! updates exits with 0; during one, as any interrupted command (nothing half-written).
 
-use super::analyze::update;
-use super::args::AnalyzeArgs;
-use super::output::finish;
+use super::Ui;
+use super::analyze::{AnalyzeRequest, Done, update};
 use crate::engine::Engine;
 use crate::graph::{self, InputArchive, Process};
-use crate::pipeline::AnalysisRequest;
 use anyhow::{Result, bail};
 use salsa::Setter;
 use std::collections::{BTreeMap, HashMap};
@@ -33,15 +31,31 @@ const SETTLE: Duration = Duration::from_secs(1);
 /// A file's (or folder's) size and modification time.
 type Sig = (u64, SystemTime);
 
-pub(super) fn watch(engine: Engine, a: &AnalyzeArgs, requests: &[AnalysisRequest]) -> Result<()> {
-    graph::input_paths_exist(&a.inputs)?;
-    let scripts: Vec<PathBuf> = requests
+/// One update of a watch: its number (from 1), how many inputs it analysed, and what it did.
+pub struct Update {
+    pub number: u64,
+    pub inputs: usize,
+    pub done: Result<Done>,
+}
+
+/// Watch the inputs of `req` and update its outputs whenever they change, handing each
+/// update to `updated`; returns only on an error of `updated` (Ctrl-C ends the process).
+pub fn watch(
+    engine: Engine,
+    req: &AnalyzeRequest,
+    ui: &dyn Ui,
+    updated: &mut dyn FnMut(Update) -> Result<()>,
+) -> Result<()> {
+    check(req)?;
+    graph::input_paths_exist(&req.inputs)?;
+    let scripts: Vec<PathBuf> = req
+        .analyses
         .iter()
         .filter(|r| r.is_script())
         .map(|r| PathBuf::from(&r.name))
         .collect();
-    let mut scanner = Scanner::new(a.inputs.clone(), scripts);
-    let (mut db, run) = graph::open_run(engine, &[], a.capture.nsys.path.clone())?;
+    let mut scanner = Scanner::new(req.inputs.clone(), scripts);
+    let (mut db, run) = graph::open_run(engine, &[], req.capture.nsys.clone())?;
     let mut known: BTreeMap<PathBuf, (Sig, InputArchive, Vec<Option<String>>)> = BTreeMap::new();
     let mut refused: HashMap<PathBuf, Sig> = HashMap::new();
     let mut processes: HashMap<(InputArchive, Option<String>, u32), Process> = HashMap::new();
@@ -49,18 +63,21 @@ pub(super) fn watch(engine: Engine, a: &AnalyzeArgs, requests: &[AnalysisRequest
     // What the last update analysed: its inputs and scripts, with their signatures.
     let mut analysed: Vec<(PathBuf, Sig)> = Vec::new();
     let mut updates = 0u64;
-    let waiting = format!(
-        "stopped watching; {} holds the outputs of the last update",
-        a.output.display()
-    );
-    eprintln!(
+    let waiting = match &req.output {
+        Some(out) => format!(
+            "stopped watching; {} holds the outputs of the last update",
+            out.display()
+        ),
+        None => "stopped watching; the outputs are those of the last update".to_string(),
+    };
+    ui.say(&format!(
         "nsys-jax-pipe: watching {} (Ctrl-C stops)",
-        a.inputs
+        req.inputs
             .iter()
             .map(|p| p.display().to_string())
             .collect::<Vec<_>>()
             .join(", ")
-    );
+    ));
     crate::interrupt::idle(Some(waiting.clone()));
     loop {
         let (ready, moving) = scanner.poll();
@@ -92,10 +109,10 @@ pub(super) fn watch(engine: Engine, a: &AnalyzeArgs, requests: &[AnalysisRequest
                         known.insert(path.clone(), (*sig, archive, stems));
                     }
                     Err(e) => {
-                        eprintln!(
+                        ui.say(&format!(
                             "nsys-jax-pipe: error: {}; waiting for it to change",
                             crate::error::one_line(&e)
-                        );
+                        ));
                         refused.insert(path.clone(), *sig);
                         known.remove(path);
                         continue;
@@ -131,24 +148,11 @@ pub(super) fn watch(engine: Engine, a: &AnalyzeArgs, requests: &[AnalysisRequest
         }
         updates += 1;
         db.ctx.engine.restart();
-        match update(&db, run, a, requests, &inputs) {
-            Ok(done) => finish(
-                &done.texts,
-                a.quiet.quiet,
-                a.explain.explain,
-                &done.record,
-                &[],
-                &format!(
-                    "update {updates}: {} · {}",
-                    crate::table::count(inputs.len(), "input", "inputs"),
-                    done.summary()
-                ),
-            )?,
-            Err(e) => eprintln!(
-                "nsys-jax-pipe: error: update {updates}: {}; waiting for changes",
-                crate::error::one_line(&e)
-            ),
-        }
+        updated(Update {
+            number: updates,
+            inputs: inputs.len(),
+            done: update(&db, run, req, &inputs, ui),
+        })?;
         crate::interrupt::idle(Some(waiting.clone()));
     }
 }
@@ -262,8 +266,8 @@ fn signature(p: &Path) -> Option<Sig> {
 
 /// `analyze --watch` needs inputs that can grow: reports need their dump found beside them,
 /// so explicit `--dump` folders cannot follow new inputs.
-pub(super) fn check(a: &AnalyzeArgs) -> Result<()> {
-    if a.watch && !a.capture.dumps.is_empty() {
+pub fn check(req: &AnalyzeRequest) -> Result<()> {
+    if !req.capture.dumps.is_empty() {
         bail!("--watch finds each report's XLA dump beside it: it cannot go with --dump");
     }
     Ok(())

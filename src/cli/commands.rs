@@ -1,0 +1,235 @@
+//! Each command's arguments turned into its request, the command run, its result printed.
+
+use super::args::{AnalyzeArgs, ArchiveArgs, CombineArgs, CompareArgs, RunArgs};
+use super::output::finish;
+use super::terminal::Terminal;
+use crate::commands::{self, analyze::AnalyzeRequest};
+use anyhow::{Context, Result, bail};
+use std::io::Write;
+
+/// The analyses `--analysis`/`--pipeline` ask for, as (name, arguments) in order.
+type Plan<'a> = &'a [(String, Vec<String>)];
+
+pub(super) fn analyze(a: AnalyzeArgs, plan: Plan) -> Result<i32> {
+    let analyses = if a.no_analysis {
+        if a.frames.is_none() && a.html.html.is_none() && a.label.is_none() {
+            bail!("--no-analysis leaves nothing to do: add --frames DIR, --html FILE or --label");
+        }
+        vec![]
+    } else {
+        a.analyses.requests(plan, true)?
+    };
+    if let Some(l) = &a.label {
+        commands::labels::check(l)?;
+        if a.cache.no_cache {
+            bail!("--label records the run in the cache: it cannot go with --no-cache");
+        }
+    }
+    let req = AnalyzeRequest {
+        inputs: a.inputs.clone(),
+        capture: a.capture.options(),
+        analyses,
+        output: (!a.no_analysis).then(|| a.output.clone()),
+        html: a.html.html.clone(),
+        frames: a.frames.clone(),
+        label: a.label.clone(),
+        cache_dir: a.cache.dir(),
+    };
+    if a.watch {
+        commands::watch::check(&req)?;
+    }
+    let engine = a.cache.engine()?;
+    let (quiet, explain) = (a.quiet.quiet, a.explain.explain);
+    if a.watch {
+        commands::watch::watch(engine, &req, &Terminal, &mut |u| match u.done {
+            Ok(done) => finish(
+                &done.texts,
+                quiet,
+                explain,
+                &done.record,
+                &[],
+                &format!(
+                    "update {}: {} · {}",
+                    u.number,
+                    crate::table::count(u.inputs, "input", "inputs"),
+                    done.summary()
+                ),
+            ),
+            Err(e) => {
+                eprintln!(
+                    "nsys-jax-pipe: error: update {}: {}; waiting for changes",
+                    u.number,
+                    crate::error::one_line(&e)
+                );
+                Ok(())
+            }
+        })?;
+        return Ok(0);
+    }
+    let done = commands::analyze::analyze(engine, &req, &Terminal)?;
+    finish(
+        &done.texts,
+        quiet,
+        explain,
+        &done.record,
+        &[],
+        &done.summary(),
+    )?;
+    Ok(0)
+}
+
+pub(super) fn archive(a: ArchiveArgs, plan: Plan) -> Result<i32> {
+    let req = commands::archive::ArchiveRequest {
+        report: a.report.clone(),
+        output: a.output.clone(),
+        force: a.force,
+        capture: a.capture.options(),
+        analyses: a.analyses.requests(plan, false)?,
+        html: a.html.html.clone(),
+    };
+    let engine = a.cache.engine()?;
+    let done = commands::archive::archive(engine, &req, &Terminal)?;
+    finish(
+        &done.written.texts,
+        a.quiet.quiet,
+        a.explain.explain,
+        &done.record,
+        done.written.import.as_slice(),
+        &format!(
+            "wrote {} ({}; {}){}",
+            done.output.display(),
+            crate::table::count(done.written.members, "member", "members"),
+            commands::graph_work(&done.record),
+            done.written.shared_note()
+        ),
+    )?;
+    Ok(0)
+}
+
+pub(super) fn run(a: RunArgs, plan: Plan) -> Result<i32> {
+    let req = commands::run::RunRequest {
+        program: a.program.clone(),
+        nsys_args: a.nsys_args.clone(),
+        output: a.output.clone(),
+        force: a.force,
+        condition: a.condition.clone(),
+        analyses: if a.no_analysis {
+            vec![]
+        } else {
+            a.analyses.requests(plan, !a.nsys_jax)?
+        },
+        label: a.label.clone(),
+        cache_url: a.cache_url.cache_url.clone(),
+        html: a.html.html.clone(),
+        nsys: a.nsys.path.clone(),
+    };
+    let ran = commands::run::run(&req, &Terminal)?;
+    if let Some(done) = &ran.archive {
+        finish(
+            &done.written.texts,
+            a.quiet.quiet,
+            a.explain.explain,
+            &done.record,
+            done.written.import.as_slice(),
+            &done.summary(),
+        )?;
+    }
+    Ok(ran.exit_code)
+}
+
+pub(super) fn combine(a: CombineArgs, plan: Plan) -> Result<i32> {
+    let req = commands::combine::CombineRequest {
+        inputs: a.inputs.clone(),
+        output: a.output.clone(),
+        force: a.force,
+        keep_reports: a.keep_nsys_rep,
+        capture: a.capture.options(),
+        analyses: a.analyses.requests(plan, false)?,
+        html: a.html.html.clone(),
+    };
+    let engine = a.cache.engine()?;
+    let done = commands::combine::combine(engine, &req, &Terminal)?;
+    finish(
+        &done.texts,
+        a.quiet.quiet,
+        a.explain.explain,
+        &done.record,
+        &[],
+        &done.summary(),
+    )?;
+    Ok(0)
+}
+
+pub(super) fn compare(a: CompareArgs) -> Result<i32> {
+    use commands::compare::{Settings, SettingsFile};
+    let (base, head) = match (a.sides.len(), a.base.is_empty(), a.head.is_empty()) {
+        (2, true, true) => (vec![a.sides[0].clone()], vec![a.sides[1].clone()]),
+        (0, false, false) => (a.base.clone(), a.head.clone()),
+        _ => bail!(
+            "give BASE and HEAD, or --base and --head (each repeatable for runs of several processes)"
+        ),
+    };
+    let mut settings = Settings::default();
+    if let Some(p) = &a.pipeline.pipeline
+        && let Some(f) = commands::pipeline::compare_settings(p)?
+    {
+        f.apply(&mut settings)
+            .with_context(|| format!("{}: [compare]", p.display()))?;
+    }
+    let mut thresholds = std::collections::BTreeMap::new();
+    for t in &a.threshold_for {
+        let Some((m, v)) = t.split_once('=') else {
+            bail!("--threshold-for {t}: expected METRIC=PERCENT");
+        };
+        let v: f64 = v
+            .trim()
+            .parse()
+            .with_context(|| format!("--threshold-for {t}: not a number"))?;
+        thresholds.insert(m.trim().to_string(), v);
+    }
+    SettingsFile {
+        threshold_percent: a.threshold,
+        thresholds_percent: thresholds,
+        alpha: a.alpha,
+        min_samples: a.min_samples,
+        gate: a.gate.clone(),
+        resamples: a.resamples,
+    }
+    .apply(&mut settings)?;
+    let req = commands::compare::command::CompareRequest {
+        base,
+        head,
+        base_rerun: a.base_rerun.clone(),
+        settings,
+        output: a.output.clone(),
+        html: a.html.html.clone(),
+        nsys: a.nsys.path.clone(),
+    };
+    let engine = a.cache.engine()?;
+    let done = commands::compare::command::compare(engine, &req, &Terminal)?;
+    let mut stdout = std::io::stdout().lock();
+    if a.quiet.quiet {
+        writeln!(
+            stdout,
+            "{}",
+            commands::compare::report::headline(&done.report)
+        )?;
+    } else {
+        write!(
+            stdout,
+            "{}",
+            commands::compare::report::terminal(&done.report)
+        )?;
+    }
+    drop(stdout);
+    // The import warnings were said first, before the comparison.
+    finish(
+        &[],
+        true,
+        a.explain.explain,
+        &done.record,
+        &[],
+        &done.summary(),
+    )?;
+    Ok(done.report.exit_code)
+}
