@@ -15,7 +15,6 @@
 //! include, `Cargo.lock`, the variables and paths it looks at) and nothing that a build or a
 //! test writes, so that a build with nothing changed does nothing.
 
-use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
@@ -30,35 +29,11 @@ fn main() {
 
 fn versions() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
-    let src = manifest.join("src");
-    let mut files = Vec::new();
-    collect(&src, &src, &mut files);
-    // The files the sources include (styles, scripts, pipelines, `.proto` schemas).
-    let mut included = BTreeSet::new();
-    for f in &files {
-        included.extend(modgraph::includes(
-            &f.path,
-            &String::from_utf8_lossy(&f.bytes),
-        ));
-    }
-    for rel in included {
-        if rel.ends_with(".rs") && files.iter().any(|f| f.path == rel) {
-            continue;
-        }
-        let path = src.join(&rel);
-        let bytes = std::fs::read(&path)
-            .unwrap_or_else(|e| panic!("{}: included by the sources: {e}", path.display()));
-        files.push(modgraph::SourceFile { path: rel, bytes });
-    }
-    let lock_path = manifest.join("Cargo.lock");
+    let files = modgraph::read_crate(&manifest.join("src")).unwrap_or_else(|e| panic!("{e}"));
     println!("cargo:rerun-if-changed=Cargo.lock");
+    let lock_path = manifest.join("Cargo.lock");
     let lock = modgraph::Lock::parse(&std::fs::read_to_string(&lock_path).unwrap_or_default());
-    let mut externals: BTreeSet<String> = lock
-        .dependencies_of(&std::env::var("CARGO_PKG_NAME").unwrap())
-        .iter()
-        .map(|d| d.split(' ').next().unwrap().replace('-', "_"))
-        .collect();
-    externals.extend(["std", "core", "alloc"].map(String::from));
+    let externals = modgraph::externals(&lock, &std::env::var("CARGO_PKG_NAME").unwrap());
     let lib_name = std::env::var("CARGO_PKG_NAME").unwrap().replace('-', "_");
     let graph = modgraph::ModGraph::build(&files, &externals, &lib_name);
     for f in &graph.files {
@@ -109,28 +84,6 @@ fn toolchain() -> String {
         .ok()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default()
-}
-
-/// Every `.rs` file under `dir`.
-fn collect(root: &Path, dir: &Path, out: &mut Vec<modgraph::SourceFile>) {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            collect(root, &path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            let rel = path
-                .strip_prefix(root)
-                .unwrap()
-                .to_string_lossy()
-                .replace('\\', "/");
-            let bytes = std::fs::read(&path).unwrap();
-            out.push(modgraph::SourceFile { path: rel, bytes });
-        }
-    }
 }
 
 /// Sets the `cfg(test_*)` flags (the places `src/testutil.rs` looks in).

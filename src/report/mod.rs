@@ -236,6 +236,16 @@ impl HtmlTable {
     }
 }
 
+/// A list of facts, each a name and its value (`<dl class="facts">`).
+pub fn facts_list(facts: &[(String, String)]) -> String {
+    let mut html = String::from("<dl class=\"facts\">\n");
+    for (k, v) in facts {
+        html.push_str(&format!("<dt>{}</dt><dd>{}</dd>\n", escape(k), escape(v)));
+    }
+    html.push_str("</dl>\n");
+    html
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

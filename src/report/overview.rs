@@ -1,7 +1,7 @@
 //! The report's first section: what was profiled, on what. The graph gathers the facts
 //! ([`RunOverview`]); this draws them.
 
-use super::{Section, escape};
+use super::Section;
 use crate::units::duration_ns;
 use std::collections::BTreeMap;
 
@@ -83,12 +83,7 @@ pub fn section(o: &RunOverview) -> Section {
     ));
     facts.push(("Analyses".into(), o.analyses.join(", ")));
     let mut sec = Section::new("overview", "Overview");
-    let mut html = String::from("<dl class=\"facts\">\n");
-    for (k, v) in &facts {
-        html.push_str(&format!("<dt>{}</dt><dd>{}</dd>\n", escape(k), escape(v)));
-    }
-    html.push_str("</dl>\n");
-    sec.raw(&html);
+    sec.raw(&super::facts_list(&facts));
     sec
 }
 

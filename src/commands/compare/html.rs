@@ -9,7 +9,7 @@ use crate::engine::value::Bytes;
 use crate::engine::{Key, KeyBuilder, kinds, node_kind};
 use crate::graph::Db;
 use crate::report::charts::{Interval, Tone};
-use crate::report::{Cell, HtmlTable, Page, Section, charts, escape, render_page};
+use crate::report::{Cell, HtmlTable, Page, Section, charts, escape, facts_list, render_page};
 use anyhow::Result;
 use std::sync::Arc;
 
@@ -104,12 +104,7 @@ fn verdict(r: &Report) -> Section {
             ),
         ),
     ]);
-    let mut html = String::from("<dl class=\"facts\">\n");
-    for (k, v) in &facts {
-        html.push_str(&format!("<dt>{}</dt><dd>{}</dd>\n", escape(k), escape(v)));
-    }
-    html.push_str("</dl>\n");
-    sec.raw(&html);
+    sec.raw(&facts_list(&facts));
     sec
 }
 

@@ -57,6 +57,65 @@ pub fn module_of(path: &str) -> Option<Vec<String>> {
     Some(segs)
 }
 
+/// The crate's files as its version table covers them: every `.rs` file under `src` (paths
+/// relative to it, sorted) and the files they include. Errors name the file.
+pub fn read_crate(src: &std::path::Path) -> Result<Vec<SourceFile>, String> {
+    fn collect(
+        root: &std::path::Path,
+        dir: &std::path::Path,
+        out: &mut Vec<SourceFile>,
+    ) -> Result<(), String> {
+        let read = |p: &std::path::Path, e: std::io::Error| format!("{}: {e}", p.display());
+        let mut entries = Vec::new();
+        for e in std::fs::read_dir(dir).map_err(|e| read(dir, e))? {
+            entries.push(e.map_err(|e| read(dir, e))?.path());
+        }
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                collect(root, &path, out)?;
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let rel = path.strip_prefix(root).expect("below the root");
+                let bytes = std::fs::read(&path).map_err(|e| read(&path, e))?;
+                out.push(SourceFile {
+                    path: rel.to_string_lossy().replace('\\', "/"),
+                    bytes,
+                });
+            }
+        }
+        Ok(())
+    }
+    let mut files = Vec::new();
+    collect(src, src, &mut files)?;
+    // The files the sources include (styles, scripts, pipelines, `.proto` schemas).
+    let mut included = BTreeSet::new();
+    for f in &files {
+        included.extend(includes(&f.path, &String::from_utf8_lossy(&f.bytes)));
+    }
+    for rel in included {
+        if rel.ends_with(".rs") && files.iter().any(|f| f.path == rel) {
+            continue;
+        }
+        let path = src.join(&rel);
+        let bytes = std::fs::read(&path)
+            .map_err(|e| format!("{}: included by the sources: {e}", path.display()))?;
+        files.push(SourceFile { path: rel, bytes });
+    }
+    Ok(files)
+}
+
+/// The external crates `package`'s code can name: its dependencies in `lock` (as Rust names
+/// them) and the standard library's crates.
+pub fn externals(lock: &Lock, package: &str) -> BTreeSet<String> {
+    let mut externals: BTreeSet<String> = lock
+        .dependencies_of(package)
+        .iter()
+        .map(|d| d.split(' ').next().unwrap_or_default().replace('-', "_"))
+        .collect();
+    externals.extend(["std", "core", "alloc"].map(String::from));
+    externals
+}
+
 /// The files a source file includes (`include_str!("…")` and the like), relative to `src/`.
 pub fn includes(path: &str, text: &str) -> Vec<String> {
     scan::scan(path, text, &BTreeSet::new(), "").includes

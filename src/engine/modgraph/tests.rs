@@ -2,48 +2,15 @@ use super::lex::{Tok, tokens};
 use super::*;
 use std::path::Path;
 
-/// The crate's files as the build script reads them: every `.rs` under `src/` and what
-/// they include.
+/// The crate's files as the build script reads them.
 pub(crate) fn crate_files() -> Vec<SourceFile> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    for e in walkdir::WalkDir::new(&src).sort_by_file_name() {
-        let e = e.unwrap();
-        if e.path().extension().is_some_and(|x| x == "rs") {
-            let path = e
-                .path()
-                .strip_prefix(&src)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned();
-            files.push(SourceFile {
-                path,
-                bytes: std::fs::read(e.path()).unwrap(),
-            });
-        }
-    }
-    let inc: BTreeSet<String> = files
-        .iter()
-        .flat_map(|f| includes(&f.path, &String::from_utf8_lossy(&f.bytes)))
-        .filter(|p| !p.ends_with(".rs"))
-        .collect();
-    for p in inc {
-        let bytes = std::fs::read(src.join(&p)).unwrap();
-        files.push(SourceFile { path: p, bytes });
-    }
-    files
+    read_crate(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src")).unwrap()
 }
 
 pub(crate) fn crate_graph(files: &[SourceFile]) -> ModGraph {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let lock = Lock::parse(&std::fs::read_to_string(root.join("Cargo.lock")).unwrap());
-    let mut externals: BTreeSet<String> = lock
-        .dependencies_of("nsys-jax-pipe")
-        .iter()
-        .map(|d| d.split(' ').next().unwrap().replace('-', "_"))
-        .collect();
-    externals.extend(["std", "core", "alloc"].map(String::from));
-    ModGraph::build(files, &externals, "nsys_jax_pipe")
+    ModGraph::build(files, &externals(&lock, "nsys-jax-pipe"), "nsys_jax_pipe")
 }
 
 /// The files of the crate form layers: no file reaches itself through others (a glob import
