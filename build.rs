@@ -86,12 +86,14 @@ fn toolchain() -> String {
         .unwrap_or_default()
 }
 
-/// Sets the `cfg(test_*)` flags (the places `src/testutil.rs` looks in).
+/// Sets the `cfg(test_*)` flags (the places `src/testutil.rs` looks in). `PATH` is searched
+/// but not watched: activating a Python environment changes it, and must not rebuild the
+/// crate. What is found on it is watched; the install scripts touch this file when they
+/// install something.
 fn test_resources() {
     for var in [
         "NSYS_JAX_PIPE_FIXTURES",
         "NSYS",
-        "PATH",
         "CHROMIUM",
         "NSYS_JAX_PIPE_PYTHON",
         "NSYS_JAX_PIPE_WHEEL_PYTHON",
