@@ -7,6 +7,7 @@ use super::{CaptureOptions, Ui};
 use crate::engine::Engine;
 use crate::graph::{self, AnalysisSpec, ScriptSpec};
 use anyhow::{Result, bail};
+use bytes::Bytes;
 use std::path::{Path, PathBuf};
 
 /// Open the inputs of a run, saying which dump folder each report uses.
@@ -24,7 +25,8 @@ pub fn open_inputs(
 /// What the analyses of a run produced: files (relative to the output folder), where each
 /// goes in an archive (`analysis/<analysis>/...`) and, per analysis, its terminal text.
 pub struct AnalysisResults {
-    pub files: Vec<(PathBuf, Vec<u8>)>,
+    /// Each file's bytes are those of the analysis's value, shared, not copied.
+    pub files: Vec<(PathBuf, Bytes)>,
     pub in_archive: Vec<PathBuf>,
     pub texts: Vec<(String, String)>,
     /// The built-in analyses' outputs, in order (what the HTML report shows).
@@ -59,7 +61,7 @@ pub fn run_analyses(
         )?;
         graph::prepare_processes(db, run, &needs, &|| bar.advance())?;
     }
-    let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    let mut files: Vec<(PathBuf, Bytes)> = Vec::new();
     let mut in_archive: Vec<PathBuf> = Vec::new();
     let mut texts: Vec<(String, String)> = Vec::new();
     let mut outputs = Vec::new();
@@ -73,17 +75,19 @@ pub fn run_analyses(
             let spec = ScriptSpec::new(db, path.clone(), req.args.clone(), key);
             let out = graph::script_analysis(db, run, spec).map_err(anyhow::Error::from)?;
             let name = crate::analyses::external::script_name(&path);
-            for (rel, bytes) in &out.value.files {
+            for (i, (rel, _)) in out.value.files.iter().enumerate() {
                 let rel = Path::new("analysis").join(&name).join(rel);
                 in_archive.push(rel.clone());
-                files.push((rel, bytes.clone()));
+                let script = FileOf(out.value.clone(), i, |o, i| o.files[i].1.as_slice());
+                files.push((rel, Bytes::from_owner(script)));
             }
             texts.push((name, out.value.stdout.clone()));
         } else if let Some(spec) = spec {
             let out = graph::analysis(db, run, spec).map_err(anyhow::Error::from)?;
-            for (name, content) in &out.value.files {
+            for (i, (name, _)) in out.value.files.iter().enumerate() {
                 in_archive.push(Path::new("analysis").join(&req.name).join(name));
-                files.push((PathBuf::from(name), content.clone().into_bytes()));
+                let file = FileOf(out.value.clone(), i, |o, i| o.files[i].1.as_bytes());
+                files.push((PathBuf::from(name), Bytes::from_owner(file)));
             }
             texts.push((req.name.clone(), out.value.text.clone()));
             outputs.push(out);
@@ -95,6 +99,16 @@ pub fn run_analyses(
         texts,
         outputs,
     })
+}
+
+/// File `.1` of the value `.0`, as `.2` finds it: the bytes of an output file, kept alive by
+/// the value that holds them.
+struct FileOf<T>(std::sync::Arc<T>, usize, fn(&T, usize) -> &[u8]);
+
+impl<T> AsRef<[u8]> for FileOf<T> {
+    fn as_ref(&self) -> &[u8] {
+        (self.2)(&self.0, self.1)
+    }
 }
 
 /// The summary's "no module executions" line says why when the import was incomplete.
@@ -122,7 +136,7 @@ pub fn analysis_entries(results: &AnalysisResults) -> Vec<crate::formats::archiv
         .map(|((_, bytes), rel)| {
             crate::formats::archive_writer::Entry::deflated(
                 rel.to_string_lossy().replace('\\', "/"),
-                bytes.clone(),
+                bytes.to_vec(),
             )
         })
         .collect()

@@ -115,7 +115,7 @@ pub(super) fn update(
     if !import.is_empty() {
         files.push((
             crate::capture::import_check::MEMBER.into(),
-            serde_json::to_vec_pretty(&import)?,
+            serde_json::to_vec_pretty(&import)?.into(),
         ));
     }
     record.inputs = inputs.iter().map(|p| p.display().to_string()).collect();
@@ -176,11 +176,11 @@ fn write_unless_in_place(
 fn write_output_folder(
     engine: &crate::engine::Engine,
     out: &std::path::Path,
-    mut files: Vec<(std::path::PathBuf, Vec<u8>)>,
+    mut files: Vec<(PathBuf, bytes::Bytes)>,
     record: &crate::engine::RunRecord,
 ) -> Result<()> {
     let earlier = earlier_outputs(out);
-    files.push((RUN_RECORD.into(), serde_json::to_vec_pretty(record)?));
+    files.push((RUN_RECORD.into(), serde_json::to_vec_pretty(record)?.into()));
     for (rel, bytes) in &files {
         write_unless_in_place(engine, &out.join(rel), bytes)?;
     }
