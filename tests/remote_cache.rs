@@ -259,6 +259,49 @@ fn per_rank_work_done_elsewhere_is_reused_by_the_whole_run() {
     assert!(node_count(&all) > 0);
 }
 
+/// A server that accepts connections and never answers (no S3 server needed: a socket that
+/// holds every connection): the run leaves it after its first request times out, with one
+/// warning and the outputs of a run without a shared cache, within seconds (it was a minute,
+/// one request timeout after another).
+#[test]
+fn a_server_that_never_answers_costs_seconds_not_minutes() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let held = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = held.clone();
+    std::thread::spawn(move || {
+        for c in listener.incoming().flatten() {
+            keep.lock().unwrap().push(c);
+        }
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let reference = tmp.path().join("reference");
+    assert_ok(&analyze(
+        &tmp.path().join("ref-cache"),
+        &reference,
+        &["-q"],
+        &[example()],
+    ));
+    let env = env_for(&endpoint, "testing", "testing");
+    let out = tmp.path().join("out");
+    let start = std::time::Instant::now();
+    let o = analyze_remote(&env, &tmp.path().join("cache"), &out, &[example()]);
+    let took = start.elapsed();
+    assert_ok(&o);
+    assert!(
+        !held.lock().unwrap().is_empty(),
+        "the server was never asked"
+    );
+    assert!(
+        took < std::time::Duration::from_secs(15),
+        "took {took:?}: {}",
+        stderr(&o)
+    );
+    let w = warnings(&o);
+    assert_eq!(w.len(), 1, "{}", stderr(&o));
+    assert_same_outputs(&reference, &out);
+}
+
 #[test]
 #[cfg_attr(
     not(all(test_s3, test_fixtures)),

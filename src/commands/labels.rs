@@ -142,10 +142,8 @@ fn tree_of(p: &Path) -> Result<Tree> {
         let rel = rel.to_string_lossy().into_owned();
         let f = std::fs::File::open(e.path())
             .with_context(|| format!("{}: cannot read", e.path().display()))?;
-        let mut h = blake3::Hasher::new();
-        h.update_reader(f)
-            .with_context(|| format!("{}: cannot read", e.path().display()))?;
-        files.push((rel, h.finalize().to_hex().to_string()));
+        let hash = hash_of(f).with_context(|| format!("{}: cannot read", e.path().display()))?;
+        files.push((rel, hash));
     }
     Ok(Tree { name, files })
 }
@@ -198,11 +196,31 @@ fn find_remote(cache: &Path, remote: &Remote, name: &str) -> Result<Option<Label
                     check_relative(rel)?;
                     root.join(rel)
                 };
-                if !dest.is_file() && !remote.get_file(&format!("inputs/{hash}"), &dest)? {
+                // A copy kept from an earlier download is used only while it is what the
+                // label names; else (or when absent) it is fetched again, and checked.
+                if file_is(&dest, hash) {
+                    continue;
+                }
+                let _ = std::fs::remove_file(&dest);
+                if !remote.get_file(&format!("inputs/{hash}"), &dest)? {
                     bail!(
                         "remote cache {}: label {name}: input {} is missing",
                         remote.url(),
                         t.name
+                    );
+                }
+                if !file_is(&dest, hash) {
+                    let _ = std::fs::remove_file(&dest);
+                    bail!(
+                        "remote cache {}: label {name}: input {} ({}) is not the file the label \
+                         names (its content hash differs): label the run again",
+                        remote.url(),
+                        t.name,
+                        if rel.is_empty() {
+                            t.name.as_str()
+                        } else {
+                            rel.as_str()
+                        }
                     );
                 }
             }
@@ -214,6 +232,20 @@ fn find_remote(cache: &Path, remote: &Remote, name: &str) -> Result<Option<Label
         inputs: fetch(&record.inputs, "input")?,
         dumps: fetch(&record.dumps, "dump")?,
     }))
+}
+
+/// The blake3 of what `r` reads, in hex.
+fn hash_of(r: impl std::io::Read) -> std::io::Result<String> {
+    let mut h = blake3::Hasher::new();
+    h.update_reader(r)?;
+    Ok(h.finalize().to_hex().to_string())
+}
+
+/// Whether the file at `path` exists and hashes to `hash`.
+fn file_is(path: &Path, hash: &str) -> bool {
+    std::fs::File::open(path)
+        .and_then(hash_of)
+        .is_ok_and(|h| h == hash)
 }
 
 /// A path from a remote record stays inside the folder it is written to.
@@ -276,5 +308,41 @@ mod tests {
         assert!(l.inputs[0].starts_with(&b));
         assert_eq!(find(&b, Some(&remote), "nope").unwrap(), None);
         assert!(check_relative("../x").is_err() && check_relative("/x").is_err());
+    }
+
+    /// An input replaced in the shared cache by another file is refused (and not kept); a
+    /// local copy damaged after download is dropped and fetched again.
+    #[test]
+    fn label_inputs_are_checked_against_their_hashes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let bucket = tmp.path().join("bucket");
+        let remote = Remote::open(&format!("file://{}", bucket.display())).unwrap();
+        let input = tmp.path().join("run.zip");
+        std::fs::write(&input, b"archive bytes").unwrap();
+        record(&tmp.path().join("a"), Some(&remote), "v1", &[input], &[]).unwrap();
+        let b = tmp.path().join("b");
+        let l = find(&b, Some(&remote), "v1").unwrap().unwrap();
+        // Damaged locally: fetched again.
+        std::fs::write(&l.inputs[0], b"archive bytez").unwrap();
+        let again = find(&b, Some(&remote), "v1").unwrap().unwrap();
+        assert_eq!(std::fs::read(&again.inputs[0]).unwrap(), b"archive bytes");
+        // Replaced in the bucket by another archive: refused, on a fresh machine and on this
+        // one once its copy is gone.
+        let hash = blake3::hash(b"archive bytes").to_hex().to_string();
+        std::fs::write(bucket.join("inputs").join(&hash), b"another run").unwrap();
+        let e = find(&tmp.path().join("c"), Some(&remote), "v1")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not the file the label names"), "{e}");
+        assert!(
+            !tmp.path().join("c/inputs").exists() || {
+                walkdir::WalkDir::new(tmp.path().join("c/inputs"))
+                    .into_iter()
+                    .filter_map(|e| e.ok())
+                    .all(|e| !e.file_type().is_file())
+            }
+        );
+        std::fs::remove_file(&again.inputs[0]).unwrap();
+        assert!(find(&b, Some(&remote), "v1").is_err());
     }
 }

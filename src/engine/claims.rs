@@ -25,6 +25,8 @@ pub const MIN_SIZE: u64 = 1 << 20;
 pub const TAIL: u64 = 64 << 10;
 
 const MAGIC: &[u8] = b"nsys-jax-pipe claim 1\n";
+/// The start of a claim object (its key and the check that binds it to its name follow).
+const CLAIM: &[u8] = b"nsys-jax-pipe claim 2\n";
 
 /// The fingerprint of the file at `path` whose metadata is `md` (None when it cannot be read).
 pub fn fingerprint(path: &Path, md: &fs::Metadata) -> Option<Key> {
@@ -52,14 +54,30 @@ pub fn object_name(fp: &Key) -> String {
     format!("claims/{}/{hex}", &hex[..2])
 }
 
-pub fn encode(key: &Key) -> Vec<u8> {
-    [MAGIC, &key.0[..]].concat()
+/// What binds the claim of `key` to the object `name` (a claim copied to another name, as
+/// another file's, is refused).
+fn check(name: &str, key: &Key) -> blake3::Hash {
+    let mut h = blake3::Hasher::new_derive_key("nsys-jax-pipe claim 2");
+    h.update(&(name.len() as u64).to_le_bytes());
+    h.update(name.as_bytes());
+    h.update(&key.0);
+    h.finalize()
 }
 
-/// The key of a claim object (None when it is not one: it is then hashed and rewritten).
-pub fn decode(bytes: &[u8]) -> Option<Key> {
-    let key: [u8; 32] = bytes.strip_prefix(MAGIC)?.try_into().ok()?;
-    Some(Key(key))
+/// The claim object `name` holding `key`.
+pub fn encode(name: &str, key: &Key) -> Vec<u8> {
+    [CLAIM, &key.0[..], check(name, key).as_bytes()].concat()
+}
+
+/// The key the claim object `name` holds (None when it is not one, or is another name's: the
+/// file is then hashed and the claim rewritten).
+pub fn decode(name: &str, bytes: &[u8]) -> Option<Key> {
+    let rest = bytes.strip_prefix(CLAIM)?;
+    if rest.len() != 64 {
+        return None;
+    }
+    let key = Key(rest[..32].try_into().ok()?);
+    (check(name, &key).as_bytes()[..] == rest[32..]).then_some(key)
 }
 
 /// Whether the file is worth a claim (large and a regular file).
@@ -152,10 +170,13 @@ mod tests {
     #[test]
     fn claims_round_trip_and_reject_other_objects() {
         let key = Key::of_bytes(b"archive");
-        assert_eq!(decode(&encode(&key)), Some(key));
-        assert_eq!(decode(b"nsys-jax-pipe claim 1\nshort"), None);
-        assert_eq!(decode(&key.0), None);
         let name = object_name(&key);
+        let other = object_name(&Key::of_bytes(b"another archive"));
+        assert_eq!(decode(&name, &encode(&name, &key)), Some(key));
+        // Swapped: another file's claim copied here.
+        assert_eq!(decode(&name, &encode(&other, &key)), None);
+        assert_eq!(decode(&name, b"nsys-jax-pipe claim 2\nshort"), None);
+        assert_eq!(decode(&name, &key.0), None);
         assert!(
             name.starts_with("claims/") && name.ends_with(&key.hex()),
             "{name}"

@@ -142,7 +142,8 @@ impl Engine {
                 == (md.len(), filememo::mtime_ns(md), md.ino())
         });
         if let Some(fp) = claims::fingerprint(path, md).filter(|_| same) {
-            remote.put_claim(&claims::object_name(&fp), claims::encode(&key));
+            let name = claims::object_name(&fp);
+            remote.put_claim(&name, claims::encode(&name, &key));
         }
     }
 
@@ -167,7 +168,7 @@ impl Engine {
         let got: HashMap<String, Vec<u8>> = remote.get_objects(names).into_iter().collect();
         let mut claimed = 0;
         for (path, md, name) in &wanted {
-            if let Some(key) = got.get(name).and_then(|b| claims::decode(b)) {
+            if let Some(key) = got.get(name).and_then(|b| claims::decode(name, b)) {
                 self.memo.adopt(path, md, key);
                 claimed += 1;
             }
@@ -394,10 +395,15 @@ impl Engine {
                     self.record(kind, label, key, Status::Reused, t0);
                     return Ok(Arc::new(v));
                 }
-                Err(e) => tracing::warn!(
-                    "cache entry for {kind} {} unreadable ({e}); recomputing",
-                    key.short()
-                ),
+                Err(e) => {
+                    tracing::warn!(
+                        "cache entry for {kind} {} unreadable ({e}); recomputing",
+                        key.short()
+                    );
+                    // Whole and bound to its key, yet not a value of this kind: its
+                    // replacement goes over it, here and in a shared cache.
+                    store.discard(kind, &key);
+                }
             }
         }
         let value = compute()?;

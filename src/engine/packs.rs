@@ -122,7 +122,7 @@ impl Packs {
 
     /// The payload of entry `name` from a pack, verified unless this process wrote it; None
     /// when no pack holds it or it is damaged.
-    pub fn get(&self, name: &str) -> Option<Vec<u8>> {
+    pub fn get(&self, name: &str) -> Option<bytes::Bytes> {
         let (p, file, offset, len, own) = {
             let mut index = self.index().lock().unwrap();
             let &(p, offset, len) = index.names.get(name)?;
@@ -136,7 +136,7 @@ impl Packs {
         let mut bytes = vec![0; len as usize];
         let good = file.read_exact_at(&mut bytes, offset).is_ok()
             && bytes.len() >= HEADER
-            && (own || verify(&bytes).is_some());
+            && (own || verify(name, &bytes).is_some());
         if !good {
             let mut index = self.index().lock().unwrap();
             index.names.remove(name);
@@ -149,8 +149,14 @@ impl Packs {
             );
             return None;
         }
-        bytes.drain(..HEADER);
-        Some(bytes)
+        Some(super::entry::payload(bytes))
+    }
+
+    /// Stops serving entry `name` from packs (it is damaged).
+    pub fn discard(&self, name: &str) {
+        let mut index = self.index().lock().unwrap();
+        index.names.remove(name);
+        index.bad.insert(name.to_string());
     }
 
     /// A new pack to write entries into.
@@ -426,8 +432,11 @@ mod tests {
         assert!(!store.contains(&kind, &key), "and then it is missing");
         // Recomputed: the loose entry is read from now on, in this process and the next.
         store.put(&kind, &key, b"again").unwrap();
-        assert_eq!(store.get(&kind, &key).unwrap(), b"again");
-        assert_eq!(login(dir.path(), None).get(&kind, &key).unwrap(), b"again");
+        assert_eq!(store.get(&kind, &key).unwrap(), &b"again"[..]);
+        assert_eq!(
+            login(dir.path(), None).get(&kind, &key).unwrap(),
+            &b"again"[..]
+        );
         // The pack's other entries are still read.
         let (kind, key) = &wanted[0];
         assert!(store.get(kind, key).is_some());

@@ -265,6 +265,11 @@ impl Remote {
             self.url
         ));
         self.counts.damaged.fetch_add(1, Ordering::Relaxed);
+        self.replace(name);
+    }
+
+    /// The next upload of `name` goes over the object there (it is not a good entry).
+    pub(super) fn replace(&self, name: &str) {
         self.damaged.lock().unwrap().insert(name.to_string());
     }
 
@@ -322,6 +327,10 @@ impl Remote {
             .rt
             .block_on(self.permits.clone().acquire_owned())
             .expect("the semaphore is never closed");
+        // The store may have failed while this upload waited for its turn.
+        if self.state.load(Ordering::Relaxed) != OK {
+            return;
+        }
         let (store, path) = (self.store.clone(), self.object(name));
         let (state, no_create, counts) = (
             self.state.clone(),
@@ -542,18 +551,26 @@ fn short_error(e: &object_store::Error) -> String {
     s.replace('\n', " ").chars().take(200).collect()
 }
 
-/// Bounded retries: a store that does not answer costs seconds, not minutes.
+/// Bounded retries: a store that does not answer costs seconds, not minutes (with
+/// [`CONNECT_TIMEOUT`] and [`READ_TIMEOUT`], a request that gets no byte fails within about
+/// 7 s, and the remote tier is then left for the rest of the run).
 fn retry() -> object_store::RetryConfig {
     object_store::RetryConfig {
         backoff: object_store::BackoffConfig {
             init_backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_secs(2),
+            max_backoff: Duration::from_secs(1),
             base: 2.0,
         },
-        max_retries: 3,
-        retry_timeout: Duration::from_secs(15),
+        max_retries: 2,
+        retry_timeout: Duration::from_secs(4),
     }
 }
+
+/// How long a connection may take to open.
+const CONNECT_TIMEOUT: &str = "3s";
+/// How long a request may wait for its first byte, or between two bytes: a server that
+/// accepts and never answers, or stalls mid-answer.
+const READ_TIMEOUT: &str = "3s";
 
 type Built = (Arc<dyn ObjectStore>, ObjectPath);
 
@@ -565,7 +582,7 @@ fn build(url: &str) -> Result<Built> {
         let p = rest.split_once('/').map(|(_, p)| p).unwrap_or("");
         Ok(ObjectPath::parse(p.trim_matches('/'))?)
     };
-    use object_store::ClientConfigKey::{ConnectTimeout, Timeout};
+    use object_store::ClientConfigKey::{ConnectTimeout, ReadTimeout, Timeout};
     match scheme {
         "s3" | "s3a" => {
             use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey as K};
@@ -573,7 +590,8 @@ fn build(url: &str) -> Result<Built> {
             let mut b = AmazonS3Builder::new()
                 .with_retry(retry())
                 .with_config(K::Client(Timeout), "60s")
-                .with_config(K::Client(ConnectTimeout), "5s");
+                .with_config(K::Client(ConnectTimeout), CONNECT_TIMEOUT)
+                .with_config(K::Client(ReadTimeout), READ_TIMEOUT);
             let mut endpoint = None;
             for (k, v) in std::env::vars() {
                 if let Some(key) = k.strip_prefix("AWS_").map(|_| k.to_ascii_lowercase())
@@ -596,7 +614,8 @@ fn build(url: &str) -> Result<Built> {
             use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey as K};
             let store = GoogleCloudStorageBuilder::from_env()
                 .with_retry(retry())
-                .with_config(K::Client(ConnectTimeout), "5s")
+                .with_config(K::Client(ConnectTimeout), CONNECT_TIMEOUT)
+                .with_config(K::Client(ReadTimeout), READ_TIMEOUT)
                 .with_url(url)
                 .build()?;
             Ok((Arc::new(store), prefix_of(rest)?))
@@ -605,7 +624,8 @@ fn build(url: &str) -> Result<Built> {
             use object_store::azure::{AzureConfigKey as K, MicrosoftAzureBuilder};
             let store = MicrosoftAzureBuilder::from_env()
                 .with_retry(retry())
-                .with_config(K::Client(ConnectTimeout), "5s")
+                .with_config(K::Client(ConnectTimeout), CONNECT_TIMEOUT)
+                .with_config(K::Client(ReadTimeout), READ_TIMEOUT)
                 .with_url(url)
                 .build()?;
             Ok((Arc::new(store), prefix_of(rest)?))

@@ -13,6 +13,7 @@ use super::key::Key;
 use super::packs::{PackWriter, Packs};
 use crate::tmpfiles::{self, TempFile};
 use anyhow::{Context, Result};
+use bytes::Bytes;
 use std::collections::HashSet;
 use std::fs;
 use std::io::Write;
@@ -137,12 +138,9 @@ impl Store {
 
     /// The verified payload stored under `(kind, key)`, or None when absent or damaged: read
     /// locally, else fetched from the remote tier (and then kept locally).
-    pub fn get(&self, kind: &str, key: &Key) -> Option<Vec<u8>> {
-        self.get_local(kind, key).or_else(|| {
-            let mut bytes = self.fetch(kind, key)?;
-            bytes.drain(..HEADER);
-            Some(bytes)
-        })
+    pub fn get(&self, kind: &str, key: &Key) -> Option<Bytes> {
+        self.get_local(kind, key)
+            .or_else(|| Some(entry::payload(self.fetch(kind, key)?)))
     }
 
     /// Fetch from the remote tier, many at once, the entries among `wanted` that are not
@@ -161,7 +159,7 @@ impl Store {
         let absent = remote.get_entries(
             names,
             Arc::new(move |name: &str, bytes: &[u8]| {
-                let good = verify(bytes).is_some();
+                let good = verify(name, bytes).is_some();
                 if good {
                     let mut pack = into.lock().unwrap();
                     let packed = pack.as_mut().is_some_and(|w| w.add(name, bytes).is_ok());
@@ -191,37 +189,44 @@ impl Store {
         if self.absent.lock().unwrap().contains(&name) {
             return None;
         }
-        let bytes = remote.get_entry(&name, |b| verify(b).is_some())?;
+        let bytes = remote.get_entry(&name, |b| verify(&name, b).is_some())?;
         self.kept.keep(&name, &bytes);
         Some(bytes)
     }
 
-    fn get_local(&self, kind: &str, key: &Key) -> Option<Vec<u8>> {
+    fn get_local(&self, kind: &str, key: &Key) -> Option<Bytes> {
         let name = Self::name_of(kind, key);
         let path = self.root.join(&name);
         let Ok(bytes) = fs::read(&path) else {
             return self.packs.get(&name);
         };
         if bytes.len() >= HEADER && self.kept.fresh.lock().unwrap().contains(&name) {
-            let mut bytes = bytes;
-            bytes.drain(..HEADER);
-            return Some(bytes);
+            return Some(entry::payload(bytes));
         }
-        match verify(&bytes) {
+        match verify(&name, &bytes) {
             Some(()) => {
                 // Mark as recently used, for `gc`.
                 if let Ok(f) = fs::File::options().write(true).open(&path) {
                     let _ = f.set_modified(SystemTime::now());
                 }
-                let mut bytes = bytes;
-                bytes.drain(..HEADER);
-                Some(bytes)
+                Some(entry::payload(bytes))
             }
             None => {
                 tracing::warn!("cache entry {} is damaged; recomputing it", path.display());
                 let _ = fs::remove_file(&path);
                 None
             }
+        }
+    }
+
+    /// Drops the entry `(kind, key)` that could be read but not decoded: the local copy is
+    /// removed, and a shared cache's object is replaced when the value is stored again.
+    pub fn discard(&self, kind: &str, key: &Key) {
+        let name = Self::name_of(kind, key);
+        let _ = fs::remove_file(self.root.join(&name));
+        self.packs.discard(&name);
+        if let Some(remote) = &self.remote {
+            remote.replace(&name);
         }
     }
 
@@ -284,7 +289,7 @@ impl Store {
             .with_context(|| format!("cannot create cache directory {}", dir.display()))?;
         let tmp = TempFile::new_in(&self.root, tmpfiles::SUFFIX)
             .with_context(|| format!("cannot write to cache directory {}", self.root.display()))?;
-        let header = entry::header(payload);
+        let header = entry::header(&name, payload);
         tmpfiles::write_parts(tmp.file(), &[&header, payload])
             .and_then(|()| tmp.commit(&path, false))
             .with_context(|| format!("cannot write cache entry {}", path.display()))?;
@@ -324,14 +329,14 @@ impl Store {
         let objects = self.root.join("objects");
         let mut n = 0;
         for (path, _, _) in self.entries() {
-            let Ok(bytes) = fs::read(&path) else { continue };
-            if verify(&bytes).is_none() || path.to_string_lossy().contains("/.tmp-") {
-                continue;
-            }
             let Ok(rel) = path.strip_prefix(&objects) else {
                 continue;
             };
             let name = format!("objects/{}", rel.to_string_lossy());
+            let Ok(bytes) = fs::read(&path) else { continue };
+            if verify(&name, &bytes).is_none() || path.to_string_lossy().contains("/.tmp-") {
+                continue;
+            }
             remote.put(&name, bytes, false);
             n += 1;
         }
@@ -458,7 +463,7 @@ mod tests {
         let key = Key::of_bytes(b"x");
         assert!(store.get("k", &key).is_none());
         store.put("k", &key, b"payload").unwrap();
-        assert_eq!(store.get("k", &key).unwrap(), b"payload");
+        assert_eq!(store.get("k", &key).unwrap(), &b"payload"[..]);
         // Truncate the entry: it must be reported missing and removed.
         let path = store.path_of("k", &key);
         let bytes = fs::read(&path).unwrap();
@@ -496,7 +501,7 @@ mod tests {
         assert_eq!(counts.misses, 3, "one request per entry: {counts:?}");
         // Computed here after all: read locally.
         store.put("k", &wanted[0].1, b"v").unwrap();
-        assert_eq!(store.get("k", &wanted[0].1).unwrap(), b"v");
+        assert_eq!(store.get("k", &wanted[0].1).unwrap(), &b"v"[..]);
     }
 
     #[test]
