@@ -302,6 +302,58 @@ fn a_server_that_never_answers_costs_seconds_not_minutes() {
     assert_same_outputs(&reference, &out);
 }
 
+/// A well-formed entry of one node copied over another's in a shared cache (`analysis:ops`
+/// over `analysis:summary`; a shared folder here: the check is the same for every store): a
+/// fresh machine refuses it with one warning naming it, computes the right value (the outputs
+/// of the first run) and puts it back in place of the copy.
+#[test]
+fn an_entry_copied_under_another_key_is_refused_and_replaced() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bucket = tmp.path().join("bucket");
+    let url = format!("file://{}", bucket.display());
+    let analyze_shared = |cache: &Path, out: &Path| {
+        let a = args![
+            "analyze",
+            "-q",
+            "--cache-dir",
+            cache,
+            "-o",
+            out,
+            "--cache-url",
+            url.as_str(),
+            example()
+        ];
+        run_env(&a, &[])
+    };
+    let reference = tmp.path().join("reference");
+    assert_ok(&analyze_shared(&tmp.path().join("cache-a"), &reference));
+    let object = |kind: &str| -> PathBuf {
+        let found: Vec<PathBuf> = std::fs::read_dir(bucket.join("objects"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == kind))
+            .collect();
+        assert_eq!(found.len(), 1, "{kind}: {found:?}");
+        found[0].clone()
+    };
+    let (copied, victim) = (&object("analysis_ops"), &object("analysis_summary"));
+    let original = std::fs::read(victim).unwrap();
+    std::fs::copy(copied, victim).unwrap();
+    let out = tmp.path().join("out");
+    let o = analyze_shared(&tmp.path().join("cache-b"), &out);
+    assert_ok(&o);
+    let w = warnings(&o);
+    assert_eq!(w.len(), 1, "{}", stderr(&o));
+    let name = victim.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(w[0].contains(&name) && w[0].contains("damaged"), "{w:?}");
+    assert_same_outputs(&reference, &out);
+    assert_eq!(
+        std::fs::read(victim).unwrap(),
+        original,
+        "the copy was not replaced"
+    );
+}
+
 #[test]
 #[cfg_attr(
     not(all(test_s3, test_fixtures)),
