@@ -19,9 +19,10 @@ pub mod thunks;
 #[cfg(test)]
 mod toy;
 
+use crate::engine::value::Text;
 use crate::engine::{Engine, Keep, Key, KeyBuilder, Node, kinds};
 use crate::report::Section;
-use anyhow::{Result, anyhow};
+use anyhow::{Result, anyhow, bail};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -91,7 +92,7 @@ impl ShareUse {
 pub struct AnalysisOutput {
     pub name: String,
     /// File name -> content, written under the output folder (e.g. `summary.json`).
-    pub files: Vec<(String, String)>,
+    pub files: Vec<(String, Text)>,
     pub text: String,
     pub sections: Vec<Section>,
 }
@@ -124,33 +125,41 @@ impl crate::engine::value::Value for AnalysisOutput {
     }
 
     fn decode(bytes: &[u8]) -> Result<Self> {
-        let mut rest = bytes
-            .strip_prefix(OUTPUT_MAGIC)
-            .ok_or_else(|| anyhow!("not a stored analysis output"))?;
-        let mut take = || -> Result<&[u8]> {
-            let len: [u8; 8] = rest
-                .get(..8)
+        Self::decode_shared(bytes::Bytes::copy_from_slice(bytes))
+    }
+
+    /// The files are slices of `bytes`, not copies.
+    fn decode_shared(bytes: bytes::Bytes) -> Result<Self> {
+        if !bytes.starts_with(OUTPUT_MAGIC) {
+            bail!("not a stored analysis output");
+        }
+        let mut at = OUTPUT_MAGIC.len();
+        let mut take = || -> Result<bytes::Bytes> {
+            let len: [u8; 8] = bytes
+                .get(at..at + 8)
                 .and_then(|b| b.try_into().ok())
                 .ok_or_else(|| anyhow!("truncated analysis output"))?;
             let len = usize::try_from(u64::from_le_bytes(len))?;
-            let field = rest
-                .get(8..8usize.saturating_add(len))
+            let start = at + 8;
+            let end = start
+                .checked_add(len)
+                .filter(|&e| e <= bytes.len())
                 .ok_or_else(|| anyhow!("truncated analysis output"))?;
-            rest = &rest[8 + len..];
-            Ok(field)
+            at = end;
+            Ok(bytes.slice(start..end))
         };
-        let text = |b: &[u8]| -> Result<String> { Ok(std::str::from_utf8(b)?.to_string()) };
+        let text = |b: bytes::Bytes| -> Result<String> { Ok(std::str::from_utf8(&b)?.to_string()) };
         let name = text(take()?)?;
         let out_text = text(take()?)?;
-        let sections = serde_json::from_slice(take()?)?;
-        let n: [u8; 8] = take()?
+        let sections = serde_json::from_slice(&take()?)?;
+        let n: [u8; 8] = take()?[..]
             .try_into()
             .map_err(|_| anyhow!("bad file count in analysis output"))?;
         let n = u64::from_le_bytes(n);
         let mut files = Vec::new();
         for _ in 0..n {
             let f = text(take()?)?;
-            files.push((f, text(take()?)?));
+            files.push((f, Text::from_shared(take()?)?));
         }
         Ok(AnalysisOutput {
             name,
@@ -257,7 +266,11 @@ impl<A: Analysis> Registered for A {
         }
         Ok(AnalysisOutput {
             name: A::NAME.to_string(),
-            files: self.files(&r.result)?,
+            files: self
+                .files(&r.result)?
+                .into_iter()
+                .map(|(n, c)| (n, c.into()))
+                .collect(),
             text,
             sections,
         })
@@ -339,7 +352,7 @@ mod tests {
             name: "x".into(),
             files: vec![
                 ("a.json".into(), "{\"é\": 1}".into()),
-                ("b.svg".into(), String::new()),
+                ("b.svg".into(), String::new().into()),
             ],
             text: "line\n".into(),
             sections: vec![Section::new("x", "X")],

@@ -4,7 +4,7 @@
 use super::pipeline::AnalysisRequest;
 use super::ui::say_dump_notes;
 use super::{CaptureOptions, Ui};
-use crate::engine::Engine;
+use crate::engine::{Engine, Key, KeyBuilder, kinds};
 use crate::graph::{self, AnalysisSpec, ScriptSpec};
 use anyhow::{Result, bail};
 use bytes::Bytes;
@@ -25,8 +25,7 @@ pub fn open_inputs(
 /// What the analyses of a run produced: files (relative to the output folder), where each
 /// goes in an archive (`analysis/<analysis>/...`) and, per analysis, its terminal text.
 pub struct AnalysisResults {
-    /// Each file's bytes are those of the analysis's value, shared, not copied.
-    pub files: Vec<(PathBuf, Bytes)>,
+    pub files: Vec<OutputFile>,
     pub in_archive: Vec<PathBuf>,
     pub texts: Vec<(String, String)>,
     /// The built-in analyses' outputs, in order (what the HTML report shows).
@@ -61,7 +60,7 @@ pub fn run_analyses(
         )?;
         graph::prepare_processes(db, run, &needs, &|| bar.advance())?;
     }
-    let mut files: Vec<(PathBuf, Bytes)> = Vec::new();
+    let mut files: Vec<OutputFile> = Vec::new();
     let mut in_archive: Vec<PathBuf> = Vec::new();
     let mut texts: Vec<(String, String)> = Vec::new();
     let mut outputs = Vec::new();
@@ -79,15 +78,18 @@ pub fn run_analyses(
                 let rel = Path::new("analysis").join(&name).join(rel);
                 in_archive.push(rel.clone());
                 let script = FileOf(out.value.clone(), i, |o, i| o.files[i].1.as_slice());
-                files.push((rel, Bytes::from_owner(script)));
+                files.push(OutputFile::of_value(
+                    rel,
+                    Bytes::from_owner(script),
+                    out.key,
+                ));
             }
             texts.push((name, out.value.stdout.clone()));
         } else if let Some(spec) = spec {
             let out = graph::analysis(db, run, spec).map_err(anyhow::Error::from)?;
-            for (i, (name, _)) in out.value.files.iter().enumerate() {
+            for (name, content) in &out.value.files {
                 in_archive.push(Path::new("analysis").join(&req.name).join(name));
-                let file = FileOf(out.value.clone(), i, |o, i| o.files[i].1.as_bytes());
-                files.push((PathBuf::from(name), Bytes::from_owner(file)));
+                files.push(OutputFile::of_value(name.into(), content.bytes(), out.key));
             }
             texts.push((req.name.clone(), out.value.text.clone()));
             outputs.push(out);
@@ -99,6 +101,38 @@ pub fn run_analyses(
         texts,
         outputs,
     })
+}
+
+/// One output file: where it goes (relative to the output folder), its bytes, and a content
+/// key for them.
+pub struct OutputFile {
+    pub rel: PathBuf,
+    /// Shared with the stored value they come from, not copied.
+    pub bytes: Bytes,
+    /// The file's content key: that of the value it is part of with its name, when it is part
+    /// of one (known without hashing megabytes), else the bytes' hash.
+    pub key: Key,
+}
+
+impl OutputFile {
+    /// A file of the stored value whose key is `value`.
+    pub fn of_value(rel: PathBuf, bytes: Bytes, value: Key) -> OutputFile {
+        let key = KeyBuilder::of(&kinds::OUTPUT_FILE)
+            .input(&value)
+            .param("file", rel.to_string_lossy().as_ref())
+            .finish();
+        OutputFile { rel, bytes, key }
+    }
+
+    /// A file made here.
+    pub fn of_bytes(rel: PathBuf, bytes: Vec<u8>) -> OutputFile {
+        let key = Key::of_bytes(&bytes);
+        OutputFile {
+            rel,
+            bytes: bytes.into(),
+            key,
+        }
+    }
 }
 
 /// File `.1` of the value `.0`, as `.2` finds it: the bytes of an output file, kept alive by
@@ -133,10 +167,10 @@ pub fn analysis_entries(results: &AnalysisResults) -> Vec<crate::formats::archiv
         .files
         .iter()
         .zip(&results.in_archive)
-        .map(|((_, bytes), rel)| {
+        .map(|(f, rel)| {
             crate::formats::archive_writer::Entry::deflated(
                 rel.to_string_lossy().replace('\\', "/"),
-                bytes.to_vec(),
+                f.bytes.to_vec(),
             )
         })
         .collect()

@@ -1,7 +1,7 @@
 //! `analyze`: run analyses on the processes of a run and write their outputs to a folder.
 
 use super::analysis::{
-    AnalysisResults, html_report, mark_import_problems, open_inputs, run_analyses,
+    AnalysisResults, OutputFile, html_report, mark_import_problems, open_inputs, run_analyses,
 };
 use super::pipeline::AnalysisRequest;
 use super::{CaptureOptions, Ui, graph_work};
@@ -113,15 +113,15 @@ pub(super) fn update(
     mark_import_problems(&mut texts, &import);
     let mut record = db.ctx.engine.finish();
     if !import.is_empty() {
-        files.push((
+        files.push(OutputFile::of_bytes(
             crate::capture::import_check::MEMBER.into(),
-            serde_json::to_vec_pretty(&import)?.into(),
+            serde_json::to_vec_pretty(&import)?,
         ));
     }
     record.inputs = inputs.iter().map(|p| p.display().to_string()).collect();
     record.outputs = files
         .iter()
-        .map(|(rel, _)| rel.to_string_lossy().replace('\\', "/"))
+        .map(|f| f.rel.to_string_lossy().replace('\\', "/"))
         .chain([RUN_RECORD.to_string()])
         .collect();
     let engine = &db.ctx.engine;
@@ -163,7 +163,16 @@ fn write_unless_in_place(
     path: &std::path::Path,
     bytes: &[u8],
 ) -> Result<()> {
-    let key = crate::engine::Key::of_bytes(bytes);
+    write_keyed(engine, path, bytes, crate::engine::Key::of_bytes(bytes))
+}
+
+/// [`write_unless_in_place`] of bytes whose content key is `key`.
+fn write_keyed(
+    engine: &crate::engine::Engine,
+    path: &std::path::Path,
+    bytes: &[u8],
+    key: crate::engine::Key,
+) -> Result<()> {
     if engine.output_is(path, key) {
         return Ok(());
     }
@@ -176,13 +185,16 @@ fn write_unless_in_place(
 fn write_output_folder(
     engine: &crate::engine::Engine,
     out: &std::path::Path,
-    mut files: Vec<(PathBuf, bytes::Bytes)>,
+    mut files: Vec<OutputFile>,
     record: &crate::engine::RunRecord,
 ) -> Result<()> {
     let earlier = earlier_outputs(out);
-    files.push((RUN_RECORD.into(), serde_json::to_vec_pretty(record)?.into()));
-    for (rel, bytes) in &files {
-        write_unless_in_place(engine, &out.join(rel), bytes)?;
+    files.push(OutputFile::of_bytes(
+        RUN_RECORD.into(),
+        serde_json::to_vec_pretty(record)?,
+    ));
+    for f in &files {
+        write_keyed(engine, &out.join(&f.rel), &f.bytes, f.key)?;
     }
     for rel in earlier.iter().filter(|r| !record.outputs.contains(r)) {
         let path = out.join(rel);

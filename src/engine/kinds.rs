@@ -126,6 +126,8 @@ catalogue! {
         IMPORT_DIAGNOSTICS = "import-diagnostics" in ["capture/import_check.rs"];
         /// The content key of an archive the writer would make (a key).
         ARCHIVE = "archive" in ["formats/archive_writer.rs"];
+        /// The content key of an output file that is part of a stored value (a key).
+        OUTPUT_FILE = "output-file" in ["commands/analysis.rs"];
         /// The HTML page of a comparison.
         COMPARE_HTML = "compare-html" in ["commands/compare/html.rs"];
     }

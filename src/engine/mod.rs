@@ -390,7 +390,7 @@ impl Engine {
         if let Some(store) = &self.store
             && let Some(bytes) = store.get(kind, &key)
         {
-            match T::decode(&bytes) {
+            match T::decode_shared(bytes) {
                 Ok(v) => {
                     self.record(kind, label, key, Status::Reused, t0);
                     return Ok(Arc::new(v));

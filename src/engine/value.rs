@@ -4,13 +4,72 @@ use anyhow::{Context, Result, bail};
 use arrow::array::RecordBatch;
 use arrow::ipc::reader::StreamReader;
 use arrow::ipc::writer::StreamWriter;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 /// A value that a node can store.
 pub trait Value: Sized + Send + Sync + 'static {
     fn encode(&self) -> Result<Vec<u8>>;
     fn decode(bytes: &[u8]) -> Result<Self>;
+    /// [`Value::decode`] of a stored payload the value may keep parts of instead of copying
+    /// them (large texts: see [`Text`]).
+    fn decode_shared(bytes: bytes::Bytes) -> Result<Self> {
+        Self::decode(&bytes)
+    }
+}
+
+/// UTF-8 text that can share the bytes it was read from (a stored value's payload) rather
+/// than copy them: an analysis's output files are megabytes, read back on every warm run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Text(bytes::Bytes);
+
+impl Text {
+    /// The text in `bytes`, checked to be UTF-8.
+    pub fn from_shared(bytes: bytes::Bytes) -> Result<Text> {
+        std::str::from_utf8(&bytes)?;
+        Ok(Text(bytes))
+    }
+
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).expect("checked when made")
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The bytes, shared.
+    pub fn bytes(&self) -> bytes::Bytes {
+        self.0.clone()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl From<String> for Text {
+    fn from(s: String) -> Text {
+        Text(bytes::Bytes::from(s))
+    }
+}
+
+impl From<&str> for Text {
+    fn from(s: &str) -> Text {
+        Text(bytes::Bytes::copy_from_slice(s.as_bytes()))
+    }
+}
+
+impl Serialize for Text {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Text, D::Error> {
+        String::deserialize(d).map(Text::from)
+    }
 }
 
 /// Marker for values stored as JSON.
