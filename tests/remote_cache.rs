@@ -582,3 +582,83 @@ fn cache_push_shares_what_was_computed_before() {
     assert_eq!(o.status.code(), Some(2), "{o:?}");
     assert!(stderr(&o).contains("--cache-url"), "{}", stderr(&o));
 }
+
+/// Signed entries: a writer signs what it uploads (`cache keygen`, the secret key given to
+/// it); a reader that trusts that key takes the entries (it executes no analysis), one that
+/// trusts only another key refuses them all with one warning and recomputes, as it does the
+/// entries of a writer that signs nothing; with both keys trusted (a rotation), they are taken.
+#[test]
+fn only_entries_signed_by_a_trusted_key_are_used() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keygen = |name: &str| -> (PathBuf, String) {
+        let secret = tmp.path().join(format!("{name}.secret"));
+        let o = run_env(&args!["cache", "keygen", name, "-o", &secret], &[]);
+        assert_ok(&o);
+        let public = String::from_utf8(o.stdout).unwrap().trim().to_string();
+        assert!(public.starts_with(&format!("{name}:")), "{public}");
+        (secret, public)
+    };
+    let (ci_secret, ci) = keygen("ci");
+    let (_, laptop) = keygen("laptop");
+    let again = run_env(&args!["cache", "keygen", "ci", "-o", &ci_secret], &[]);
+    assert!(
+        !again.status.success(),
+        "an existing secret key was replaced"
+    );
+    let run = |bucket: &str, cache: &str, env: &[(&str, String)]| {
+        let url = format!("file://{}", tmp.path().join(bucket).display());
+        let out = tmp.path().join(format!("out-{cache}"));
+        let a = args![
+            "analyze",
+            "-q",
+            "--cache-dir",
+            tmp.path().join(cache),
+            "-o",
+            &out,
+            "--cache-url",
+            url,
+            example()
+        ];
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        let o = run_env(&a, &env);
+        assert_ok(&o);
+        (o, out)
+    };
+    let signing = (
+        "NSYS_JAX_PIPE_CACHE_SIGNING_KEY",
+        ci_secret.display().to_string(),
+    );
+    let trust = |keys: &str| ("NSYS_JAX_PIPE_CACHE_TRUSTED_KEYS", keys.to_string());
+    let analyses = |out: &Path| {
+        executed(out)
+            .into_iter()
+            .filter(|k| k.starts_with("analysis:"))
+            .count()
+    };
+    let (_, reference) = run("signed", "writer", &[signing.clone(), trust(&ci)]);
+    // Trusted: taken.
+    let (o, out) = run("signed", "reader-1", &[trust(&ci)]);
+    assert!(warnings(&o).is_empty(), "{}", stderr(&o));
+    assert_eq!(analyses(&out), 0, "{:?}", executed(&out));
+    assert_same_outputs(&reference, &out);
+    // Another key only: refused, recomputed, one warning.
+    let (o, out) = run("signed", "reader-2", &[trust(&laptop)]);
+    let w = warnings(&o);
+    assert_eq!(w.len(), 1, "{}", stderr(&o));
+    assert!(w[0].contains("not signed by a trusted key"), "{w:?}");
+    assert!(analyses(&out) > 0);
+    assert_same_outputs(&reference, &out);
+    // Rotation: both keys trusted.
+    let (o, out) = run("signed", "reader-3", &[trust(&format!("{laptop} {ci}"))]);
+    assert!(warnings(&o).is_empty(), "{}", stderr(&o));
+    assert_eq!(analyses(&out), 0);
+    // A writer without the key: its entries are refused by a reader that trusts the key.
+    run("unsigned", "writer-2", &[]);
+    let (o, out) = run("unsigned", "reader-4", &[trust(&ci)]);
+    assert_eq!(warnings(&o).len(), 1, "{}", stderr(&o));
+    assert!(analyses(&out) > 0);
+    assert_same_outputs(&reference, &out);
+}

@@ -191,6 +191,17 @@ pub(super) enum CacheCommand {
     /// Upload the local cache's entries to the shared cache (--cache-url) that it lacks:
     /// entries computed before a shared cache was given are otherwise only ever local.
     Push(CacheDir),
+    /// Make a key pair for signing a shared cache's entries: the secret key goes to FILE (give
+    /// it to the machines that write the cache, as $NSYS_JAX_PIPE_CACHE_SIGNING_KEY); the
+    /// public key is printed (give it to the machines that read, in
+    /// $NSYS_JAX_PIPE_CACHE_TRUSTED_KEYS, several separated by spaces).
+    Keygen {
+        /// The key's name, e.g. ci-2026 (letters, digits, . _ -).
+        name: String,
+        /// Where to write the secret key (refused if it exists).
+        #[arg(long, short, value_name = "FILE")]
+        output: PathBuf,
+    },
     /// Remove entries not used for a while, then the least recently used ones above a size.
     Gc {
         #[command(flatten)]

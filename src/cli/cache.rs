@@ -42,6 +42,18 @@ pub(super) fn cache(c: CacheCommand) -> Result<()> {
                 store.remote().expect("given").url()
             );
         }
+        CacheCommand::Keygen { name, output } => {
+            let (secret, public) = crate::engine::signing::keygen(&name)?;
+            super::commands::write_secret(&output, secret.as_bytes())?;
+            println!("{public}");
+            eprintln!(
+                "secret key written to {} (for the machines that write the shared cache: \
+                 ${}); the public key above is for those that read it (${})",
+                output.display(),
+                crate::engine::remote::SIGNING_KEY_VAR,
+                crate::engine::remote::TRUSTED_KEYS_VAR
+            );
+        }
         CacheCommand::Gc {
             cache,
             max_size,

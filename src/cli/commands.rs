@@ -233,3 +233,22 @@ pub(super) fn compare(a: CompareArgs) -> Result<i32> {
     )?;
     Ok(done.report.exit_code)
 }
+
+/// Writes a secret to a new file `path` readable by its owner only (an existing file is kept).
+pub(super) fn write_secret(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| {
+            format!(
+                "{}: cannot create (an existing key is never replaced)",
+                path.display()
+            )
+        })?;
+    f.write_all(bytes)
+        .with_context(|| format!("{}: cannot write", path.display()))
+}

@@ -28,22 +28,59 @@ pub fn header(name: &str, payload: &[u8]) -> Vec<u8> {
     header
 }
 
-/// The payload of a whole entry, without copying it.
-pub fn payload(entry: Vec<u8>) -> bytes::Bytes {
-    bytes::Bytes::from(entry).slice(HEADER..)
+/// The start of a signature trailer ([`super::signing`]): the key's name (its length in one
+/// byte, then the name) and 64 signature bytes follow.
+const SIGNED: &[u8; 8] = b"NJPSIGN1";
+const SIGNATURE: usize = 64;
+
+/// The trailer of an entry signed by key `key` with signature `sig`.
+pub fn trailer(key: &str, sig: &[u8]) -> Vec<u8> {
+    let name = &key.as_bytes()[..key.len().min(255)];
+    [SIGNED, &[name.len() as u8][..], name, sig].concat()
 }
 
-/// Whether `bytes` is the whole entry named `name`: its header, then the payload it
-/// describes, hashed with that name.
-pub fn verify(name: &str, bytes: &[u8]) -> Option<()> {
+/// The payload's end, and whether what follows it is a well-formed trailer (or nothing).
+fn payload_end(bytes: &[u8]) -> Option<usize> {
     if bytes.len() < HEADER || &bytes[..8] != MAGIC {
         return None;
     }
     let len = u64::from_le_bytes(bytes[8..16].try_into().ok()?) as usize;
-    if bytes.len() != HEADER.checked_add(len)? {
-        return None;
+    let end = HEADER.checked_add(len)?;
+    let rest = bytes.get(end..)?;
+    if rest.is_empty() {
+        return Some(end);
     }
-    (hash(name, &bytes[HEADER..]).as_bytes() == &bytes[16..48]).then_some(())
+    let after = rest.strip_prefix(SIGNED)?;
+    let (&n, after) = after.split_first()?;
+    (after.len() == usize::from(n) + SIGNATURE).then_some(end)
+}
+
+/// The payload of a whole entry, without copying it.
+pub fn payload(entry: Vec<u8>) -> bytes::Bytes {
+    let end = payload_end(&entry).unwrap_or(entry.len());
+    bytes::Bytes::from(entry).slice(HEADER..end)
+}
+
+/// The check hash of an entry (what a signature signs).
+pub fn check_hash(bytes: &[u8]) -> Option<&[u8]> {
+    payload_end(bytes).map(|_| &bytes[16..48])
+}
+
+/// An entry's signature: the check hash it signs, the key's name and the signature bytes.
+pub fn signature(bytes: &[u8]) -> Option<(&[u8], &str, &[u8])> {
+    let end = payload_end(bytes)?;
+    let rest = bytes[end..].strip_prefix(SIGNED)?;
+    let (&n, rest) = rest.split_first()?;
+    let (name, sig) = rest.split_at(usize::from(n));
+    Some((&bytes[16..48], std::str::from_utf8(name).ok()?, sig))
+}
+
+/// Whether `bytes` is the whole entry named `name`: its header, then the payload it
+/// describes, hashed with that name (then perhaps a signature, checked by
+/// [`super::signing::Trust`] where one is asked for).
+pub fn verify(name: &str, bytes: &[u8]) -> Option<()> {
+    let end = payload_end(bytes)?;
+    (hash(name, &bytes[HEADER..end]).as_bytes() == &bytes[16..48]).then_some(())
 }
 
 #[cfg(test)]

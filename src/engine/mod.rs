@@ -18,6 +18,7 @@ pub mod node;
 pub mod packs;
 pub mod remote;
 pub mod runlog;
+pub mod signing;
 pub mod store;
 pub mod value;
 pub mod versions;

@@ -83,7 +83,19 @@ pub struct Remote {
     permits: Arc<tokio::sync::Semaphore>,
     uploads: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     counts: Arc<Counters>,
+    /// The key this machine signs the entries it uploads with
+    /// (`NSYS_JAX_PIPE_CACHE_SIGNING_KEY`: the secret key file).
+    signer: Option<Arc<super::signing::SigningKey>>,
+    /// The keys whose entries this machine accepts (`NSYS_JAX_PIPE_CACHE_TRUSTED_KEYS`); none:
+    /// any entry whose check holds.
+    trust: Option<Arc<super::signing::Trust>>,
+    /// Whether an untrusted entry was said (once per run).
+    untrusted_said: std::sync::atomic::AtomicBool,
 }
+
+/// Where the signing key and the trusted keys come from.
+pub const SIGNING_KEY_VAR: &str = "NSYS_JAX_PIPE_CACHE_SIGNING_KEY";
+pub const TRUSTED_KEYS_VAR: &str = "NSYS_JAX_PIPE_CACHE_TRUSTED_KEYS";
 
 impl Remote {
     /// Open the remote tier at `url` (`s3://bucket/prefix`, `gs://…`, `az://…`,
@@ -93,6 +105,17 @@ impl Remote {
     /// warned about) at its first use.
     pub fn open(url: &str) -> Result<Remote> {
         let (store, prefix) = build(url).with_context(|| format!("cache URL {url}"))?;
+        let var = |v: &str| std::env::var(v).ok().filter(|s| !s.trim().is_empty());
+        let signer = var(SIGNING_KEY_VAR)
+            .map(|p| super::signing::SigningKey::load(std::path::Path::new(&p)))
+            .transpose()
+            .with_context(|| format!("${SIGNING_KEY_VAR}"))?
+            .map(Arc::new);
+        let trust = var(TRUSTED_KEYS_VAR)
+            .map(|t| super::signing::Trust::parse(&t))
+            .transpose()
+            .with_context(|| format!("${TRUSTED_KEYS_VAR}"))?
+            .map(Arc::new);
         // Few blocking threads (entries checked and kept; a shared file system's reads): a
         // large pool on a small machine only adds wake-ups and thread starts.
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -113,6 +136,9 @@ impl Remote {
             permits: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT)),
             uploads: Default::default(),
             counts: Default::default(),
+            signer,
+            trust,
+            untrusted_said: Default::default(),
         })
     }
 
@@ -196,7 +222,10 @@ impl Remote {
             }
             return None;
         };
-        if verify(&bytes) {
+        if !self.trusts(&bytes) {
+            self.untrusted_entry(name);
+            None
+        } else if verify(&bytes) {
             self.counts.hits.fetch_add(1, Ordering::Relaxed);
             Some(bytes)
         } else {
@@ -223,20 +252,23 @@ impl Remote {
         }
         let fetches = futures::stream::iter(names.into_iter().map(|name| {
             let (store, path, take) = (self.store.clone(), self.object(&name), take.clone());
+            let trust = self.trust.clone();
             async move {
                 let got = async {
                     let r = store.get(&path).await?;
                     r.bytes().await
                 }
                 .await;
+                // 1: taken; 0: damaged; 2: not signed by a trusted key (never taken).
                 let good = match &got {
+                    Ok(b) if trust.as_ref().is_some_and(|t| !t.accepts(b)) => 2,
                     Ok(b) => {
                         let (name, b) = (name.clone(), b.clone());
                         tokio::task::spawn_blocking(move || take(&name, &b))
                             .await
-                            .unwrap_or(false)
+                            .unwrap_or(false) as u8
                     }
-                    Err(_) => false,
+                    Err(_) => 0,
                 };
                 (name, got.map(|_| good))
             }
@@ -244,10 +276,11 @@ impl Remote {
         .buffer_unordered(FETCH_IN_FLIGHT);
         self.rt.block_on(fetches.for_each(|(name, got)| {
             match got {
-                Ok(true) => {
+                Ok(1) => {
                     self.counts.hits.fetch_add(1, Ordering::Relaxed);
                 }
-                Ok(false) => self.damaged_entry(&name),
+                Ok(2) => self.untrusted_entry(&name),
+                Ok(_) => self.damaged_entry(&name),
                 Err(object_store::Error::NotFound { .. }) => {
                     self.counts.misses.fetch_add(1, Ordering::Relaxed);
                     absent.push(name);
@@ -268,6 +301,31 @@ impl Remote {
         self.replace(name);
     }
 
+    /// Whether `bytes` may be used as far as signatures go: always without trusted keys.
+    fn trusts(&self, bytes: &[u8]) -> bool {
+        self.trust.as_ref().is_none_or(|t| t.accepts(bytes))
+    }
+
+    /// An entry not signed by a trusted key: refused (said once per run), recomputed, and
+    /// replaced by a machine that signs.
+    fn untrusted_entry(&self, name: &str) {
+        if !self.untrusted_said.swap(true, Ordering::Relaxed) {
+            crate::error::warn(&format!(
+                "remote cache {}: entry {name} is not signed by a trusted key; refusing it and \
+                 every other such entry of this run (recomputed)",
+                self.url
+            ));
+        }
+        self.counts.damaged.fetch_add(1, Ordering::Relaxed);
+        self.replace(name);
+    }
+
+    /// Whether this machine uploads: not when it trusts only signed entries but signs none
+    /// (its entries would be refused by every machine that trusts the same keys).
+    fn writes(&self) -> bool {
+        self.trust.is_none() || self.signer.is_some()
+    }
+
     /// The next upload of `name` goes over the object there (it is not a good entry).
     pub(super) fn replace(&self, name: &str) {
         self.damaged.lock().unwrap().insert(name.to_string());
@@ -276,7 +334,17 @@ impl Remote {
     /// Upload `bytes` as `name` in the background (put-if-absent, or written over a damaged
     /// object or, with `overwrite`, always). Waits only while [`IN_FLIGHT`] uploads are
     /// running.
-    pub fn put(&self, name: &str, bytes: Vec<u8>, overwrite: bool) {
+    pub fn put(&self, name: &str, mut bytes: Vec<u8>, overwrite: bool) {
+        if !self.writes() {
+            return;
+        }
+        if let Some(key) = &self.signer
+            && super::entry::signature(&bytes).is_none()
+            && let Some(hash) = super::entry::check_hash(&bytes)
+        {
+            let t = key.trailer(hash);
+            bytes.extend_from_slice(&t);
+        }
         self.upload(name, bytes, overwrite, true)
     }
 
@@ -284,7 +352,8 @@ impl Remote {
     /// fetched [`FETCH_IN_FLIGHT`] at a time.
     pub fn get_objects(&self, names: Vec<String>) -> Vec<(String, Vec<u8>)> {
         use futures::StreamExt;
-        if self.state.load(Ordering::Relaxed) == OFF || names.is_empty() {
+        // Only claims are read this way; unsigned, they are not used with trusted keys.
+        if self.state.load(Ordering::Relaxed) == OFF || names.is_empty() || self.trust.is_some() {
             return Vec::new();
         }
         let gets = futures::stream::iter(names.into_iter().map(|name| {
@@ -310,7 +379,10 @@ impl Remote {
     /// Upload the claim `bytes` as `name` in the background, over any object of that name
     /// (not counted as an entry).
     pub fn put_claim(&self, name: &str, bytes: Vec<u8>) {
-        self.upload(name, bytes, true, false)
+        // Claims are not signed: with trusted keys they are neither written nor read.
+        if self.trust.is_none() {
+            self.upload(name, bytes, true, false)
+        }
     }
 
     /// Count `n` input files keyed by their claims.
