@@ -70,14 +70,25 @@ pub fn encode(name: &str, key: &Key) -> Vec<u8> {
 }
 
 /// The key the claim object `name` holds (None when it is not one, or is another name's: the
-/// file is then hashed and the claim rewritten).
+/// file is then hashed and the claim rewritten). A signature after it is checked apart
+/// ([`split`]).
 pub fn decode(name: &str, bytes: &[u8]) -> Option<Key> {
-    let rest = bytes.strip_prefix(CLAIM)?;
-    if rest.len() != 64 {
-        return None;
-    }
+    let (claim, _) = split(bytes)?;
+    let rest = &claim[CLAIM.len()..];
     let key = Key(rest[..32].try_into().ok()?);
     (check(name, &key).as_bytes()[..] == rest[32..]).then_some(key)
+}
+
+/// A claim object as the claim (magic, key, check) and what follows it (a signature trailer
+/// of the check, or nothing).
+pub fn split(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
+    bytes.strip_prefix(CLAIM)?;
+    (bytes.len() >= CLAIM.len() + 64).then(|| bytes.split_at(CLAIM.len() + 64))
+}
+
+/// The check of a claim (what a signature of it signs).
+pub fn check_of(claim: &[u8]) -> &[u8] {
+    &claim[claim.len() - 32..]
 }
 
 /// Whether the file is worth a claim (large and a regular file).

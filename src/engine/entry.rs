@@ -69,10 +69,19 @@ pub fn check_hash(bytes: &[u8]) -> Option<&[u8]> {
 /// An entry's signature: the check hash it signs, the key's name and the signature bytes.
 pub fn signature(bytes: &[u8]) -> Option<(&[u8], &str, &[u8])> {
     let end = payload_end(bytes)?;
-    let rest = bytes[end..].strip_prefix(SIGNED)?;
+    let (name, sig) = parse_trailer(&bytes[end..])?;
+    Some((&bytes[16..48], name, sig))
+}
+
+/// The key's name and the signature of a whole trailer.
+pub fn parse_trailer(t: &[u8]) -> Option<(&str, &[u8])> {
+    let rest = t.strip_prefix(SIGNED)?;
     let (&n, rest) = rest.split_first()?;
+    if rest.len() != usize::from(n) + SIGNATURE {
+        return None;
+    }
     let (name, sig) = rest.split_at(usize::from(n));
-    Some((&bytes[16..48], std::str::from_utf8(name).ok()?, sig))
+    Some((std::str::from_utf8(name).ok()?, sig))
 }
 
 /// Whether `bytes` is the whole entry named `name`: its header, then the payload it

@@ -352,8 +352,7 @@ impl Remote {
     /// fetched [`FETCH_IN_FLIGHT`] at a time.
     pub fn get_objects(&self, names: Vec<String>) -> Vec<(String, Vec<u8>)> {
         use futures::StreamExt;
-        // Only claims are read this way; unsigned, they are not used with trusted keys.
-        if self.state.load(Ordering::Relaxed) == OFF || names.is_empty() || self.trust.is_some() {
+        if self.state.load(Ordering::Relaxed) == OFF || names.is_empty() {
             return Vec::new();
         }
         let gets = futures::stream::iter(names.into_iter().map(|name| {
@@ -373,16 +372,27 @@ impl Remote {
             }
             futures::future::ready(())
         }));
+        // Only claims are read this way: with trusted keys, only signed ones.
+        if let Some(t) = &self.trust {
+            found.retain(|(_, b)| {
+                super::claims::split(b)
+                    .is_some_and(|(c, s)| t.accepts_trailer(super::claims::check_of(c), s))
+            });
+        }
         found
     }
 
     /// Upload the claim `bytes` as `name` in the background, over any object of that name
     /// (not counted as an entry).
-    pub fn put_claim(&self, name: &str, bytes: Vec<u8>) {
-        // Claims are not signed: with trusted keys they are neither written nor read.
-        if self.trust.is_none() {
-            self.upload(name, bytes, true, false)
+    pub fn put_claim(&self, name: &str, mut bytes: Vec<u8>) {
+        if !self.writes() {
+            return;
         }
+        if let Some(key) = &self.signer {
+            let t = key.trailer(super::claims::check_of(&bytes));
+            bytes.extend_from_slice(&t);
+        }
+        self.upload(name, bytes, true, false)
     }
 
     /// Count `n` input files keyed by their claims.

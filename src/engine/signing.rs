@@ -103,6 +103,15 @@ impl Trust {
         let Some((hash, name, sig)) = super::entry::signature(bytes) else {
             return false;
         };
+        self.signed(hash, name, sig)
+    }
+
+    /// Whether `trailer` is a trusted key's signature of `hash` (a claim's check).
+    pub fn accepts_trailer(&self, hash: &[u8], trailer: &[u8]) -> bool {
+        super::entry::parse_trailer(trailer).is_some_and(|(name, sig)| self.signed(hash, name, sig))
+    }
+
+    fn signed(&self, hash: &[u8], name: &str, sig: &[u8]) -> bool {
         let msg = [CONTEXT, hash].concat();
         self.keys.iter().filter(|(n, _)| n == name).any(|(_, k)| {
             UnparsedPublicKey::new(&ED25519, k)
