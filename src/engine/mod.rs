@@ -15,12 +15,14 @@ pub mod kinds;
 #[cfg(test)]
 pub(crate) mod modgraph;
 pub mod node;
+pub mod pace;
 pub mod packs;
 pub mod remote;
 pub mod runlog;
 pub mod signing;
 pub mod store;
 pub mod value;
+pub mod verified;
 pub mod versions;
 
 pub use key::{Key, KeyBuilder};
@@ -169,9 +171,20 @@ impl Engine {
         let got: HashMap<String, Vec<u8>> = remote.get_objects(names).into_iter().collect();
         let mut claimed = 0;
         for (path, md, name) in &wanted {
-            if let Some(key) = got.get(name).and_then(|b| claims::decode(name, b)) {
-                self.memo.adopt(path, md, key);
-                claimed += 1;
+            let Some(bytes) = got.get(name) else { continue };
+            match claims::decode(name, bytes) {
+                Some(key) => {
+                    self.memo.adopt(path, md, key);
+                    claimed += 1;
+                }
+                // Damaged, or another file's claim under this one's name: the file is hashed,
+                // and the claim made from that replaces it.
+                None => crate::error::warn(&format!(
+                    "remote cache {}: claim {name} for {} is damaged or another file's; \
+                     hashing the file",
+                    remote.url(),
+                    path.display()
+                )),
             }
         }
         remote.claimed(claimed);
@@ -202,6 +215,9 @@ impl Engine {
     /// Saves the file-key memo (as [`Engine::finish`] does), for outputs recorded after it.
     pub fn save_memo(&self) {
         self.memo.save();
+        if let Some(s) = &self.store {
+            s.save_verified();
+        }
     }
 
     /// Record that the file at `path` was written with content key `key`, so that a later
@@ -463,6 +479,9 @@ impl Engine {
             })
         });
         self.memo.save();
+        if let Some(s) = &self.store {
+            s.save_verified();
+        }
         let wall = self.started.lock().unwrap().elapsed();
         let mut record = self.log.finish(wall.as_secs_f64() * 1e3);
         record.remote = remote;

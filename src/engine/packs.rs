@@ -442,6 +442,50 @@ mod tests {
         assert!(store.get(kind, key).is_some());
     }
 
+    /// A pack's index edited so that two names point at each other's (valid) entries: both
+    /// are refused when read, as damaged ones are (entries are bound to their names).
+    #[test]
+    fn an_index_pointing_at_another_entry_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (url, wanted) = bucket(dir.path(), 70);
+        login(dir.path(), Some(&url)).prefetch(&wanted);
+        let pack = packs_in(dir.path()).remove(0);
+        let (_, entries) = read_index(&pack).unwrap();
+        let mut bytes = fs::read(&pack).unwrap();
+        // Each index record: name length, name, then offset and length (16 bytes).
+        let record = |bytes: &[u8], name: &str| {
+            let at = bytes
+                .windows(name.len())
+                .rposition(|w| w == name.as_bytes())
+                .unwrap();
+            at + name.len()
+        };
+        let (x, y) = (entries[3].0.clone(), entries[9].0.clone());
+        let (rx, ry) = (record(&bytes, &x), record(&bytes, &y));
+        let (vx, vy) = (bytes[rx..rx + 16].to_vec(), bytes[ry..ry + 16].to_vec());
+        bytes[rx..rx + 16].copy_from_slice(&vy);
+        bytes[ry..ry + 16].copy_from_slice(&vx);
+        fs::write(&pack, &bytes).unwrap();
+        let store = login(dir.path(), None);
+        for name in [&x, &y] {
+            let (kind, key) = wanted
+                .iter()
+                .find(|(k, key)| &Store::name_of(k, key) == name)
+                .unwrap();
+            assert!(store.contains(kind, key));
+            assert_eq!(
+                store.get(kind, key),
+                None,
+                "{name} taken from another entry"
+            );
+        }
+        let (kind, key) = &wanted[0];
+        assert!(
+            store.get(kind, key).is_some(),
+            "the other entries are still read"
+        );
+    }
+
     #[test]
     fn a_pack_that_does_not_add_up_is_removed() {
         let dir = tempfile::tempdir().unwrap();

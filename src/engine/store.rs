@@ -11,6 +11,7 @@
 use super::entry::{self, HEADER, verify};
 use super::key::Key;
 use super::packs::{PackWriter, Packs};
+use super::verified::Verified;
 use crate::tmpfiles::{self, TempFile};
 use anyhow::{Context, Result};
 use bytes::Bytes;
@@ -39,7 +40,13 @@ pub struct Store {
     absent: Mutex<HashSet<String>>,
     /// Entries fetched from the second tier in batches, kept as packs.
     packs: Packs,
+    /// Local entries verified as they are now (see [`super::verified`]).
+    verified: Verified,
 }
+
+/// How finely `gc` tells entries' last uses apart: a read marks an entry used only when its
+/// last mark is older (a mark rewrites the file's metadata).
+const USED_GRANULARITY: Duration = Duration::from_secs(60);
 
 /// Where entries fetched from the remote tier are written locally, by several threads at once.
 struct Kept {
@@ -105,6 +112,7 @@ impl Store {
             present: Default::default(),
             absent: Default::default(),
             packs: Packs::new(root),
+            verified: Verified::new(root.join("verified-entries.json")),
         })
     }
 
@@ -197,26 +205,61 @@ impl Store {
     fn get_local(&self, kind: &str, key: &Key) -> Option<Bytes> {
         let name = Self::name_of(kind, key);
         let path = self.root.join(&name);
-        let Ok(bytes) = fs::read(&path) else {
+        // The metadata of the file read, not of the path (which another process may replace
+        // meanwhile).
+        let Some((bytes, md)) = fs::File::open(&path).ok().and_then(|mut f| {
+            let md = f.metadata().ok()?;
+            let mut bytes = Vec::with_capacity(md.len() as usize);
+            std::io::Read::read_to_end(&mut f, &mut bytes).ok()?;
+            Some((bytes, md))
+        }) else {
             return self.packs.get(&name);
         };
         if bytes.len() >= HEADER && self.kept.fresh.lock().unwrap().contains(&name) {
             return Some(entry::payload(bytes));
         }
+        if bytes.len() as u64 == md.len() && self.verified.holds(&name, &md) {
+            self.mark_used(&name, &path, &md);
+            return Some(entry::payload(bytes));
+        }
         match verify(&name, &bytes) {
             Some(()) => {
-                // Mark as recently used, for `gc`.
-                if let Ok(f) = fs::File::options().write(true).open(&path) {
-                    let _ = f.set_modified(SystemTime::now());
-                }
+                self.verified.record(&name, &md);
+                self.mark_used(&name, &path, &md);
                 Some(entry::payload(bytes))
             }
             None => {
                 tracing::warn!("cache entry {} is damaged; recomputing it", path.display());
+                self.verified.forget(&name);
                 let _ = fs::remove_file(&path);
                 None
             }
         }
+    }
+
+    /// Mark a verified entry as recently used, for `gc`: its modification time set to now
+    /// when it is older than [`USED_GRANULARITY`] (and its verified stamp moved along).
+    fn mark_used(&self, name: &str, path: &Path, md: &fs::Metadata) {
+        let now = SystemTime::now();
+        let recent = md
+            .modified()
+            .ok()
+            .and_then(|m| now.duration_since(m).ok())
+            .is_some_and(|age| age < USED_GRANULARITY);
+        if recent {
+            return;
+        }
+        if let Ok(f) = fs::File::options().write(true).open(path)
+            && f.set_modified(super::verified::backdated()).is_ok()
+            && let Ok(md) = f.metadata()
+        {
+            self.verified.record(name, &md);
+        }
+    }
+
+    /// Saves which entries were verified (see [`super::verified`]).
+    pub fn save_verified(&self) {
+        self.verified.save();
     }
 
     /// Drops the entry `(kind, key)` that could be read but not decoded: the local copy is
@@ -224,6 +267,7 @@ impl Store {
     pub fn discard(&self, kind: &str, key: &Key) {
         let name = Self::name_of(kind, key);
         let _ = fs::remove_file(self.root.join(&name));
+        self.verified.forget(&name);
         self.packs.discard(&name);
         if let Some(remote) = &self.remote {
             remote.replace(&name);
@@ -291,8 +335,13 @@ impl Store {
             .with_context(|| format!("cannot write to cache directory {}", self.root.display()))?;
         let header = entry::header(&name, payload);
         tmpfiles::write_parts(tmp.file(), &[&header, payload])
+            .and_then(|()| tmp.file().set_modified(super::verified::backdated()))
             .and_then(|()| tmp.commit(&path, false))
             .with_context(|| format!("cannot write cache entry {}", path.display()))?;
+        // Verified by construction: its first read need not hash it.
+        if let Ok(md) = fs::metadata(&path) {
+            self.verified.record(&name, &md);
+        }
         if let Some(remote) = &self.remote {
             let mut entry = header;
             entry.extend_from_slice(payload);
@@ -432,6 +481,7 @@ impl Store {
                 total -= len;
             }
         }
+        self.verified.save();
         let after = self.stats();
         s.entries = after.entries;
         s.bytes = after.bytes;
@@ -477,6 +527,44 @@ mod tests {
         bytes[n - 1] ^= 1;
         fs::write(&path, &bytes).unwrap();
         assert!(store.get("k", &key).is_none());
+    }
+
+    /// An entry read once is read again without hashing (see [`super::super::verified`]),
+    /// yet one changed in any way after that, also within the clock's tick, or replaced by
+    /// another valid entry of the same size, is verified again and refused.
+    #[test]
+    fn entries_verified_once_are_still_checked_after_any_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (Key::of_bytes(b"a"), Key::of_bytes(b"b"));
+        let store = Store::open(dir.path()).unwrap();
+        store.put("k", &a, b"payload-a").unwrap();
+        store.put("k", &b, b"payload-b").unwrap();
+        assert_eq!(store.get("k", &a).unwrap(), &b"payload-a"[..]);
+        store.save_verified();
+        let (pa, pb) = (store.path_of("k", &a), store.path_of("k", &b));
+        let trusted = |s: &Store| {
+            [a, b]
+                .iter()
+                .filter(|k| {
+                    let n = Store::name_of("k", k);
+                    s.verified
+                        .holds(&n, &fs::metadata(s.root.join(&n)).unwrap())
+                })
+                .count()
+        };
+        // A new process trusts both stamps.
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(trusted(&store), 2);
+        // A byte flipped in place right away: same size and inode, a later time.
+        let mut bytes = fs::read(&pa).unwrap();
+        let n = bytes.len();
+        bytes[n - 1] ^= 1;
+        fs::write(&pa, &bytes).unwrap();
+        assert!(store.get("k", &a).is_none());
+        // Another valid entry of the same size renamed over this one's name.
+        fs::rename(&pb, &pa).unwrap();
+        assert!(store.get("k", &a).is_none());
+        assert!(store.get("k", &b).is_none());
     }
 
     #[test]
