@@ -29,6 +29,7 @@ mod python_package;
 mod remote_cache;
 mod run;
 mod run_cpu;
+mod shared_bucket;
 mod synthetic;
 mod terminal;
 mod watch;

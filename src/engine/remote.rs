@@ -13,6 +13,7 @@
 //!   timeouts) is one warning and the rest of the run uses the local tier alone; a denied
 //!   write is one warning and the run goes on reading.
 
+use super::pace::Pace;
 use anyhow::{Context, Result, bail};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
@@ -75,11 +76,16 @@ pub struct Remote {
     rt: tokio::runtime::Runtime,
     /// [`OK`], [`READ_ONLY`] (a write was denied) or [`OFF`] (the store failed).
     state: Arc<AtomicU8>,
+    /// What the tier delivered for the time the run waited on it (see [`super::pace`]).
+    pace: Arc<Pace>,
     /// Set when the store refuses put-if-absent: entries are then written over (they are
     /// content-addressed, so a concurrent writer writes the same bytes).
     no_create: Arc<AtomicBool>,
     /// Names of objects found damaged in this run: their replacement is written over them.
     damaged: Mutex<HashSet<String>>,
+    /// Names of objects refused in this run (damaged or untrusted): not fetched again, so that
+    /// each is reported once.
+    refused: Mutex<HashSet<String>>,
     permits: Arc<tokio::sync::Semaphore>,
     uploads: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     counts: Arc<Counters>,
@@ -131,8 +137,10 @@ impl Remote {
             prefix,
             rt,
             state: Arc::new(AtomicU8::new(OK)),
+            pace: Default::default(),
             no_create: Default::default(),
             damaged: Default::default(),
+            refused: Default::default(),
             permits: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT)),
             uploads: Default::default(),
             counts: Default::default(),
@@ -159,12 +167,15 @@ impl Remote {
         }
         let path = self.object(name);
         let store = self.store.clone();
-        let got = self.rt.block_on(async move {
+        let got = self.wait_on(async move {
             let r = store.get(&path).await?;
             r.bytes().await
-        });
+        })?;
         match got {
-            Ok(b) => Some(b.to_vec()),
+            Ok(b) => {
+                self.pace.delivered(b.len());
+                Some(b.to_vec())
+            }
             Err(object_store::Error::NotFound { .. }) => None,
             Err(e) => {
                 self.fail(OFF, &e);
@@ -216,6 +227,9 @@ impl Remote {
     /// A cache entry (the store's bytes: header and payload), verified by `verify`; counted
     /// as a hit, a miss or a damaged object.
     pub fn get_entry(&self, name: &str, verify: impl Fn(&[u8]) -> bool) -> Option<Vec<u8>> {
+        if self.refused.lock().unwrap().contains(name) {
+            return None;
+        }
         let Some(bytes) = self.get(name) else {
             if self.state.load(Ordering::Relaxed) != OFF {
                 self.counts.misses.fetch_add(1, Ordering::Relaxed);
@@ -247,18 +261,25 @@ impl Remote {
     ) -> Vec<String> {
         use futures::StreamExt;
         let mut absent = Vec::new();
+        let names: Vec<String> = {
+            let refused = self.refused.lock().unwrap();
+            names.into_iter().filter(|n| !refused.contains(n)).collect()
+        };
         if self.state.load(Ordering::Relaxed) == OFF || names.is_empty() {
             return absent;
         }
         let fetches = futures::stream::iter(names.into_iter().map(|name| {
             let (store, path, take) = (self.store.clone(), self.object(&name), take.clone());
-            let trust = self.trust.clone();
+            let (trust, pace) = (self.trust.clone(), self.pace.clone());
             async move {
                 let got = async {
                     let r = store.get(&path).await?;
                     r.bytes().await
                 }
                 .await;
+                if let Ok(b) = &got {
+                    pace.delivered(b.len());
+                }
                 // 1: taken; 0: damaged; 2: not signed by a trusted key (never taken).
                 let good = match &got {
                     Ok(b) if trust.as_ref().is_some_and(|t| !t.accepts(b)) => 2,
@@ -274,7 +295,8 @@ impl Remote {
             }
         }))
         .buffer_unordered(FETCH_IN_FLIGHT);
-        self.rt.block_on(fetches.for_each(|(name, got)| {
+        // Left unfinished when the tier turns out too slow: the rest is computed locally.
+        self.wait_on(fetches.for_each(|(name, got)| {
             match got {
                 Ok(1) => {
                     self.counts.hits.fetch_add(1, Ordering::Relaxed);
@@ -292,12 +314,29 @@ impl Remote {
         absent
     }
 
+    /// Run `f` to its end, unless the tier turns out too slow to wait for meanwhile (see
+    /// [`super::pace`]): then it is left for the rest of the run (said once), `f` is
+    /// abandoned and None returned.
+    fn wait_on<F: std::future::Future>(&self, f: F) -> Option<F::Output> {
+        let out = self.pace.wait_on(&self.rt, f);
+        if let Err(why) = &out
+            && self.state.fetch_max(OFF, Ordering::SeqCst) != OFF
+        {
+            crate::error::warn(&format!(
+                "remote cache {}: {why}; continuing with the local cache only",
+                self.url
+            ));
+        }
+        out.ok()
+    }
+
     fn damaged_entry(&self, name: &str) {
         crate::error::warn(&format!(
             "remote cache {}: entry {name} is damaged; recomputing it",
             self.url
         ));
         self.counts.damaged.fetch_add(1, Ordering::Relaxed);
+        self.refused.lock().unwrap().insert(name.to_string());
         self.replace(name);
     }
 
@@ -317,6 +356,7 @@ impl Remote {
             ));
         }
         self.counts.damaged.fetch_add(1, Ordering::Relaxed);
+        self.refused.lock().unwrap().insert(name.to_string());
         self.replace(name);
     }
 
@@ -356,15 +396,18 @@ impl Remote {
             return Vec::new();
         }
         let gets = futures::stream::iter(names.into_iter().map(|name| {
-            let (store, path) = (self.store.clone(), self.object(&name));
+            let (store, path, pace) = (self.store.clone(), self.object(&name), self.pace.clone());
             async move {
                 let got = async { store.get(&path).await?.bytes().await }.await;
+                if let Ok(b) = &got {
+                    pace.delivered(b.len());
+                }
                 (name, got)
             }
         }))
         .buffer_unordered(FETCH_IN_FLIGHT);
         let mut found = Vec::new();
-        self.rt.block_on(gets.for_each(|(name, got)| {
+        self.wait_on(gets.for_each(|(name, got)| {
             match got {
                 Ok(b) => found.push((name, b.to_vec())),
                 Err(object_store::Error::NotFound { .. }) => {}
@@ -404,7 +447,12 @@ impl Remote {
         if self.state.load(Ordering::Relaxed) != OK {
             return;
         }
-        let overwrite = overwrite || self.damaged.lock().unwrap().remove(name);
+        let replacing = self.damaged.lock().unwrap().remove(name);
+        if replacing {
+            // What this process writes over it may be read again.
+            self.refused.lock().unwrap().remove(name);
+        }
+        let overwrite = overwrite || replacing;
         let permit = self
             .rt
             .block_on(self.permits.clone().acquire_owned())
@@ -419,9 +467,10 @@ impl Remote {
             self.no_create.clone(),
             self.counts.clone(),
         );
-        let url = self.url.clone();
+        let (url, pace) = (self.url.clone(), self.pace.clone());
         let task = self.rt.spawn(async move {
             let _permit = permit;
+            let size = bytes.len();
             let payload = PutPayload::from(bytes);
             let create = !overwrite && !no_create.load(Ordering::Relaxed);
             let mode = if create {
@@ -436,6 +485,9 @@ impl Remote {
                 r = store
                     .put_opts(&path, payload, PutMode::Overwrite.into())
                     .await;
+            }
+            if r.is_ok() {
+                pace.delivered(size);
             }
             match r {
                 Ok(_) => {
@@ -534,11 +586,18 @@ impl Remote {
     /// Wait for the uploads started so far; the counts since the last flush.
     pub fn flush(&self) -> RemoteCounts {
         let tasks: Vec<_> = std::mem::take(&mut *self.uploads.lock().unwrap());
-        self.rt.block_on(async {
+        let aborts: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
+        let done = self.wait_on(async {
             for t in tasks {
                 let _ = t.await;
             }
         });
+        if done.is_none() {
+            // Too slow: what is not uploaded yet is left to the next machine to compute.
+            for a in aborts {
+                a.abort();
+            }
+        }
         let c = &self.counts;
         RemoteCounts {
             hits: c.hits.swap(0, Ordering::Relaxed),

@@ -271,3 +271,40 @@ s3.put_object(Bucket=bucket, Key=key, Body=sys.stdin.buffer.read())
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// Every object under `prefix` in `bucket`, read with signed requests (boto3, from the
+/// server's virtual environment): key -> bytes.
+pub fn get_objects(
+    python: &Path,
+    endpoint: &str,
+    bucket: &str,
+    prefix: &str,
+) -> std::collections::BTreeMap<String, Vec<u8>> {
+    const SCRIPT: &str = r#"
+import base64, boto3, json, sys
+ep, bucket, prefix = sys.argv[1:4]
+s3 = boto3.client("s3", endpoint_url=ep, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing")
+out = {}
+for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+    for o in page.get("Contents", []):
+        body = s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read()
+        out[o["Key"]] = base64.b64encode(body).decode()
+json.dump(out, sys.stdout)
+"#;
+    let o = Command::new(python)
+        .args(["-c", SCRIPT, endpoint, bucket, prefix])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let map: std::collections::BTreeMap<String, String> =
+        serde_json::from_slice(&o.stdout).unwrap();
+    use base64::Engine as _;
+    map.into_iter()
+        .map(|(k, v)| {
+            (
+                k,
+                base64::engine::general_purpose::STANDARD.decode(v).unwrap(),
+            )
+        })
+        .collect()
+}
