@@ -235,3 +235,87 @@ fn archives_without_graph_operations_say_so_and_count_buffers_whole() {
     assert_eq!(f(&cb["attributed_ms"]), 0.0, "{cb}");
     assert!(f(&cb["ms"]) > 0.5, "{cb}");
 }
+
+/// Library kernels inside command buffers (`tests/data/gemm-bf16-cmdbuf`, `mixed-cmdbuf`,
+/// READMEs there): cuBLAS/cuBLASLt GEMMs with their workspace memsets, whose names say nothing
+/// of their instructions and whose graph nodes come after the fusions' in node order. Every
+/// graph node goes to the instruction the XLA dump and the capture without command buffers say
+/// launched it, and each instruction's time is the sum of its nodes' durations as the report
+/// records them; nothing is left under the command buffer.
+#[test]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
+fn library_kernels_inside_command_buffers_go_to_their_instructions() {
+    let Some(nsys) = nsys() else { return };
+    // (capture, [(instruction, its graph nodes)]): the READMEs' ground truth.
+    let cases: [(&str, &[(&str, &[i64])]); 2] = [
+        (
+            "gemm-bf16-cmdbuf",
+            &[
+                ("custom-call.1", &[42949672968, 42949672969]),
+                ("gemm_fusion_dot_general.4", &[42949672961]),
+                ("custom-call.0", &[42949672970, 42949672971]),
+                ("gemm_fusion_dot_general.5", &[42949672963]),
+                ("custom-call.2", &[42949672972, 42949672973]),
+                ("gemm_fusion_dot_general.6", &[42949672965]),
+                ("custom-call.3", &[42949672974, 42949672975]),
+                ("gemm_fusion_dot_general.7", &[42949672967]),
+            ],
+        ),
+        (
+            "mixed-cmdbuf",
+            &[
+                ("custom-call.2", &[60129542149, 60129542150]),
+                ("custom-call.3", &[60129542151]),
+                ("custom-call.4", &[60129542152, 60129542153]),
+                ("input_add_reduce_fusion", &[60129542147]),
+                ("input_reduce_fusion", &[60129542148]),
+            ],
+        ),
+    ];
+    for (name, truth) in cases {
+        let dir = data(name);
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = tmp.path().join("cache");
+        let report = dir.join("rep.nsys-rep");
+        let ops = ops_json(&nsys, &cache, &tmp.path().join("out"), &report);
+        let cb = &ops["command_buffers"];
+        assert_eq!(cb["thunks"], 1, "{name}: {cb}");
+        assert_eq!(f(&cb["attributed_ms"]), f(&cb["ms"]), "{name}: {cb}");
+        let zip = tmp.path().join("cb.zip");
+        assert_ok(&archive_with(&nsys, &report, &zip, &cache));
+        let member = graph_ops::read(zip_read(&zip, MEMBER)).unwrap();
+        // The member is the report's: per kernel name, Nsight Systems' own totals.
+        let summary = kernel_summary(&dir.join("kern_cuda_gpu_kern_sum.csv"));
+        let mut by_name: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+        let mut by_node: BTreeMap<i64, i64> = BTreeMap::new();
+        for i in 0..member.len() {
+            let d = member.end.value(i) - member.start.value(i);
+            let e = by_name.entry(member.name.value(i).to_string()).or_default();
+            e.0 += d;
+            e.1 += 1;
+            *by_node.entry(member.graph_node_id.value(i)).or_default() += d;
+        }
+        for (kernel, got) in by_name.iter().filter(|(k, _)| !k.starts_with('[')) {
+            assert_eq!(Some(got), summary.get(kernel), "{name}: {kernel}");
+        }
+        let nodes: usize = truth.iter().map(|(_, n)| n.len()).sum();
+        assert_eq!(nodes, by_node.len(), "{name}: {by_node:?}");
+        let top = ops["top_thunks"].as_array().unwrap();
+        for (instruction, its) in truth {
+            let want: i64 = its.iter().map(|n| by_node[n]).sum();
+            let row = top
+                .iter()
+                .find(|t| t["thunk"] == *instruction)
+                .unwrap_or_else(|| panic!("{name}: {instruction} not among {top:?}"));
+            assert_eq!(row["executions"], 10, "{name}: {row}");
+            let got = f(&row["total_ms"]);
+            assert!(
+                (got - want as f64 * 1e-6).abs() < 1e-9,
+                "{name}: {instruction}: {got} ms, its kernels {want} ns"
+            );
+        }
+    }
+}

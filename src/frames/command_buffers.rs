@@ -18,14 +18,24 @@
 //!    library work (cuBLAS, cuDNN, ...).
 //! 3. **By position**: when as many nodes are left as candidates, they pair up in order (a
 //!    graph node that the profiler records as another kind of work).
-//! 4. What none of these matches stays in one row named after the command buffer (opcode
-//!    `[command buffer]`), and is reported. Without thunk metadata, kernel names alone.
+//! 4. **By time**: the graph's nodes run in thunk order, but their ids need not follow it
+//!    (XLA creates a library call's nodes — cuBLAS, cuDNN — after the others'), so what is
+//!    left is placed by when it ran: the nodes between two attributed ones (in time) belong
+//!    to the free candidates between theirs. One candidate takes them all (a cuBLAS call's
+//!    workspace memset, its GEMM and a split-K reduction); several pair with the gap's main
+//!    operations in order when as many of both are left, each pair of one class, an
+//!    auxiliary operation (memset, copy, split-K reduction, layout conversion) going with the
+//!    next main one.
+//! 5. What none of these matches stays in one row named after the command buffer (opcode
+//!    `[command buffer]`), and is reported by operation name with its time. Without thunk
+//!    metadata, kernel names alone.
 //!
 //! A graph node is matched once; its repeats in one launch (a loop's iterations) share its
-//! instruction. In time order, consecutive operations of one instruction make one row that
-//! spans them (as a thunk's range spans its kernels), so a loop's iterations are rows of
-//! their own, as their thunks are without command buffers. Every row keeps the command
-//! buffer's name (the frame's `CommandBuffer`).
+//! instruction. In time order, consecutive operations of one instruction make one row, from
+//! the first one's start, whose duration is the time they kept the GPU busy (the union of
+//! their intervals: the sum of their durations, without the gaps between a memset and its
+//! GEMM), so a loop's iterations are rows of their own, as their thunks are without command
+//! buffers. Every row keeps the command buffer's name (the frame's `CommandBuffer`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -214,6 +224,8 @@ fn attribute(
     let opcode = |instr: &Arc<str>| hlo.instruction(instr).map(|i| i.opcode());
     let mut taken = vec![false; list.len()];
     let mut owner: Vec<Option<&Arc<str>>> = vec![None; nodes.len()];
+    // The candidate each node took.
+    let mut took: Vec<Option<usize>> = vec![None; nodes.len()];
     let mut how = vec![0u8; nodes.len()];
     let mut after = 0;
     for (j, n) in nodes.iter().enumerate() {
@@ -236,6 +248,7 @@ fn attribute(
             taken[at] = true;
             after = after.max(at + 1);
             owner[j] = Some(&list[at].1);
+            took[j] = Some(at);
             how[j] = 1;
             continue;
         }
@@ -252,6 +265,7 @@ fn attribute(
             taken[at] = true;
             after = at + 1;
             owner[j] = Some(&list[at].1);
+            took[j] = Some(at);
             how[j] = 2;
         }
     }
@@ -261,8 +275,25 @@ fn attribute(
     if !left.is_empty() && left.len() == free.len() {
         for (j, c) in left.into_iter().zip(free) {
             owner[j] = Some(&list[c].1);
+            took[j] = Some(c);
+            taken[c] = true;
             how[j] = 3;
         }
+    }
+    // Then by time: what runs between two attributed nodes belongs to the free candidates
+    // between theirs (a library call's kernels: a workspace memset, the GEMM, a split-K
+    // reduction).
+    let first_start = |j: usize| ops.start.value(here[nodes[j].0] as usize);
+    for (j, c) in by_time_gaps(
+        nodes.len(),
+        &took,
+        first_start,
+        |j| ops.name.value(here[nodes[j].0] as usize),
+        &taken,
+        |c| list[c].0,
+    ) {
+        owner[j] = Some(&list[c].1);
+        how[j] = 4;
     }
     let mut out = vec![None; here.len()];
     for (j, n) in nodes.iter().enumerate() {
@@ -274,7 +305,15 @@ fn attribute(
                 1 if owner[j].is_some() => attribution.by_name += d,
                 2 => attribution.by_order += d,
                 3 => attribution.by_position += d,
-                _ => {}
+                4 => attribution.by_time += d,
+                _ => {
+                    let e = attribution
+                        .unmatched
+                        .entry(ops.name.value(i).to_string())
+                        .or_default();
+                    e.0 += d;
+                    e.1 += 1;
+                }
             }
             out[k] = owner[j].cloned();
         }
@@ -283,13 +322,105 @@ fn attribute(
 }
 
 /// Time of the command buffers' graph operations [ns]: in all, matched by name, by order
-/// within a class, by position.
-#[derive(Default, Debug, Clone, Copy, PartialEq, Eq)]
+/// within a class, by position, by time; and what stayed unmatched, by operation name
+/// (time, count).
+#[derive(Default, Debug, Clone, PartialEq, Eq)]
 pub struct Attribution {
     pub total: i64,
     pub by_name: i64,
     pub by_order: i64,
     pub by_position: i64,
+    pub by_time: i64,
+    pub unmatched: BTreeMap<String, (i64, u64)>,
+}
+
+/// Operations that come with a library call rather than being one: a workspace memset or
+/// copy, cuBLAS's split-K reduction, cuDNN's layout conversions.
+fn is_auxiliary(name: &str) -> bool {
+    name == MEMSET
+        || name == MEMCPY
+        || [
+            "splitKreduce",
+            "splitK_reduce",
+            "nchwToNhwc",
+            "nhwcToNchw",
+            "convertTensor",
+        ]
+        .iter()
+        .any(|p| name.contains(p))
+}
+
+/// Step 5 of [`attribute`]: for `n` nodes of which `took` says which candidate each took,
+/// the free candidates (`taken`, classes `class`) each unattributed node gets. Nodes in time
+/// order (`start`) are cut at the attributed ones; the nodes of a gap belong to the free
+/// candidates between the two around it, in order: all to the one when there is one, else
+/// the gap's main operations (not [`is_auxiliary`]) pair with the candidates when as many of
+/// both are left and each pair is of one class, and an auxiliary operation goes with the next
+/// main one (the last ones with the one before).
+fn by_time_gaps<'n>(
+    n: usize,
+    took: &[Option<usize>],
+    start: impl Fn(usize) -> i64,
+    name: impl Fn(usize) -> &'n str,
+    taken: &[bool],
+    class: impl Fn(usize) -> Class,
+) -> Vec<(usize, usize)> {
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&j| (start(j), j));
+    let mut out = Vec::new();
+    let mut lo = 0;
+    let mut gap: Vec<usize> = Vec::new();
+    for k in 0..=n {
+        let anchor = order.get(k).and_then(|&j| took[j]);
+        if k < n && anchor.is_none() {
+            gap.push(order[k]);
+            continue;
+        }
+        let hi = anchor.unwrap_or(taken.len());
+        if !gap.is_empty() && lo <= hi {
+            let free: Vec<usize> = (lo..hi).filter(|&c| !taken[c]).collect();
+            if let [only] = free[..] {
+                out.extend(gap.iter().map(|&j| (j, only)));
+            } else if !free.is_empty() {
+                let main: Vec<usize> = gap
+                    .iter()
+                    .copied()
+                    .filter(|&j| !is_auxiliary(name(j)))
+                    .collect();
+                let same_class = main.len() == free.len()
+                    && main
+                        .iter()
+                        .zip(&free)
+                        .all(|(&j, &c)| op_class(name(j)) == class(c));
+                if same_class {
+                    let mut owner_of: HashMap<usize, usize> =
+                        main.iter().copied().zip(free.iter().copied()).collect();
+                    let mut next = None;
+                    for &j in gap.iter().rev() {
+                        match owner_of.get(&j) {
+                            Some(&c) => next = Some(c),
+                            None => {
+                                if let Some(c) = next {
+                                    owner_of.insert(j, c);
+                                }
+                            }
+                        }
+                    }
+                    let last = main.last().map(|j| owner_of[j]);
+                    for &j in &gap {
+                        if let Some(c) = owner_of.get(&j).copied().or(last) {
+                            out.push((j, c));
+                        }
+                    }
+                }
+            }
+        }
+        gap.clear();
+        if let Some(c) = anchor {
+            lo = c + 1;
+        }
+    }
+    out
 }
 
 /// Replaces every execution of a command buffer in `ts` by the rows of the instructions it
@@ -376,17 +507,23 @@ pub fn expand<'h>(
         // instruction's kernels; a loop's iterations alternate with other instructions').
         let mut by_time: Vec<usize> = (0..here.len()).collect();
         by_time.sort_by_key(|&k| (ops.start.value(here[k] as usize), here[k]));
-        let mut parts: Vec<(Option<&Arc<str>>, (i64, i64))> = Vec::new();
+        // (owner, start, end of the last operation, busy time: the union of its operations,
+        // so that the gaps between an instruction's kernels, such as a workspace memset and
+        // its GEMM, are not its time).
+        let mut parts: Vec<(Option<&Arc<str>>, i64, i64, i64)> = Vec::new();
         for k in by_time {
             let i = here[k] as usize;
             let (s, e) = (ops.start.value(i), ops.end.value(i));
             let name = owner[k].as_ref();
             match parts.last_mut() {
-                Some((last, span)) if *last == name => span.1 = span.1.max(e),
-                _ => parts.push((name, (s, e))),
+                Some((last, _, end, busy)) if *last == name => {
+                    *busy += (e - s.max(*end)).max(0);
+                    *end = (*end).max(e);
+                }
+                _ => parts.push((name, s, e, e - s)),
             }
         }
-        for (sub, (name, (s, e))) in parts.into_iter().enumerate() {
+        for (sub, (name, s, _, busy)) in parts.into_iter().enumerate() {
             out.push((
                 t.row,
                 ThunkRow {
@@ -404,7 +541,7 @@ pub fn expand<'h>(
                         t.op_name.clone()
                     },
                     start: s,
-                    dur: e - s,
+                    dur: busy,
                     command_buffer: Some(t.op.clone()),
                 },
             ));
@@ -415,13 +552,22 @@ pub fn expand<'h>(
             "{NOTE}{no_dump} executions of CUDA graphs are counted whole: their module has no HLO dump to name the kernels inside"
         ));
     }
-    let unmatched =
-        attribution.total - attribution.by_name - attribution.by_order - attribution.by_position;
+    let unmatched: i64 = attribution.unmatched.values().map(|u| u.0).sum();
     if unmatched > 0 {
+        let mut by_time: Vec<(&String, &(i64, u64))> = attribution.unmatched.iter().collect();
+        by_time.sort_by_key(|(name, (t, _))| (std::cmp::Reverse(*t), *name));
+        let shown: Vec<String> = by_time
+            .iter()
+            .take(5)
+            .map(|(name, (t, count))| format!("{name} {:.3} ms ({count})", *t as f64 * 1e-6))
+            .collect();
+        let more = by_time.len().saturating_sub(shown.len());
         notes.push(format!(
-            "{NOTE}{:.2} % of the time of the operations inside ({:.3} ms) is not attributed to an HLO instruction; counted under the command buffer",
+            "{NOTE}{:.2} % of the time of the operations inside ({:.3} ms) is not attributed to an HLO instruction; counted under the command buffer: {}{}",
             100.0 * unmatched as f64 / attribution.total.max(1) as f64,
-            unmatched as f64 * 1e-6
+            unmatched as f64 * 1e-6,
+            shown.join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() }
         ));
     }
     // Splice: every expanded thunk's rows replace it.
@@ -584,11 +730,62 @@ mod tests {
                 by_name: 100,
                 by_order: 100 + 250 + 50,
                 by_position: 20,
+                ..Attribution::default()
             }
         );
         assert!(notes.is_empty(), "{notes:?}");
         let subs: Vec<u32> = rows.iter().map(|r| r.sub).collect();
         assert_eq!(subs, [0, 0, 1, 2, 3, 4]);
+    }
+
+    /// cuBLAS inside a graph, as XLA records it (`tests/data/gemm-bf16-cmdbuf`): the GEMM
+    /// nodes are created after the fusions' (node order is not thunk order), each GEMM comes
+    /// with a workspace memset, and one is split-K (a reduction kernel after it). The library
+    /// kernels' names say nothing of their instructions; time order does.
+    #[test]
+    fn library_kernels_are_matched_by_time_between_attributed_ones() {
+        let hlo = module(&["custom-call.1", "fusion.4", "custom-call.0", "fusion.5"]);
+        let metadata = vec![
+            entry("command_buffer_1", "kCommandBuffer"),
+            entry("", "kSequential"),
+            entry("custom-call.1", "kCublasLtMatmul"),
+            entry("fusion.4", "kCustomKernel"),
+            entry("custom-call.0", "kCublasLtMatmul"),
+            entry("fusion.5", "kCustomKernel"),
+        ];
+        let inputs = GraphInputs {
+            ops: Some(ops(&[
+                (3, 1, 300, 340, "fusion_4"),
+                (3, 2, 700, 740, "fusion_5"),
+                (3, 3, 100, 105, "[memset]"),
+                (3, 4, 110, 290, "nvjet_sm90_tst_256x128"),
+                (3, 5, 350, 355, "[memset]"),
+                (3, 6, 360, 600, "sm90_xmma_gemm_bf16_splitK"),
+                (3, 7, 610, 690, "splitKreduce_kernel"),
+            ])),
+            metadata: BTreeMap::from([(1, metadata)]),
+            notes: vec![],
+        };
+        let mut notes = Vec::new();
+        let (rows, a) = expand(
+            vec![row(0, "command_buffer_1")],
+            |_| 3,
+            |_| Some(&hlo),
+            &inputs,
+            &mut notes,
+        );
+        let got: Vec<(&str, i64, i64)> = rows.iter().map(|r| (&*r.op, r.start, r.dur)).collect();
+        assert_eq!(
+            got,
+            [
+                ("custom-call.1", 100, 5 + 180),
+                ("fusion.4", 300, 40),
+                ("custom-call.0", 350, 5 + 240 + 80),
+                ("fusion.5", 700, 40)
+            ]
+        );
+        assert_eq!((a.by_name, a.by_time), (80, 5 + 180 + 5 + 240 + 80));
+        assert!(a.unmatched.is_empty() && notes.is_empty(), "{notes:?}");
     }
 
     #[test]
@@ -674,6 +871,18 @@ mod tests {
         assert!(
             notes[0].starts_with("command buffers: 42.86 % of the time"),
             "{notes:?}"
+        );
+        // Named, with their time and count.
+        assert!(
+            notes[0].ends_with("command buffer: a_1 0.000 ms (1), mystery 0.000 ms (1)"),
+            "{notes:?}"
+        );
+        assert_eq!(
+            a.unmatched,
+            BTreeMap::from([
+                ("a_1".to_string(), (10, 1)),
+                ("mystery".to_string(), (5, 1))
+            ])
         );
     }
 
