@@ -1,6 +1,7 @@
 //! File formats: one module per format.
 pub mod archive;
 pub mod archive_writer;
+pub mod gpus;
 pub mod graph_ops;
 pub mod hlo;
 pub mod limits;

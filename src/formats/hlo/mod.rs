@@ -24,6 +24,7 @@ use anyhow::Result;
 
 mod alike;
 mod collectives;
+pub mod cost;
 pub mod heap;
 mod instruction;
 mod model;

@@ -1,0 +1,737 @@
+//! What each HLO instruction of a module costs: floating-point operations, transcendental
+//! operations and the bytes its kernel moves (docs/design.md, "Cost model"), read from the
+//! after-optimizations `HloProto` with a sparse wire reader (prost's primitives; field numbers
+//! in docs/design.md, "HLO fields").
+//!
+//! - `dot`: 2 × result elements × the product of the left operand's contracting dimensions
+//!   (2·B·M·N·K). cuBLAS calls (`custom-call` to `__cublas$…`) the same, with their dimension
+//!   numbers and precision from the GEMM backend config (their result is a tuple: the output,
+//!   then a workspace, which is not counted).
+//! - Convolutions (`convolution`, and cuDNN calls `__cudnn$conv…` with their window and
+//!   dimension numbers): 2 × result elements × the kernel's input features × the window's
+//!   size (backward convolutions are convolutions of their own operands, so the same rule
+//!   counts them; padding is not subtracted, as textbook counts do not).
+//! - Elementwise arithmetic: one per result element; transcendentals (exp, log, tanh,
+//!   logistic, trigonometry, roots, powers, erf) counted apart, not as FLOPs; `reduce`: one
+//!   per input element; `reduce-window`: one per result element and window position.
+//! - Fusions and calls: the sum over their computations. Data movement (copy, transpose,
+//!   slice, broadcast, ...) costs no FLOPs.
+//! - Bytes: the instruction's operands plus its result (for a library call, the result's
+//!   first element), i.e. the HBM traffic of one kernel that reads its inputs once.
+//! - The unit the matmul FLOPs run on ([`Math`]): the operands' type and precision: bf16,
+//!   f16, fp8 and int8 tensor cores; f32 at the default precision on TF32 tensor cores, at
+//!   `HIGHEST` on the FP32 units.
+//!
+//! A shape that is absent or does not add up gives no cost for that instruction and a note,
+//! never a guessed count.
+
+// Read by the roofline analysis, which is not built yet; tested here.
+#![cfg_attr(not(test), allow(dead_code))]
+
+use std::collections::HashMap;
+
+use anyhow::{Result, anyhow, bail};
+use prost::bytes::Buf;
+use prost::encoding::{DecodeContext, WireType, decode_key, decode_varint, skip_field};
+use serde::{Deserialize, Serialize};
+
+/// The units a matmul's FLOPs run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Math {
+    Fp8,
+    Int8,
+    Bf16,
+    F16,
+    Tf32,
+    F32,
+    F64,
+}
+
+/// What one instruction costs per execution.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Cost {
+    /// Floating-point operations (matmul and convolution ones included).
+    pub flops: f64,
+    /// Those of matmuls and convolutions, run on [`Cost::math`].
+    pub matmul_flops: f64,
+    pub transcendentals: f64,
+    /// Operands read plus result written.
+    pub bytes: f64,
+    pub math: Option<Math>,
+}
+
+impl Cost {
+    fn add(&mut self, o: &Cost) {
+        self.flops += o.flops;
+        self.matmul_flops += o.matmul_flops;
+        self.transcendentals += o.transcendentals;
+        // The unit of the largest matmul share decides.
+        if o.math.is_some() && (self.math.is_none() || o.matmul_flops > self.matmul_flops / 2.0) {
+            self.math = o.math;
+        }
+    }
+}
+
+/// The costs of a module's instructions, by name, and what could not be costed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModuleCosts {
+    pub by_instruction: HashMap<String, Cost>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Shape {
+    ty: i32,
+    dims: Vec<i64>,
+    tuple: Vec<Shape>,
+    /// Decoded from the dump (a missing shape field leaves this false).
+    present: bool,
+}
+
+impl Shape {
+    fn elements(&self) -> Option<f64> {
+        if !self.tuple.is_empty() {
+            return self.tuple.iter().map(Shape::elements).sum();
+        }
+        self.dims
+            .iter()
+            .try_fold(1f64, |n, &d| (d >= 0).then(|| n * d as f64))
+    }
+
+    fn bytes(&self) -> Option<f64> {
+        if !self.tuple.is_empty() {
+            return self.tuple.iter().map(Shape::bytes).sum();
+        }
+        Some((self.elements()? * bits(self.ty)? as f64 / 8.0).ceil())
+    }
+
+    /// The result a library call produces: its first element when it returns a tuple.
+    fn output(&self) -> &Shape {
+        self.tuple.first().unwrap_or(self)
+    }
+}
+
+/// Bits per element of an XLA `PrimitiveType` (None: a token, tuple or unknown type).
+fn bits(ty: i32) -> Option<u32> {
+    Some(match ty {
+        1 | 2 | 6 => 8,              // PRED, S8, U8
+        3 | 7 | 10 | 16 => 16,       // S16, U16, F16, BF16
+        4 | 8 | 11 => 32,            // S32, U32, F32
+        5 | 9 | 12 | 15 => 64,       // S64, U64, F64, C64
+        18 => 128,                   // C128
+        19 | 20 | 23 | 24 | 25 => 8, // F8 variants
+        21 | 22 => 4,                // S4, U4
+        26 | 27 => 2,                // S2, U2
+        28..=31 => 8,                // newer F8/F4 storage, counted as a byte
+        _ => return None,
+    })
+}
+
+#[derive(Default)]
+struct Instr {
+    id: i64,
+    name: String,
+    opcode: String,
+    shape: Shape,
+    operands: Vec<i64>,
+    called: Vec<i64>,
+    window: Vec<i64>,
+    kernel_input_feature: Option<i64>,
+    lhs_contracting: Option<Vec<i64>>,
+    target: String,
+    backend_config: Vec<u8>,
+    precision: Vec<i64>,
+}
+
+/// The cost of every instruction of the module in `hlo_pb` (an `xla.HloProto`).
+pub fn module_costs(hlo_pb: &[u8]) -> Result<ModuleCosts> {
+    let mut module: Option<&[u8]> = None;
+    each_field(hlo_pb, |f, v| {
+        if f == 1 {
+            module = Some(v.bytes()?);
+        }
+        Ok(())
+    })?;
+    let module = module.ok_or_else(|| anyhow!("no module in the HLO dump"))?;
+    let mut computations: Vec<(i64, Vec<Instr>)> = Vec::new();
+    each_field(module, |f, v| {
+        if f == 3 {
+            computations.push(computation(v.bytes()?)?);
+        }
+        Ok(())
+    })?;
+    let shapes: HashMap<i64, &Shape> = computations
+        .iter()
+        .flat_map(|(_, is)| is.iter().map(|i| (i.id, &i.shape)))
+        .collect();
+    let by_id: HashMap<i64, &Vec<Instr>> = computations.iter().map(|(id, is)| (*id, is)).collect();
+    let model = Model {
+        shapes,
+        computations: by_id,
+    };
+    let mut out = ModuleCosts::default();
+    for (_, instrs) in &computations {
+        for i in instrs {
+            match model.cost(i, 0) {
+                Ok(c) => {
+                    out.by_instruction.insert(i.name.clone(), c);
+                }
+                Err(e) => out.notes.push(format!("{}: {e}", i.name)),
+            }
+        }
+    }
+    out.notes.sort();
+    Ok(out)
+}
+
+struct Model<'a> {
+    shapes: HashMap<i64, &'a Shape>,
+    computations: HashMap<i64, &'a Vec<Instr>>,
+}
+
+const ELEMENTWISE: &[&str] = &[
+    "add",
+    "subtract",
+    "multiply",
+    "divide",
+    "remainder",
+    "maximum",
+    "minimum",
+    "negate",
+    "abs",
+    "sign",
+    "compare",
+    "select",
+    "clamp",
+    "and",
+    "or",
+    "xor",
+    "not",
+    "floor",
+    "ceil",
+    "round-nearest-afz",
+    "round-nearest-even",
+    "is-finite",
+    "real",
+    "imag",
+    "complex",
+    "shift-left",
+    "shift-right-arithmetic",
+    "shift-right-logical",
+    "popcnt",
+    "count-leading-zeros",
+    "stochastic-convert",
+];
+const TRANSCENDENTAL: &[&str] = &[
+    "exponential",
+    "exponential-minus-one",
+    "log",
+    "log-plus-one",
+    "tanh",
+    "logistic",
+    "sine",
+    "cosine",
+    "tan",
+    "atan2",
+    "sqrt",
+    "rsqrt",
+    "cbrt",
+    "power",
+    "erf",
+];
+
+impl Model<'_> {
+    fn shape(&self, id: i64) -> Result<&Shape> {
+        self.shapes
+            .get(&id)
+            .copied()
+            .filter(|s| s.present)
+            .ok_or_else(|| anyhow!("operand {id} has no shape"))
+    }
+
+    fn cost(&self, i: &Instr, depth: u32) -> Result<Cost> {
+        if depth > 16 {
+            bail!("computations nested too deeply");
+        }
+        if !i.shape.present {
+            bail!("no shape");
+        }
+        let mut c = Cost::default();
+        let result = i.shape.output();
+        let elements = || {
+            result
+                .elements()
+                .ok_or_else(|| anyhow!("a shape with negative dimensions"))
+        };
+        let op = i.opcode.as_str();
+        let target = i.target.as_str();
+        if op == "dot" || (op == "custom-call" && target.starts_with("__cublas$")) {
+            let (contracting, precision) = if op == "dot" {
+                let d = i
+                    .lhs_contracting
+                    .clone()
+                    .ok_or_else(|| anyhow!("a dot without dimension numbers"))?;
+                (d, i.precision.clone())
+            } else {
+                gemm_config(&i.backend_config)?
+            };
+            let lhs = self.shape(*i.operands.first().ok_or_else(|| anyhow!("no operands"))?)?;
+            let k = contracting.iter().try_fold(1f64, |k, &d| {
+                usize::try_from(d)
+                    .ok()
+                    .and_then(|d| lhs.dims.get(d))
+                    .map(|&n| k * n as f64)
+                    .ok_or_else(|| anyhow!("contracting dimension {d} not in the operand"))
+            })?;
+            c.flops = 2.0 * elements()? * k;
+            c.matmul_flops = c.flops;
+            c.math = math(lhs.ty, &precision);
+        } else if op == "convolution" || (op == "custom-call" && target.starts_with("__cudnn$conv"))
+        {
+            let rhs = self.shape(
+                *i.operands
+                    .get(1)
+                    .ok_or_else(|| anyhow!("no kernel operand"))?,
+            )?;
+            let f = i
+                .kernel_input_feature
+                .and_then(|d| usize::try_from(d).ok())
+                .and_then(|d| rhs.dims.get(d))
+                .ok_or_else(|| anyhow!("a convolution without dimension numbers"))?;
+            let window: f64 = i.window.iter().map(|&w| w.max(1) as f64).product();
+            c.flops = 2.0 * elements()? * *f as f64 * window;
+            c.matmul_flops = c.flops;
+            let lhs = self.shape(i.operands[0])?;
+            c.math = math(lhs.ty, &i.precision);
+        } else if op == "fusion" || op == "call" || op == "async-start" {
+            for comp in &i.called {
+                for inner in self
+                    .computations
+                    .get(comp)
+                    .map(|v| v.as_slice())
+                    .unwrap_or_default()
+                {
+                    c.add(&self.cost(inner, depth + 1)?);
+                }
+            }
+        } else if ELEMENTWISE.contains(&op) {
+            c.flops = elements()?;
+        } else if TRANSCENDENTAL.contains(&op) {
+            c.transcendentals = elements()?;
+        } else if op == "reduce" {
+            let input = self.shape(*i.operands.first().ok_or_else(|| anyhow!("no operands"))?)?;
+            c.flops = input.elements().unwrap_or(0.0);
+        } else if op == "reduce-window" {
+            c.flops = elements()? * i.window.iter().map(|&w| w.max(1) as f64).product::<f64>();
+        }
+        // Bytes moved by the instruction's own kernel (inside a fusion, what the fusion
+        // reads and writes counts, not its parts).
+        if depth == 0 {
+            let mut bytes = result.bytes().unwrap_or(0.0);
+            for o in &i.operands {
+                bytes += self.shape(*o).ok().and_then(Shape::bytes).unwrap_or(0.0);
+            }
+            c.bytes = bytes;
+        }
+        Ok(c)
+    }
+}
+
+/// The unit a matmul of operands of type `ty` at `precision` runs on.
+fn math(ty: i32, precision: &[i64]) -> Option<Math> {
+    Some(match ty {
+        16 => Math::Bf16,
+        10 => Math::F16,
+        19 | 20 | 23 | 24 | 25 | 28..=31 => Math::Fp8,
+        2 | 6 => Math::Int8,
+        11 if precision.contains(&2) => Math::F32,
+        11 => Math::Tf32,
+        12 => Math::F64,
+        _ => return None,
+    })
+}
+
+/// A cuBLAS call's contracting dimensions and operand precisions, from its backend config
+/// (JSON: `gemm_backend_config.dot_dimension_numbers`, `.precision_config`).
+fn gemm_config(config: &[u8]) -> Result<(Vec<i64>, Vec<i64>)> {
+    #[derive(Deserialize)]
+    struct Outer {
+        gemm_backend_config: Gemm,
+    }
+    #[derive(Deserialize)]
+    struct Gemm {
+        dot_dimension_numbers: Dims,
+        #[serde(default)]
+        precision_config: Option<Precision>,
+    }
+    #[derive(Deserialize)]
+    struct Dims {
+        #[serde(default)]
+        lhs_contracting_dimensions: Vec<serde_json::Value>,
+    }
+    #[derive(Deserialize)]
+    struct Precision {
+        #[serde(default)]
+        operand_precision: Vec<String>,
+    }
+    let o: Outer = serde_json::from_slice(config)
+        .map_err(|e| anyhow!("a cuBLAS call without a readable GEMM config ({e})"))?;
+    let dims = o
+        .gemm_backend_config
+        .dot_dimension_numbers
+        .lhs_contracting_dimensions
+        .iter()
+        .map(|v| match v {
+            serde_json::Value::String(s) => s.parse().ok(),
+            v => v.as_i64(),
+        })
+        .collect::<Option<Vec<i64>>>()
+        .ok_or_else(|| anyhow!("a cuBLAS call with unreadable contracting dimensions"))?;
+    let precision = o
+        .gemm_backend_config
+        .precision_config
+        .map(|p| {
+            p.operand_precision
+                .iter()
+                .map(|s| match s.as_str() {
+                    "HIGHEST" => 2,
+                    "HIGH" => 1,
+                    _ => 0,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok((dims, precision))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The wire reader.
+
+/// One field's value, read as its wire type allows.
+struct Value<'a> {
+    wire: WireType,
+    buf: &'a [u8],
+    at: usize,
+    len: usize,
+}
+
+impl<'a> Value<'a> {
+    fn bytes(&self) -> Result<&'a [u8]> {
+        if self.wire != WireType::LengthDelimited {
+            bail!("wrong wire type for a message field");
+        }
+        Ok(&self.buf[self.at..self.at + self.len])
+    }
+
+    /// The integers of a field that is one varint or a packed run of them.
+    fn ints(&self) -> Result<Vec<i64>> {
+        match self.wire {
+            WireType::Varint => Ok(vec![self.len as i64]),
+            WireType::LengthDelimited => {
+                let mut b = &self.buf[self.at..self.at + self.len];
+                let mut out = Vec::new();
+                while b.has_remaining() {
+                    out.push(decode_varint(&mut b)? as i64);
+                }
+                Ok(out)
+            }
+            _ => bail!("wrong wire type for an integer field"),
+        }
+    }
+
+    fn string(&self) -> Result<String> {
+        Ok(String::from_utf8_lossy(self.bytes()?).into_owned())
+    }
+}
+
+/// Calls `each` with every field of the message `bytes`. A varint's value is carried in
+/// `len` (see [`Value::ints`]).
+fn each_field<'a>(
+    bytes: &'a [u8],
+    mut each: impl FnMut(u32, Value<'a>) -> Result<()>,
+) -> Result<()> {
+    let mut b = bytes;
+    while b.has_remaining() {
+        let (tag, wire) = decode_key(&mut b)?;
+        let at = bytes.len() - b.remaining();
+        match wire {
+            WireType::Varint => {
+                let v = decode_varint(&mut b)?;
+                each(
+                    tag,
+                    Value {
+                        wire,
+                        buf: bytes,
+                        at,
+                        len: v as usize,
+                    },
+                )?;
+            }
+            WireType::LengthDelimited => {
+                let len = decode_varint(&mut b)? as usize;
+                if len > b.remaining() {
+                    bail!("a field runs past the end of its message");
+                }
+                let at = bytes.len() - b.remaining();
+                b.advance(len);
+                each(
+                    tag,
+                    Value {
+                        wire,
+                        buf: bytes,
+                        at,
+                        len,
+                    },
+                )?;
+            }
+            _ => skip_field(wire, tag, &mut b, DecodeContext::default())?,
+        }
+    }
+    Ok(())
+}
+
+fn computation(bytes: &[u8]) -> Result<(i64, Vec<Instr>)> {
+    let (mut id, mut instrs) = (0, Vec::new());
+    each_field(bytes, |f, v| {
+        match f {
+            2 => instrs.push(instruction(v.bytes()?)?),
+            5 => id = v.ints()?.first().copied().unwrap_or(0),
+            _ => {}
+        }
+        Ok(())
+    })?;
+    Ok((id, instrs))
+}
+
+fn instruction(bytes: &[u8]) -> Result<Instr> {
+    let mut i = Instr::default();
+    each_field(bytes, |f, v| {
+        match f {
+            1 => i.name = v.string()?,
+            2 => i.opcode = v.string()?,
+            3 => i.shape = shape(v.bytes()?, 0)?,
+            15 => {
+                each_field(v.bytes()?, |f, d| {
+                    if f == 1 {
+                        each_field(d.bytes()?, |f, s| {
+                            if f == 1 {
+                                i.window.extend(s.ints()?);
+                            }
+                            Ok(())
+                        })?;
+                    }
+                    Ok(())
+                })?;
+            }
+            16 => each_field(v.bytes()?, |f, d| {
+                if f == 3 {
+                    i.kernel_input_feature = d.ints()?.first().copied();
+                }
+                Ok(())
+            })?,
+            28 => i.target = v.string()?,
+            30 => {
+                let mut lhs = Vec::new();
+                each_field(v.bytes()?, |f, d| {
+                    if f == 1 {
+                        lhs.extend(d.ints()?);
+                    }
+                    Ok(())
+                })?;
+                i.lhs_contracting = Some(lhs);
+            }
+            35 => i.id = v.ints()?.first().copied().unwrap_or(0),
+            36 => i.operands.extend(v.ints()?),
+            38 => i.called.extend(v.ints()?),
+            43 => i.backend_config = v.bytes()?.to_vec(),
+            51 => each_field(v.bytes()?, |f, d| {
+                if f == 1 {
+                    i.precision.extend(d.ints()?);
+                }
+                Ok(())
+            })?,
+            _ => {}
+        }
+        Ok(())
+    })?;
+    Ok(i)
+}
+
+fn shape(bytes: &[u8], depth: u32) -> Result<Shape> {
+    if depth > 16 {
+        bail!("shapes nested too deeply");
+    }
+    let mut s = Shape {
+        present: true,
+        ..Shape::default()
+    };
+    each_field(bytes, |f, v| {
+        match f {
+            2 => s.ty = v.ints()?.first().copied().unwrap_or(0) as i32,
+            3 => s.dims.extend(v.ints()?),
+            4 => s.tuple.push(shape(v.bytes()?, depth + 1)?),
+            _ => {}
+        }
+        Ok(())
+    })?;
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn costs_of(capture: &str) -> ModuleCosts {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data")
+            .join(capture)
+            .join("dump_rep");
+        let pb = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().ends_with("after_optimizations.hlo.pb"))
+            .unwrap();
+        module_costs(&std::fs::read(pb).unwrap()).unwrap()
+    }
+
+    /// Four 8192³ bf16 GEMMs (cuBLASLt custom calls) and their tanh fusions: exactly
+    /// 2·8192³ each, on bf16 tensor cores; a tanh per element, counted apart.
+    #[test]
+    fn a_bf16_gemm_chain_counts_2mnk_per_matmul() {
+        for capture in ["gemm-bf16-cmdbuf", "gemm-bf16-nocmdbuf"] {
+            let c = costs_of(capture);
+            let n = 8192f64;
+            for cc in [
+                "custom-call.0",
+                "custom-call.1",
+                "custom-call.2",
+                "custom-call.3",
+            ] {
+                let g = &c.by_instruction[cc];
+                assert_eq!(g.flops, 2.0 * n * n * n, "{capture} {cc}");
+                assert_eq!(g.math, Some(Math::Bf16));
+                // Two 8192² bf16 operands read, one written.
+                assert_eq!(g.bytes, 3.0 * n * n * 2.0, "{capture} {cc}");
+            }
+            let total: f64 = [
+                "custom-call.0",
+                "custom-call.1",
+                "custom-call.2",
+                "custom-call.3",
+            ]
+            .iter()
+            .map(|n| c.by_instruction[*n].matmul_flops)
+            .sum();
+            assert_eq!(total, 4.398046511104e12);
+            let tanh = &c.by_instruction["gemm_fusion_dot_general.4"];
+            assert_eq!((tanh.transcendentals, tanh.matmul_flops), (n * n, 0.0));
+        }
+    }
+
+    /// The mixed step (tests/data/mixed-cmdbuf/README.md): a cuDNN convolution, an f32 GEMM at
+    /// the default precision (TF32) and at HIGHEST (FP32), a batched bf16 GEMM.
+    #[test]
+    fn convolutions_and_precisions_follow_the_textbook() {
+        let c = costs_of("mixed-nocmdbuf");
+        let conv = &c.by_instruction["cudnn-conv.1"];
+        assert_eq!(conv.flops, 2.0 * 64.0 * 56.0 * 56.0 * 128.0 * 128.0 * 9.0);
+        assert_eq!(conv.math, Some(Math::Bf16));
+        let f32 = 2.0 * 4096f64.powi(3);
+        assert_eq!(c.by_instruction["custom-call.2"].flops, f32);
+        assert_eq!(c.by_instruction["custom-call.2"].math, Some(Math::Tf32));
+        assert_eq!(c.by_instruction["custom-call.3"].flops, f32);
+        assert_eq!(c.by_instruction["custom-call.3"].math, Some(Math::F32));
+        assert_eq!(
+            c.by_instruction["custom-call.4"].flops,
+            2.0 * 32.0 * 1024f64.powi(3)
+        );
+        assert_eq!(c.by_instruction["custom-call.4"].math, Some(Math::Bf16));
+        assert!(c.notes.is_empty(), "{:?}", c.notes);
+    }
+
+    #[test]
+    fn damaged_or_shapeless_dumps_give_notes_or_errors_never_counts() {
+        let pb = std::fs::read(
+            std::fs::read_dir(
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/data/gemm-bf16-nocmdbuf/dump_rep"),
+            )
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().ends_with("after_optimizations.hlo.pb"))
+            .unwrap(),
+        )
+        .unwrap();
+        // Truncated anywhere: an error or fewer costs, never a panic.
+        for cut in (0..pb.len()).step_by(pb.len() / 97 + 1) {
+            let _ = module_costs(&pb[..cut]);
+        }
+        assert!(module_costs(b"\x0a\xff\xff\xff\x0f").is_err());
+        // A dot whose shape is absent, and one whose operand has none: notes naming them.
+        let field = |f: u32, body: &[u8]| {
+            let mut out = Vec::new();
+            prost::encoding::encode_key(f, WireType::LengthDelimited, &mut out);
+            prost::encoding::encode_varint(body.len() as u64, &mut out);
+            out.extend_from_slice(body);
+            out
+        };
+        let int = |f: u32, v: u64| {
+            let mut out = Vec::new();
+            prost::encoding::encode_key(f, WireType::Varint, &mut out);
+            prost::encoding::encode_varint(v, &mut out);
+            out
+        };
+        let shape = [int(2, 16), int(3, 8), int(3, 8)].concat();
+        let dims = field(1, &int(1, 1)[1..]);
+        let no_shape = [
+            field(1, b"dot.1"),
+            field(2, b"dot"),
+            field(30, &dims),
+            int(35, 1),
+        ]
+        .concat();
+        let no_operand = [
+            field(1, b"dot.2"),
+            field(2, b"dot"),
+            field(3, &shape),
+            field(30, &dims),
+            int(35, 2),
+            int(36, 7),
+        ]
+        .concat();
+        let comp = [field(2, &no_shape), field(2, &no_operand), int(5, 1)].concat();
+        let hlo = field(1, &field(3, &comp));
+        let c = module_costs(&hlo).unwrap();
+        assert!(c.by_instruction.is_empty(), "{:?}", c.by_instruction);
+        assert_eq!(
+            c.notes,
+            ["dot.1: no shape", "dot.2: operand 7 has no shape"]
+        );
+    }
+
+    /// Every module of the H200 captures (2026 XLA) is costed without a note, and the train
+    /// steps' matmuls are counted.
+    #[test]
+    fn the_h200_captures_are_costed_whole() {
+        let Some(f) = crate::testutil::fixtures_dir() else {
+            return;
+        };
+        let mut steps = 0;
+        for e in walkdir::WalkDir::new(f.join("h200")) {
+            let p = e.unwrap().into_path();
+            if !p.to_string_lossy().ends_with("after_optimizations.hlo.pb") {
+                continue;
+            }
+            let c = module_costs(&std::fs::read(&p).unwrap()).unwrap();
+            assert!(c.notes.is_empty(), "{}: {:?}", p.display(), c.notes);
+            let matmul: f64 = c.by_instruction.values().map(|c| c.matmul_flops).sum();
+            if p.to_string_lossy().contains("train_step") {
+                assert!(matmul > 0.0, "{}", p.display());
+                steps += 1;
+            }
+        }
+        assert!(steps > 0);
+    }
+}
