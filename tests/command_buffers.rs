@@ -236,12 +236,34 @@ fn archives_without_graph_operations_say_so_and_count_buffers_whole() {
     assert!(f(&cb["ms"]) > 0.5, "{cb}");
 }
 
-/// Library kernels inside command buffers (`tests/data/gemm-bf16-cmdbuf`, `mixed-cmdbuf`,
-/// READMEs there): cuBLAS/cuBLASLt GEMMs with their workspace memsets, whose names say nothing
-/// of their instructions and whose graph nodes come after the fusions' in node order. Every
-/// graph node goes to the instruction the XLA dump and the capture without command buffers say
-/// launched it, and each instruction's time is the sum of its nodes' durations as the report
-/// records them; nothing is left under the command buffer.
+/// The ground truth a capture's README gives: instruction → its graph nodes (rows
+/// `| <node id> | `kernel` | `instruction` | ...`), read off the XLA dump's thunk order and the
+/// launches' time order, and checked against the same program without command buffers.
+fn readme_nodes(dir: &Path) -> BTreeMap<String, Vec<i64>> {
+    let text = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    let mut out: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    for line in text.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if cells.len() < 4 {
+            continue;
+        }
+        if let Ok(node) = cells[1].parse::<i64>() {
+            // The first `quoted` name (a note may follow it).
+            let instruction = cells[3].split('`').nth(1).unwrap_or(cells[3]).to_string();
+            out.entry(instruction).or_default().push(node);
+        }
+    }
+    out
+}
+
+/// Library kernels inside command buffers (`tests/data/*-cmdbuf`, READMEs there): cuBLAS and
+/// cuBLASLt GEMMs (bf16, f16, fp8, with bias/ReLU epilogues) with their workspace memsets,
+/// cuDNN forward, data- and weight-gradient convolutions (workspace initialisation and
+/// split-K reduction kernels), whose names say nothing of their instructions and whose graph
+/// nodes come after all the fusions' in node order; an FSDP step's graph on two devices. All
+/// of the command buffers' time is attributed; on one device, each instruction's time is the
+/// sum of the durations of the graph nodes its README row lists (the report's own numbers,
+/// checked against Nsight Systems' kernel summary).
 #[test]
 #[cfg_attr(
     not(test_nsys),
@@ -249,41 +271,28 @@ fn archives_without_graph_operations_say_so_and_count_buffers_whole() {
 )]
 fn library_kernels_inside_command_buffers_go_to_their_instructions() {
     let Some(nsys) = nsys() else { return };
-    // (capture, [(instruction, its graph nodes)]): the READMEs' ground truth.
-    let cases: [(&str, &[(&str, &[i64])]); 2] = [
-        (
-            "gemm-bf16-cmdbuf",
-            &[
-                ("custom-call.1", &[42949672968, 42949672969]),
-                ("gemm_fusion_dot_general.4", &[42949672961]),
-                ("custom-call.0", &[42949672970, 42949672971]),
-                ("gemm_fusion_dot_general.5", &[42949672963]),
-                ("custom-call.2", &[42949672972, 42949672973]),
-                ("gemm_fusion_dot_general.6", &[42949672965]),
-                ("custom-call.3", &[42949672974, 42949672975]),
-                ("gemm_fusion_dot_general.7", &[42949672967]),
-            ],
-        ),
-        (
-            "mixed-cmdbuf",
-            &[
-                ("custom-call.2", &[60129542149, 60129542150]),
-                ("custom-call.3", &[60129542151]),
-                ("custom-call.4", &[60129542152, 60129542153]),
-                ("input_add_reduce_fusion", &[60129542147]),
-                ("input_reduce_fusion", &[60129542148]),
-            ],
-        ),
-    ];
-    for (name, truth) in cases {
+    for (name, one_device) in [
+        ("gemm-bf16-cmdbuf", true),
+        ("mixed-cmdbuf", true),
+        ("gemm-lowp-cmdbuf", true),
+        ("gemm-epilogue-cmdbuf", true),
+        ("convnet-cudnn-cmdbuf", true),
+        ("convnet-cmdbuf", true),
+        ("fsdp2-cmdbuf", false),
+    ] {
         let dir = data(name);
+        let truth = readme_nodes(&dir);
+        assert!(!truth.is_empty(), "{name}: no ground truth");
         let tmp = tempfile::tempdir().unwrap();
         let cache = tmp.path().join("cache");
         let report = dir.join("rep.nsys-rep");
         let ops = ops_json(&nsys, &cache, &tmp.path().join("out"), &report);
         let cb = &ops["command_buffers"];
-        assert_eq!(cb["thunks"], 1, "{name}: {cb}");
         assert_eq!(f(&cb["attributed_ms"]), f(&cb["ms"]), "{name}: {cb}");
+        assert!(f(&cb["ms"]) > 0.0, "{name}: {cb}");
+        if !one_device {
+            continue;
+        }
         let zip = tmp.path().join("cb.zip");
         assert_ok(&archive_with(&nsys, &report, &zip, &cache));
         let member = graph_ops::read(zip_read(&zip, MEMBER)).unwrap();
@@ -299,23 +308,40 @@ fn library_kernels_inside_command_buffers_go_to_their_instructions() {
             *by_node.entry(member.graph_node_id.value(i)).or_default() += d;
         }
         for (kernel, got) in by_name.iter().filter(|(k, _)| !k.starts_with('[')) {
-            assert_eq!(Some(got), summary.get(kernel), "{name}: {kernel}");
+            // The summary names templated kernels in full (`void ns::kernel<...>`).
+            let sum = summary.get(kernel).copied().or_else(|| {
+                summary
+                    .iter()
+                    .find(|(full, _)| {
+                        full.contains(&format!("::{kernel}<"))
+                            || full.contains(&format!(" {kernel}<"))
+                    })
+                    .map(|(_, s)| *s)
+            });
+            // Kernels launched both inside and outside graphs count more in the summary.
+            assert!(
+                sum.is_some_and(|s| s.0 >= got.0),
+                "{name}: {kernel}: {got:?} {sum:?}"
+            );
         }
-        let nodes: usize = truth.iter().map(|(_, n)| n.len()).sum();
-        assert_eq!(nodes, by_node.len(), "{name}: {by_node:?}");
         let top = ops["top_thunks"].as_array().unwrap();
-        for (instruction, its) in truth {
-            let want: i64 = its.iter().map(|n| by_node[n]).sum();
+        let mut checked = 0;
+        for (instruction, nodes) in &truth {
+            let want: i64 = nodes.iter().filter_map(|n| by_node.get(n)).sum();
+            if want == 0 {
+                continue; // nodes the profiler recorded no activity for (README)
+            }
             let row = top
                 .iter()
                 .find(|t| t["thunk"] == *instruction)
-                .unwrap_or_else(|| panic!("{name}: {instruction} not among {top:?}"));
-            assert_eq!(row["executions"], 10, "{name}: {row}");
+                .unwrap_or_else(|| panic!("{name}: {instruction} not among the top thunks"));
             let got = f(&row["total_ms"]);
             assert!(
                 (got - want as f64 * 1e-6).abs() < 1e-9,
                 "{name}: {instruction}: {got} ms, its kernels {want} ns"
             );
+            checked += 1;
         }
+        assert!(checked >= 4, "{name}: {checked}");
     }
 }

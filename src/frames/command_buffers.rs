@@ -14,8 +14,9 @@
 //! 2. **By order within a class**: otherwise the next free candidate, after the last one
 //!    taken, that does the node's class of work: all-gather, reduce-scatter, all-reduce,
 //!    send/recv, broadcast (NCCL kernels), memset, memcpy, an XLA kernel of the same opcode (XLA
-//!    compiles identical fusions once, so a kernel may carry another instruction's name), other
-//!    library work (cuBLAS, cuDNN, ...).
+//!    compiles identical fusions once, so a kernel may carry another instruction's name).
+//!    Library work (cuBLAS, cuDNN, ...) is not placed this way: a library call's kernels are
+//!    nodes of a child graph, numbered after all the command buffer's own nodes.
 //! 3. **By position**: when as many nodes are left as candidates, they pair up in order (a
 //!    graph node that the profiler records as another kind of work).
 //! 4. **By time**: the graph's nodes run in thunk order, but their ids need not follow it
@@ -256,6 +257,12 @@ fn attribute(
             Some(_) => Class::Kernel,
             None => op_class(name),
         };
+        // A library call's kernels are nodes of a child graph, numbered after all the
+        // command buffer's own nodes: their node order says nothing of their place among
+        // the thunks, so they are placed by time (step 4).
+        if class == Class::Library {
+            continue;
+        }
         let fits = |c: usize| {
             !taken[c]
                 && list[c].0 == class
@@ -334,29 +341,39 @@ pub struct Attribution {
     pub unmatched: BTreeMap<String, (i64, u64)>,
 }
 
-/// Operations that come with a library call rather than being one: a workspace memset or
-/// copy, cuBLAS's split-K reduction, cuDNN's layout conversions.
-fn is_auxiliary(name: &str) -> bool {
-    name == MEMSET
-        || name == MEMCPY
-        || [
-            "splitKreduce",
-            "splitK_reduce",
-            "nchwToNhwc",
-            "nhwcToNchw",
-            "convertTensor",
-        ]
-        .iter()
-        .any(|p| name.contains(p))
+/// Where an operation that comes with a library call, rather than being one, runs relative
+/// to the call's main kernel: before it (a workspace memset or initialisation, an input
+/// layout conversion) or after it (a split-K reduction, an output layout conversion). None: a
+/// main kernel.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Auxiliary {
+    Before,
+    After,
+}
+
+fn auxiliary(name: &str) -> Option<Auxiliary> {
+    let has = |parts: &[&str]| parts.iter().any(|p| name.contains(p));
+    if name == MEMSET || name == MEMCPY || has(&["init_device_workspace", "nchwToNhwc"]) {
+        Some(Auxiliary::Before)
+    } else if has(&[
+        "splitKreduce",
+        "splitK_reduce",
+        "execute_split_k_kernel",
+        "nhwcToNchw",
+    ]) {
+        Some(Auxiliary::After)
+    } else {
+        None
+    }
 }
 
 /// Step 5 of [`attribute`]: for `n` nodes of which `took` says which candidate each took,
 /// the free candidates (`taken`, classes `class`) each unattributed node gets. Nodes in time
 /// order (`start`) are cut at the attributed ones; the nodes of a gap belong to the free
 /// candidates between the two around it, in order: all to the one when there is one, else
-/// the gap's main operations (not [`is_auxiliary`]) pair with the candidates when as many of
+/// the gap's main operations (not [`auxiliary`]) pair with the candidates when as many of
 /// both are left and each pair is of one class, and an auxiliary operation goes with the next
-/// main one (the last ones with the one before).
+/// main one it belongs with ([`auxiliary`]).
 fn by_time_gaps<'n>(
     n: usize,
     took: &[Option<usize>],
@@ -385,30 +402,33 @@ fn by_time_gaps<'n>(
                 let main: Vec<usize> = gap
                     .iter()
                     .copied()
-                    .filter(|&j| !is_auxiliary(name(j)))
+                    .filter(|&j| auxiliary(name(j)).is_none())
                     .collect();
                 let same_class = main.len() == free.len()
                     && main
                         .iter()
                         .zip(&free)
                         .all(|(&j, &c)| op_class(name(j)) == class(c));
-                if same_class {
-                    let mut owner_of: HashMap<usize, usize> =
+                if same_class && !main.is_empty() {
+                    let paired: HashMap<usize, usize> =
                         main.iter().copied().zip(free.iter().copied()).collect();
-                    let mut next = None;
-                    for &j in gap.iter().rev() {
-                        match owner_of.get(&j) {
-                            Some(&c) => next = Some(c),
-                            None => {
-                                if let Some(c) = next {
-                                    owner_of.insert(j, c);
-                                }
-                            }
-                        }
-                    }
-                    let last = main.last().map(|j| owner_of[j]);
-                    for &j in &gap {
-                        if let Some(c) = owner_of.get(&j).copied().or(last) {
+                    // Each auxiliary operation goes with the main one it comes before (or
+                    // after), else with the nearest one on the other side.
+                    let at = |k: usize, before: bool| -> Option<usize> {
+                        let found = if before {
+                            gap[k..].iter().find_map(|j| paired.get(j))
+                        } else {
+                            gap[..k].iter().rev().find_map(|j| paired.get(j))
+                        };
+                        found.copied()
+                    };
+                    for (k, &j) in gap.iter().enumerate() {
+                        let c = match auxiliary(name(j)) {
+                            None => paired.get(&j).copied(),
+                            Some(Auxiliary::Before) => at(k, true).or_else(|| at(k, false)),
+                            Some(Auxiliary::After) => at(k, false).or_else(|| at(k, true)),
+                        };
+                        if let Some(c) = c {
                             out.push((j, c));
                         }
                     }
@@ -728,8 +748,8 @@ mod tests {
             Attribution {
                 total: 470 - 100 + 250 - 100,
                 by_name: 100,
-                by_order: 100 + 250 + 50,
-                by_position: 20,
+                by_order: 100 + 250,
+                by_position: 50 + 20,
                 ..Attribution::default()
             }
         );
@@ -830,7 +850,7 @@ mod tests {
                 ("reduce.2", 50, 5)
             ]
         );
-        assert_eq!((a.total, a.by_name, a.by_order), (45, 30, 15));
+        assert_eq!((a.total, a.by_name, a.by_position), (45, 30, 15));
         // Rows add up to the kernel time: nothing counted twice.
         assert_eq!(rows.iter().map(|r| r.dur).sum::<i64>(), a.total);
         assert!(notes.is_empty(), "{notes:?}");
