@@ -261,9 +261,9 @@ fn readme_nodes(dir: &Path) -> BTreeMap<String, Vec<i64>> {
 /// cuDNN forward, data- and weight-gradient convolutions (workspace initialisation and
 /// split-K reduction kernels), whose names say nothing of their instructions and whose graph
 /// nodes come after all the fusions' in node order; an FSDP step's graph on two devices. All
-/// of the command buffers' time is attributed; on one device, each instruction's time is the
-/// sum of the durations of the graph nodes its README row lists (the report's own numbers,
-/// checked against Nsight Systems' kernel summary).
+/// of the command buffers' time is attributed, and each instruction's time is the sum of the
+/// durations of the graph nodes its README rows list (the report's own numbers, checked
+/// against Nsight Systems' kernel summary; on two devices, without each device's first launch).
 #[test]
 #[cfg_attr(
     not(test_nsys),
@@ -290,9 +290,6 @@ fn library_kernels_inside_command_buffers_go_to_their_instructions() {
         let cb = &ops["command_buffers"];
         assert_eq!(f(&cb["attributed_ms"]), f(&cb["ms"]), "{name}: {cb}");
         assert!(f(&cb["ms"]) > 0.0, "{name}: {cb}");
-        if !one_device {
-            continue;
-        }
         let zip = tmp.path().join("cb.zip");
         assert_ok(&archive_with(&nsys, &report, &zip, &cache));
         let member = graph_ops::read(zip_read(&zip, MEMBER)).unwrap();
@@ -300,12 +297,27 @@ fn library_kernels_inside_command_buffers_go_to_their_instructions() {
         let summary = kernel_summary(&dir.join("kern_cuda_gpu_kern_sum.csv"));
         let mut by_name: BTreeMap<String, (i64, i64)> = BTreeMap::new();
         let mut by_node: BTreeMap<i64, i64> = BTreeMap::new();
+        // On several devices `ops` counts the steady state: each device's first launch of
+        // the graph is its warm-up.
+        let mut first: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
+        for i in 0..member.len() {
+            let (dev, start) = (member.device.value(i), member.start.value(i));
+            let e = first
+                .entry(dev)
+                .or_insert((start, member.range_id.value(i)));
+            if start < e.0 {
+                *e = (start, member.range_id.value(i));
+            }
+        }
         for i in 0..member.len() {
             let d = member.end.value(i) - member.start.value(i);
             let e = by_name.entry(member.name.value(i).to_string()).or_default();
             e.0 += d;
             e.1 += 1;
-            *by_node.entry(member.graph_node_id.value(i)).or_default() += d;
+            let warm_up = first[&member.device.value(i)].1 == member.range_id.value(i);
+            if one_device || !warm_up {
+                *by_node.entry(member.graph_node_id.value(i)).or_default() += d;
+            }
         }
         for (kernel, got) in by_name.iter().filter(|(k, _)| !k.starts_with('[')) {
             // The summary names templated kernels in full (`void ns::kernel<...>`).
