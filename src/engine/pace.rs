@@ -7,8 +7,9 @@
 //! analyses, against 0.46 s cold and 0.14 s from a fast bucket). So the time a run spends
 //! waiting on the tier's reads and writes (wall time while at least one such call is under
 //! way) is set against what those calls delivered: once it has waited [`MIN_WAIT`] and
-//! received or sent less than [`MIN_BYTES_PER_S`] *and* fewer than [`MIN_OBJECTS_PER_S`]
-//! objects per second of waiting, the tier is left for the rest of the run, the calls under
+//! received or sent less than [`MIN_BYTES_PER_S`] *and* answered fewer than
+//! [`MIN_OBJECTS_PER_S`] objects per second of waiting (an absent object is an answer: a cold
+//! run's batches are mostly that), the tier is left for the rest of the run, the calls under
 //! way abandoned. A slow tier then costs a run about [`MIN_WAIT`] more than computing
 //! locally; a tier that delivers many small objects quickly (latency-bound, not slow) or
 //! large ones at a useful rate is kept.
@@ -63,7 +64,7 @@ impl Pace {
         Waiting(self)
     }
 
-    /// An object of `bytes` received or sent.
+    /// An object of `bytes` received or sent (0: found absent).
     pub fn delivered(&self, bytes: usize) {
         let mut p = self.0.lock().unwrap();
         p.bytes += bytes as u64;

@@ -176,7 +176,10 @@ impl Remote {
                 self.pace.delivered(b.len());
                 Some(b.to_vec())
             }
-            Err(object_store::Error::NotFound { .. }) => None,
+            Err(object_store::Error::NotFound { .. }) => {
+                self.pace.delivered(0);
+                None
+            }
             Err(e) => {
                 self.fail(OFF, &e);
                 None
@@ -277,8 +280,11 @@ impl Remote {
                     r.bytes().await
                 }
                 .await;
-                if let Ok(b) = &got {
-                    pace.delivered(b.len());
+                // An absent object is an answer too (a cold run's batches are mostly that).
+                match &got {
+                    Ok(b) => pace.delivered(b.len()),
+                    Err(object_store::Error::NotFound { .. }) => pace.delivered(0),
+                    Err(_) => {}
                 }
                 // 1: taken; 0: damaged; 2: not signed by a trusted key (never taken).
                 let good = match &got {
@@ -399,8 +405,11 @@ impl Remote {
             let (store, path, pace) = (self.store.clone(), self.object(&name), self.pace.clone());
             async move {
                 let got = async { store.get(&path).await?.bytes().await }.await;
-                if let Ok(b) = &got {
-                    pace.delivered(b.len());
+                // An absent object is an answer too (a cold run's batches are mostly that).
+                match &got {
+                    Ok(b) => pace.delivered(b.len()),
+                    Err(object_store::Error::NotFound { .. }) => pace.delivered(0),
+                    Err(_) => {}
                 }
                 (name, got)
             }
