@@ -51,8 +51,16 @@ impl Bucket {
             a.extend(args!["--cache-url", Bucket::url(p)]);
         }
         a.extend(inputs.iter().map(|p| p.into()));
-        let o = std::process::Command::new(bin())
-            .args(&a)
+        let o = self.command(&a, env);
+        assert_ok(&o);
+        o
+    }
+
+    /// The binary with `args`, the bucket's environment and `env`, and none of the cache
+    /// variables of the machine running the tests.
+    fn command(&self, args: &[std::ffi::OsString], env: &[(&str, String)]) -> Output {
+        std::process::Command::new(bin())
+            .args(args)
             .env_remove("NSYS_JAX_PIPE_CACHE")
             .env_remove("NSYS_JAX_PIPE_CACHE_URL")
             .env_remove("NSYS_JAX_PIPE_CACHE_SIGNING_KEY")
@@ -60,9 +68,7 @@ impl Bucket {
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .output()
-            .expect("run nsys-jax-pipe");
-        assert_ok(&o);
-        o
+            .expect("run nsys-jax-pipe")
     }
 
     /// Every object under `prefix`, by key.
@@ -309,10 +315,7 @@ fn a_forged_entry_in_a_signed_cache_is_refused_and_replaced() {
     let tmp = tempfile::tempdir().unwrap();
     let t = |n: &str| tmp.path().join(n);
     let secret = t("ci.secret");
-    let o = std::process::Command::new(bin())
-        .args(args!["cache", "keygen", "ci", "-o", &secret])
-        .output()
-        .unwrap();
+    let o = b.command(&args!["cache", "keygen", "ci", "-o", &secret], &[]);
     assert_ok(&o);
     let public = String::from_utf8(o.stdout).unwrap().trim().to_string();
     let signer = [
@@ -392,23 +395,20 @@ fn a_label_input_replaced_in_the_bucket_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let t = |n: &str| tmp.path().join(n);
     let ranks = pax_archives(&f);
-    let o = std::process::Command::new(bin())
-        .args(args![
-            "analyze",
-            "-q",
-            "--cache-dir",
-            t("writer"),
-            "-o",
-            t("w-out"),
-            "--cache-url",
-            Bucket::url("labels"),
-            "--label",
-            "base"
-        ])
-        .arg(&ranks[0])
-        .envs(b.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .output()
-        .unwrap();
+    let mut a = args![
+        "analyze",
+        "-q",
+        "--cache-dir",
+        t("writer"),
+        "-o",
+        t("w-out"),
+        "--cache-url",
+        Bucket::url("labels"),
+        "--label",
+        "base"
+    ];
+    a.push(ranks[0].clone().into());
+    let o = b.command(&a, &[]);
     assert_ok(&o);
     let inputs: Vec<String> = b
         .server
@@ -418,22 +418,19 @@ fn a_label_input_replaced_in_the_bucket_is_refused() {
     assert_eq!(inputs.len(), 1, "{inputs:?}");
     b.put(&inputs[0], &std::fs::read(&ranks[1]).unwrap());
     let cache = t("reader");
-    let o = std::process::Command::new(bin())
-        .args(args![
-            "compare",
-            "-q",
-            "--cache-dir",
-            &cache,
-            "--cache-url",
-            Bucket::url("labels"),
-            "-o",
-            t("cmp"),
-            "base"
-        ])
-        .arg(&ranks[0])
-        .envs(b.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .output()
-        .unwrap();
+    let mut a = args![
+        "compare",
+        "-q",
+        "--cache-dir",
+        &cache,
+        "--cache-url",
+        Bucket::url("labels"),
+        "-o",
+        t("cmp"),
+        "base"
+    ];
+    a.push(ranks[0].clone().into());
+    let o = b.command(&a, &[]);
     assert!(!o.status.success());
     let err = stderr(&o);
     assert_eq!(
