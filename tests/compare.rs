@@ -211,6 +211,16 @@ fn a_ten_percent_slower_module_is_a_regression_naming_its_thunks() {
         assert!((c - 0.10).abs() < 0.03, "{}: {c}", t["key"]);
     }
     assert!(!metrics(&report, "op", "regression").is_empty());
+    // The same work in more time: the thunks that do FLOPs run about 9 % slower (1/1.1).
+    let rates = metrics(&report, "rate", "regression");
+    assert!(!rates.is_empty(), "{:?}", report["metrics"]);
+    for r in &rates {
+        assert_eq!(r["module"], "jit_train_step");
+        let c = r["stat"]["change"].as_f64().unwrap();
+        assert!((c - (1.0 / 1.1 - 1.0)).abs() < 0.03, "{}: {c}", r["key"]);
+        assert!(thunks.iter().any(|t| t["key"] == r["key"]), "{}", r["key"]);
+    }
+    assert!(metrics(&report, "rate", "improvement").is_empty());
     // Terminal, and the pull-request comment: the verdict first, naming module and thunks.
     let text = stdout(&o);
     assert!(

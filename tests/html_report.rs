@@ -19,6 +19,7 @@ const DEFAULT_SECTIONS: &[&str] = &[
     "flamegraph-source",
     "flamegraph-op_name",
     "memory",
+    "roofline",
 ];
 const MIB: u64 = 1024 * 1024;
 
@@ -350,7 +351,7 @@ fn a_capture_and_a_compare_of_two_captures_load() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|m| !["thunk", "op"].contains(&m["family"].as_str().unwrap_or("")))
+        .filter(|m| !["thunk", "op", "rate"].contains(&m["family"].as_str().unwrap_or("")))
         .filter(|m| m["stat"]["change"].is_number())
         .count()
         .min(40);

@@ -27,6 +27,7 @@ mod pax_reference;
 mod pgle_memory;
 mod python_package;
 mod remote_cache;
+mod roofline;
 mod run;
 mod run_cpu;
 mod shared_bucket;

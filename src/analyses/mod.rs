@@ -11,6 +11,8 @@ pub mod ops;
 pub mod pgle;
 pub mod range_sums;
 pub mod registry;
+pub mod roofline;
+pub mod roofline_model;
 pub mod share;
 pub mod sources;
 pub mod stragglers;

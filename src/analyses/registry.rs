@@ -1,7 +1,8 @@
 //! The built-in analyses, by name.
 
 use super::{
-    Registered, communication, compilation, memory, ops, pgle, sources, stragglers, summary,
+    Registered, communication, compilation, memory, ops, pgle, roofline, sources, stragglers,
+    summary,
 };
 
 /// The built-in analyses. Adding one is a new file in this folder implementing [`super::Analysis`]
@@ -15,6 +16,7 @@ pub static REGISTRY: &[&dyn Registered] = &[
     &sources::SourcesAnalysis,
     &pgle::PgleAnalysis,
     &memory::MemoryAnalysis,
+    &roofline::RooflineAnalysis,
     #[cfg(test)]
     &super::toy::ToyAnalysis,
 ];

@@ -15,6 +15,7 @@ use serde::de::DeserializeOwned;
 use crate::engine::node::{Keep, Node};
 use crate::engine::value::Value;
 use crate::engine::{Engine, Key, KeyBuilder, kinds};
+use crate::formats::gpus::DeviceFacts;
 use crate::frames::gpu::Programs;
 use crate::frames::warmup::Steady;
 
@@ -41,6 +42,9 @@ pub struct ProcessView<'a> {
     pub compile: Option<&'a RecordBatch>,
     /// [`Reads::Gpu`]: the decoded HLO of the process's programs (decoded on first use).
     pub programs: &'a (dyn Fn() -> Result<Arc<Programs>> + 'a),
+    /// For a share that reads them ([`Share::DEVICES`]): what the archive's device metadata
+    /// says of its GPUs (empty without the file).
+    pub devices: &'a (dyn Fn() -> Result<Vec<DeviceFacts>> + 'a),
 }
 
 impl ProcessView<'_> {
@@ -66,6 +70,9 @@ pub trait Share: Sync + 'static {
     /// How its values are kept in memory: a share read once, into the stored sum of its
     /// group of processes (see [`Share::add_up`]), is better dropped once read (`Volatile`).
     const KEEP: Keep = Keep::Stored;
+    /// Whether it reads the archive's device metadata ([`ProcessView::devices`]; its key
+    /// then includes that file's).
+    const DEVICES: bool = false;
     /// Its parameters (`()` for none); part of the key.
     type Param: Serialize + DeserializeOwned + Default + Send + Sync;
     type Value: Value + Clone;
@@ -152,6 +159,8 @@ pub trait AnyShare: Sync {
     /// The files implementing it (see [`Share::FILE`]).
     fn roots(&self) -> Vec<&'static str>;
     fn reads(&self) -> Reads;
+    /// Whether it reads the device metadata (see [`Share::DEVICES`]).
+    fn reads_devices(&self) -> bool;
     /// Its default parameters, canonical JSON.
     fn default_param(&self) -> String;
     fn key(&self, inputs: &ShareInputs) -> Key;
@@ -186,6 +195,9 @@ impl<S: Share> AnyShare for S {
     }
     fn reads(&self) -> Reads {
         S::READS
+    }
+    fn reads_devices(&self) -> bool {
+        S::DEVICES
     }
     fn default_param(&self) -> String {
         serde_json::to_string(&S::Param::default()).expect("plain parameters")

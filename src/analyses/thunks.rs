@@ -1,5 +1,6 @@
-//! The thunk share: one process's thunk and op-type durations per module execution, the map
-//! step of `compare`'s `thunk` and `op` metrics (and of any analysis that wants them).
+//! The thunk share: one process's thunk and op-type durations per module execution, and the
+//! thunks' achieved FLOP rates, the map step of `compare`'s `thunk`, `op` and `rate` metrics
+//! (and of any analysis that wants them).
 
 use std::collections::BTreeMap;
 
@@ -46,6 +47,10 @@ pub struct ThunkPartial {
     pub thunks: Vec<(String, String, String, Vec<i64>)>,
     /// (program id, module name, opcode, durations [ns] per (execution, device)).
     pub ops: Vec<(String, String, String, Vec<i64>)>,
+    /// (program id, module name, thunk name, achieved TFLOP/s per (execution, device)): its
+    /// FLOPs (the HLO's cost model) over its time, for thunks that do floating-point work.
+    #[serde(default)]
+    pub rates: Vec<(String, String, String, Vec<f64>)>,
 }
 
 impl crate::engine::value::JsonValue for ThunkPartial {}
@@ -109,6 +114,27 @@ pub fn thunk_partial<'a>(
         }
         for (code, v) in by_code {
             out.ops.push((program.to_string(), module.clone(), code, v));
+        }
+        let flops = |thunk: &str| -> Option<f64> {
+            let c = hlo?.costs.as_ref()?.by_instruction.get(thunk)?;
+            (c.flops > 0.0).then_some(c.flops)
+        };
+        let mut rates: Vec<(String, Vec<f64>)> = Vec::new();
+        for ((thunk, _), idx) in group_by(rows.len(), |r| (name.value(rows[r]), at(r))) {
+            let Some(f) = flops(thunk) else { continue };
+            let ns: i64 = idx.iter().map(|&r| d(r)).sum();
+            if ns <= 0 {
+                continue;
+            }
+            let tflops = f * idx.len() as f64 / ns as f64 / 1e3;
+            match rates.last_mut() {
+                Some((last, v)) if last == thunk => v.push(tflops),
+                _ => rates.push((thunk.to_string(), vec![tflops])),
+            }
+        }
+        for (thunk, v) in rates {
+            out.rates
+                .push((program.to_string(), module.clone(), thunk, v));
         }
     }
     out

@@ -130,17 +130,43 @@ pub(super) struct AnalysisSelection {
     pub analysis_args: Vec<String>,
     #[command(flatten)]
     pub pipeline: PipelineFile,
+    /// A peak for the roofline, over the GPU's: MATH=TFLOPS (fp8, int8, bf16, f16, tf32,
+    /// f32, f64; dense) or hbm=GB/s, e.g. `--peak bf16=989 --peak hbm=3350`. Repeatable.
+    #[arg(long = "peak", value_name = "NAME=VALUE")]
+    pub peaks: Vec<String>,
 }
 
 impl AnalysisSelection {
     /// Which analyses to run: `--analysis` names (`plan`), else the pipeline file, else the
-    /// default pipeline (`default` false: none).
+    /// default pipeline (`default` false: none); `--peak`s go to the roofline's parameters.
     pub fn requests(
         &self,
         plan: &[(String, Vec<String>)],
         default: bool,
     ) -> Result<Vec<AnalysisRequest>> {
-        requests(plan, self.pipeline.pipeline.as_deref(), default)
+        let mut r = requests(plan, self.pipeline.pipeline.as_deref(), default)?;
+        if !self.peaks.is_empty() {
+            use crate::analyses::Analysis;
+            use crate::analyses::roofline::RooflineAnalysis;
+            use crate::analyses::roofline_model::RooflineParams;
+            let name = RooflineAnalysis::NAME;
+            let mut any = false;
+            for req in r.iter_mut().filter(|q| q.name == name) {
+                let mut p: RooflineParams = serde_json::from_str(&req.params)?;
+                for arg in &self.peaks {
+                    p.peak.set(arg)?;
+                }
+                req.params = crate::analyses::find(name)
+                    .expect("a built-in analysis")
+                    .canonical_params(&serde_json::to_value(&p)?)
+                    .map_err(anyhow::Error::msg)?;
+                any = true;
+            }
+            if !any {
+                bail!("--peak: no {name} analysis is run (add --analysis {name})");
+            }
+        }
+        Ok(r)
     }
 }
 

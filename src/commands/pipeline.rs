@@ -153,7 +153,8 @@ mod tests {
                 "compilation",
                 "ops",
                 "sources",
-                "memory"
+                "memory",
+                "roofline"
             ]
         );
         assert_eq!(d[2].params, r#"{"detail":false}"#);

@@ -10,10 +10,8 @@
 //! (FP32, FP64) use the same clock, so their peaks can be a few per cent under the
 //! datasheets' (which quote them at the maximum boost clock).
 
-// Read by the roofline analysis, which is not built yet; tested here.
-#![cfg_attr(not(test), allow(dead_code))]
-
-use serde::Serialize;
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
 
 use super::hlo::cost::Math;
 
@@ -173,6 +171,7 @@ pub struct Peaks {
     pub source: String,
 }
 
+#[cfg(test)]
 impl Peaks {
     pub fn tflops(&self, math: Math) -> Option<f64> {
         self.tflops
@@ -183,7 +182,7 @@ impl Peaks {
 }
 
 /// What the report says of a device (`TARGET_INFO_GPU`).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DeviceFacts {
     pub name: String,
     pub sms: Option<u32>,
@@ -227,10 +226,95 @@ pub fn peaks(facts: &DeviceFacts) -> Option<Peaks> {
         tflops,
         memory_gb_s,
         source: format!(
-            "{} SMs × {} dense operations per SM per clock ({}) × {} MHz; {memory_from}",
-            sms, "by math unit", arch.name, product.clock_mhz
+            "{} SMs × dense operations per SM per clock of {} by math unit × {} MHz; \
+             {memory_from}",
+            sms, arch.name, product.clock_mhz
         ),
     })
+}
+
+/// `--peak`: peaks given by the user, over the device's. TFLOP/s per math unit; `hbm` in GB/s.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PeakOverride {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp8: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub int8: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bf16: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub f16: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tf32: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub f32: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub f64: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hbm: Option<f64>,
+}
+
+impl PeakOverride {
+    /// The peaks given, by math unit (None: the memory bandwidth).
+    pub fn entries(&self) -> Vec<(Option<Math>, f64)> {
+        [
+            (Some(Math::Fp8), self.fp8),
+            (Some(Math::Int8), self.int8),
+            (Some(Math::Bf16), self.bf16),
+            (Some(Math::F16), self.f16),
+            (Some(Math::Tf32), self.tf32),
+            (Some(Math::F32), self.f32),
+            (Some(Math::F64), self.f64),
+            (None, self.hbm),
+        ]
+        .into_iter()
+        .filter_map(|(m, v)| Some((m, v?)))
+        .collect()
+    }
+
+    /// Set one entry from `NAME=VALUE` (as `--peak` takes it).
+    pub fn set(&mut self, arg: &str) -> Result<()> {
+        let Some((k, v)) = arg.split_once('=') else {
+            anyhow::bail!("--peak {arg}: expected NAME=VALUE (e.g. bf16=989 or hbm=3350)");
+        };
+        let v: f64 = v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|x: &f64| x.is_finite() && *x > 0.0)
+            .ok_or_else(|| anyhow::anyhow!("--peak {arg}: the value must be a positive number"))?;
+        let slot = match k.trim() {
+            "fp8" => &mut self.fp8,
+            "int8" => &mut self.int8,
+            "bf16" => &mut self.bf16,
+            "f16" => &mut self.f16,
+            "tf32" => &mut self.tf32,
+            "f32" => &mut self.f32,
+            "f64" => &mut self.f64,
+            "hbm" => &mut self.hbm,
+            other => anyhow::bail!(
+                "--peak {arg}: unknown name {other:?} (fp8, int8, bf16, f16, tf32, f32, f64 in \
+                 TFLOP/s; hbm in GB/s)"
+            ),
+        };
+        *slot = Some(v);
+        Ok(())
+    }
+}
+
+/// The name of a math unit as tables print it (`vector` for FLOPs outside matmuls).
+pub fn math_name(m: Option<Math>) -> &'static str {
+    match m {
+        Some(Math::Fp8) => "fp8",
+        Some(Math::Int8) => "int8",
+        Some(Math::Bf16) => "bf16",
+        Some(Math::F16) => "f16",
+        Some(Math::Tf32) => "tf32",
+        Some(Math::F32) => "f32",
+        Some(Math::F64) => "f64",
+        None => "vector",
+    }
 }
 
 #[cfg(test)]

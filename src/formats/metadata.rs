@@ -72,6 +72,59 @@ pub fn gpu_names(device_metadata: Vec<u8>) -> Result<Vec<String>> {
     )
 }
 
+/// The integer column `name` of a metadata file (any integer type), or nothing without one.
+fn int_values(batch: &RecordBatch, name: &str) -> Result<Vec<Option<i64>>> {
+    let Some(c) = batch.column_by_name(name) else {
+        return Ok(Vec::new());
+    };
+    let c = cast(c, &DataType::Int64)?;
+    let c = c
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .expect("cast to Int64 gives integers");
+    Ok(c.iter().collect())
+}
+
+/// What `device-metadata.parquet` says of each device: name, SM count, compute capability
+/// and memory bandwidth (for its peaks, `super::gpus`). Rows without a name are left out.
+pub fn device_facts(device_metadata: Vec<u8>) -> Result<Vec<super::gpus::DeviceFacts>> {
+    let batch = super::read_parquet(device_metadata)?;
+    let col = |c: &str| format!("('{TARGET_INFO_GPU}', '{c}')");
+    let names = text_values(&batch, &col("name"))?;
+    let ints = |c: &str| -> Result<Vec<Option<i64>>> {
+        let v = int_values(&batch, &col(c))?;
+        Ok(if v.is_empty() {
+            vec![None; names.len()]
+        } else {
+            v
+        })
+    };
+    let (sms, major, minor, bandwidth) = (
+        ints("smCount")?,
+        ints("computeMajor")?,
+        ints("computeMinor")?,
+        ints("memoryBandwidth")?,
+    );
+    let positive = |v: Option<i64>| v.filter(|&x| x > 0);
+    Ok(names
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, name)| {
+            Some(super::gpus::DeviceFacts {
+                name: name?,
+                sms: positive(sms[i]).and_then(|x| u32::try_from(x).ok()),
+                capability: match (major[i], minor[i]) {
+                    (Some(a), Some(b)) if a > 0 && b >= 0 => {
+                        Some((u32::try_from(a).ok()?, u32::try_from(b).ok()?))
+                    }
+                    _ => None,
+                },
+                memory_bandwidth: positive(bandwidth[i]).map(|b| b as f64),
+            })
+        })
+        .collect())
+}
+
 /// The `(name, value)` entries of `system-metadata.parquet`.
 pub fn system_entries(system_metadata: Vec<u8>) -> Result<Vec<(String, String)>> {
     let batch = super::read_parquet(system_metadata)?;

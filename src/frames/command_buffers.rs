@@ -636,6 +636,8 @@ mod tests {
             heap_error: None,
             usage: None,
             usage_error: None,
+            costs: None,
+            cost_error: None,
         }
     }
 

@@ -5,8 +5,12 @@
 use crate::analyses::share::{AnyValue, ShareInputs, downcast};
 use crate::analyses::{AnyShare, ProcessView, Reads, RunShares, Share};
 use crate::engine::Key;
+use crate::error::Place;
+use crate::formats::archive::DEVICE_METADATA;
+use crate::formats::gpus::DeviceFacts;
+use crate::formats::metadata::device_facts;
 use crate::frames::gpu::Programs;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use std::sync::Arc;
 
 use super::frames::{
@@ -15,6 +19,7 @@ use super::frames::{
 };
 use super::hlo::{programs, programs_map};
 use super::keys::NONE;
+use super::members::{member_key, read_member};
 use super::{Db, NodeError, NodeResult, Out, Process, Run, fail};
 
 /// How many consecutive processes' shares are added up into one stored group (for a share
@@ -44,8 +49,13 @@ pub fn share_inputs(
                 .compiled
                 .intersection(&facts.value.programs)
                 .collect();
+            let devices = match share.reads_devices() {
+                true => member_key(db, p, DEVICE_METADATA)?.map(|(_, k)| k),
+                false => None,
+            };
             let context = Key::of_bytes(
-                &serde_json::to_vec(&(ctx.value.has_communication, relevant)).expect("plain data"),
+                &serde_json::to_vec(&(ctx.value.has_communication, relevant, devices))
+                    .expect("plain data"),
             );
             (gpu_frames_key(db, p)?.unwrap_or(NONE), context)
         }
@@ -72,6 +82,14 @@ pub fn share_any(
     fail(share.compute(db.engine(), &inputs, &|| {
         let decoded =
             || -> Result<Arc<Programs>> { Ok(Arc::new(programs_map(&programs(db, p)?.value))) };
+        let devices = || -> Result<Vec<DeviceFacts>> {
+            let Some(member) = p.resolve(db, DEVICE_METADATA) else {
+                return Ok(Vec::new());
+            };
+            read_member(db, p, &member)
+                .and_then(device_facts)
+                .with_context(|| Place::member(&p.archive_ref(db).path, &member))
+        };
         let none = [];
         let mut view = ProcessView {
             label,
@@ -79,6 +97,7 @@ pub fn share_any(
             frame_notes: &none,
             compile: None,
             programs: &decoded,
+            devices: &devices,
         };
         match share.reads() {
             Reads::Gpu => {

@@ -551,3 +551,114 @@ mod tests {
         assert!(short(&l).ends_with('…'));
     }
 }
+
+/// One op of a roofline chart.
+pub struct RoofPoint {
+    /// FLOP per byte.
+    pub intensity: f64,
+    pub tflops: f64,
+    /// Its time: the marker's area grows with it.
+    pub weight: f64,
+    /// Its colour group (the math unit).
+    pub series: String,
+}
+
+/// A log–log roofline: the memory roof (`bandwidth` GB/s × intensity) rising to each compute
+/// ceiling (`(name, TFLOP/s)`), and the ops as points, their area their weight.
+pub fn roofline(
+    points: &[RoofPoint],
+    ceilings: &[(String, f64)],
+    bandwidth: f64,
+) -> Result<String> {
+    let finite = |x: f64| x.is_finite() && x > 0.0;
+    let pts: Vec<&RoofPoint> = points
+        .iter()
+        .filter(|p| finite(p.intensity) && finite(p.tflops))
+        .collect();
+    let top = ceilings.iter().map(|c| c.1).fold(0.0, f64::max);
+    let ridge = |peak: f64| peak * 1e3 / bandwidth;
+    let (mut x0, mut x1) = pts.iter().fold((f64::INFINITY, 0.0f64), |(a, b), p| {
+        (a.min(p.intensity), b.max(p.intensity))
+    });
+    for c in ceilings {
+        x0 = x0.min(ridge(c.1));
+        x1 = x1.max(ridge(c.1));
+    }
+    if !finite(x0) || !finite(x1) {
+        (x0, x1) = (0.1, 1000.0);
+    }
+    let (x0, x1) = (x0 / 4.0, x1 * 4.0);
+    let y_hi = top.max(pts.iter().map(|p| p.tflops).fold(0.0, f64::max)) * 2.0;
+    let y_lo = pts
+        .iter()
+        .map(|p| p.tflops)
+        .fold(x0 * bandwidth / 1e3, f64::min)
+        / 2.0;
+    let mut names: Vec<String> = Vec::new();
+    for p in &pts {
+        if !names.contains(&p.series) {
+            names.push(p.series.clone());
+        }
+    }
+    let heaviest = pts
+        .iter()
+        .map(|p| p.weight)
+        .fold(0.0, f64::max)
+        .max(f64::MIN_POSITIVE);
+    let legend_h = legend_height(&names);
+    draw(440 + legend_h, |root| {
+        let (legend_area, area) = root.split_vertically(legend_h);
+        let mut chart = ChartBuilder::on(&area)
+            .margin(10)
+            .margin_right(30)
+            .x_label_area_size(40)
+            .y_label_area_size(80)
+            .build_cartesian_2d((x0..x1).log_scale(), (y_lo.max(1e-9)..y_hi).log_scale())
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_label_formatter(&|v| crate::units::sig3(*v))
+            .y_label_formatter(&|v| crate::units::sig3(*v))
+            .x_desc("arithmetic intensity (FLOP/byte)")
+            .y_desc("TFLOP/s")
+            .draw()
+            .map_err(err)?;
+        let grey = RGBColor(90, 90, 90);
+        for (name, peak) in ceilings {
+            let r = ridge(*peak);
+            chart
+                .draw_series(LineSeries::new(
+                    [(x0, x0 * bandwidth / 1e3), (r, *peak), (x1, *peak)],
+                    grey.stroke_width(1),
+                ))
+                .map_err(err)?;
+            chart
+                .draw_series([Text::new(
+                    format!("{name} {} TFLOP/s", crate::units::sig3(*peak)),
+                    (x1 / 30.0, *peak * 1.08),
+                    ("sans-serif", 12),
+                )])
+                .map_err(err)?;
+        }
+        chart
+            .draw_series([Text::new(
+                format!("HBM {} GB/s", crate::units::sig3(bandwidth)),
+                (x0 * 1.3, x0 * 1.3 * bandwidth / 1e3 * 1.25),
+                ("sans-serif", 12),
+            )])
+            .map_err(err)?;
+        for p in &pts {
+            let k = names.iter().position(|n| *n == p.series).unwrap_or(0);
+            let radius = (3.0 + 17.0 * (p.weight / heaviest).sqrt()).round() as i32;
+            chart
+                .draw_series([Circle::new(
+                    (p.intensity, p.tflops),
+                    radius,
+                    color(k).mix(0.6).filled(),
+                )])
+                .map_err(err)?;
+        }
+        draw_legend(&legend_area, &names)?;
+        Ok(())
+    })
+}

@@ -39,6 +39,7 @@ pub const PER_PROCESS_KINDS: &[&str] = &[
     "ops-partial",
     "stacks-partial",
     "memory-partial",
+    "roofline-partial",
 ];
 
 /// Every file of an output folder but its run record, by relative path, sorted.

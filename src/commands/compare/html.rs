@@ -158,7 +158,12 @@ fn changes(r: &Report) -> Result<Section> {
     let metrics: Vec<&Judged> = r
         .metrics
         .iter()
-        .filter(|m| !matches!(m.row.family, super::Family::Thunk | super::Family::Op))
+        .filter(|m| {
+            !matches!(
+                m.row.family,
+                super::Family::Thunk | super::Family::Op | super::Family::Rate
+            )
+        })
         .collect();
     if metrics.is_empty() {
         sec.para("Nothing to compare: no metric is on both sides.");

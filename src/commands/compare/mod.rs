@@ -536,7 +536,7 @@ fn families(
             .filter_map(|r| r.module.clone())
             .collect(),
     };
-    for family in [Family::Thunk, Family::Op] {
+    for family in [Family::Thunk, Family::Op, Family::Rate] {
         let cmp = if changed.is_empty() {
             FamilyComparison::default()
         } else {
@@ -549,7 +549,10 @@ fn families(
                     .filter(|x| x.module.as_ref().is_some_and(|m| changed.contains(m)))
                     .collect()
             };
-            let ops = family == Family::Op;
+            let of = |parts: &[&samples::ThunkPartial]| match family {
+                Family::Rate => samples::rates(parts),
+                f => samples::thunks(parts, f == Family::Op),
+            };
             family_node(
                 db,
                 family,
@@ -557,12 +560,7 @@ fn families(
                 &keys(&ht),
                 &serde_json::to_string(&changed)?,
                 st,
-                || {
-                    Ok((
-                        within(samples::thunks(&values(&bt), ops)),
-                        within(samples::thunks(&values(&ht), ops)),
-                    ))
-                },
+                || Ok((within(of(&values(&bt))), within(of(&values(&ht))))),
             )?
         };
         out.insert(family, cmp);

@@ -54,7 +54,7 @@ pub(super) fn what(r: &Report, j: &Judged) -> String {
         }
     }
     let mut s = match (&module, row.family) {
-        (Some(m), Family::Thunk | Family::Op) => format!("{m} › {}", row.key),
+        (Some(m), Family::Thunk | Family::Op | Family::Rate) => format!("{m} › {}", row.key),
         (Some(m), _) => m.clone(),
         _ => row.key.clone(),
     };
@@ -91,7 +91,7 @@ pub(super) fn verdict_cell(j: &Judged) -> String {
 pub(super) fn shown(r: &Report) -> Vec<&Judged> {
     r.metrics
         .iter()
-        .filter(|m| !matches!(m.row.family, Family::Thunk | Family::Op))
+        .filter(|m| !matches!(m.row.family, Family::Thunk | Family::Op | Family::Rate))
         .take(TOP)
         .collect()
 }
@@ -102,7 +102,7 @@ pub(super) fn within(r: &Report) -> Vec<&Judged> {
     let mut v: Vec<&Judged> = r
         .metrics
         .iter()
-        .filter(|m| matches!(m.row.family, Family::Thunk | Family::Op))
+        .filter(|m| matches!(m.row.family, Family::Thunk | Family::Op | Family::Rate))
         .filter(|m| matches!(m.verdict, Verdict::Regression | Verdict::Improvement))
         .collect();
     v.sort_by(|a, b| {
@@ -110,7 +110,11 @@ pub(super) fn within(r: &Report) -> Vec<&Judged> {
             (Some(b), Some(h)) => (h - b).abs(),
             _ => 0.0,
         };
-        w(b).total_cmp(&w(a))
+        // Times first (ms, by what they gained or lost), then FLOP rates (TFLOP/s).
+        let rate = |j: &Judged| j.row.family == Family::Rate;
+        rate(a)
+            .cmp(&rate(b))
+            .then_with(|| w(b).total_cmp(&w(a)))
             .then_with(|| a.row.key.cmp(&b.row.key))
     });
     v.truncate(TOP);

@@ -31,10 +31,13 @@ pub enum Family {
     Pass,
     /// Bus bandwidth of one collective instance, per (collective, message size).
     Bandwidth,
+    /// Achieved TFLOP/s of one thunk per module execution (its FLOPs from the HLO over its
+    /// time): slower at the same work shows here, more work in more time does not.
+    Rate,
 }
 
 impl Family {
-    pub const ALL: [Family; 7] = [
+    pub const ALL: [Family; 8] = [
         Family::Module,
         Family::Wait,
         Family::Thunk,
@@ -42,6 +45,7 @@ impl Family {
         Family::Compile,
         Family::Pass,
         Family::Bandwidth,
+        Family::Rate,
     ];
 
     pub fn name(self) -> &'static str {
@@ -53,6 +57,7 @@ impl Family {
             Family::Compile => "compile",
             Family::Pass => "pass",
             Family::Bandwidth => "bandwidth",
+            Family::Rate => "rate",
         }
     }
 
@@ -60,14 +65,15 @@ impl Family {
         Family::ALL.into_iter().find(|f| f.name() == s)
     }
 
-    /// Whether a larger value is worse (durations) or better (bandwidth).
+    /// Whether a larger value is worse (durations) or better (bandwidth, FLOP rates).
     pub fn lower_is_better(self) -> bool {
-        self != Family::Bandwidth
+        !matches!(self, Family::Bandwidth | Family::Rate)
     }
 
     pub fn unit(self) -> &'static str {
         match self {
             Family::Bandwidth => "GB/s",
+            Family::Rate => "TFLOP/s",
             Family::Compile => "s",
             _ => "ms",
         }
@@ -147,6 +153,25 @@ pub fn thunks(parts: &[&ThunkPartial], ops: bool) -> Vec<Series> {
                 })
                 .values
                 .extend(v.iter().map(|&d| d as f64 / NS_PER_MS));
+        }
+    }
+    by.into_values().collect()
+}
+
+/// Achieved TFLOP/s of each thunk per module execution.
+pub fn rates(parts: &[&ThunkPartial]) -> Vec<Series> {
+    let mut by: BTreeMap<(&str, &str), Series> = BTreeMap::new();
+    for part in parts {
+        for (program, module, key, v) in &part.rates {
+            by.entry((program.as_str(), key.as_str()))
+                .or_insert_with(|| Series {
+                    program_id: Some(program.clone()),
+                    module: Some(module.clone()),
+                    key: key.clone(),
+                    values: vec![],
+                })
+                .values
+                .extend(v.iter().copied().filter(|x| x.is_finite()));
         }
     }
     by.into_values().collect()

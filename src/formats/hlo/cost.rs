@@ -7,10 +7,11 @@
 //!   (2·B·M·N·K). cuBLAS calls (`custom-call` to `__cublas$…`) the same, with their dimension
 //!   numbers and precision from the GEMM backend config (their result is a tuple: the output,
 //!   then a workspace, which is not counted).
-//! - Convolutions (`convolution`, and cuDNN calls `__cudnn$conv…` with their window and
-//!   dimension numbers): 2 × result elements × the kernel's input features × the window's
-//!   size (backward convolutions are convolutions of their own operands, so the same rule
-//!   counts them; padding is not subtracted, as textbook counts do not).
+//! - Convolutions (`convolution`, and cuDNN calls `__cudnn$conv…`): what the forward
+//!   convolution costs, 2 × its output's elements × the filter's elements per output feature
+//!   (window × input features per group); cuDNN's backward calls keep the forward dimension
+//!   numbers, their operands say which shape is the forward output and which the filter.
+//!   Padding is not subtracted, as textbook counts do not.
 //! - Elementwise arithmetic: one per result element; transcendentals (exp, log, tanh,
 //!   logistic, trigonometry, roots, powers, erf) counted apart, not as FLOPs; `reduce`: one
 //!   per input element; `reduce-window`: one per result element and window position.
@@ -24,9 +25,6 @@
 //!
 //! A shape that is absent or does not add up gives no cost for that instruction and a note,
 //! never a guessed count.
-
-// Read by the roofline analysis, which is not built yet; tested here.
-#![cfg_attr(not(test), allow(dead_code))]
 
 use std::collections::HashMap;
 
@@ -137,7 +135,7 @@ struct Instr {
     operands: Vec<i64>,
     called: Vec<i64>,
     window: Vec<i64>,
-    kernel_input_feature: Option<i64>,
+    kernel_output_feature: Option<i64>,
     lhs_contracting: Option<Vec<i64>>,
     target: String,
     backend_config: Vec<u8>,
@@ -170,8 +168,17 @@ pub fn module_costs(hlo_pb: &[u8]) -> Result<ModuleCosts> {
         shapes,
         computations: by_id,
     };
+    // Only instructions that can be a kernel of their own are kept: those of computations
+    // run as such (the entry, loop bodies, branches, command buffers), not the parts of a
+    // fusion or the combiners of reductions, which are costed within their caller.
+    let inner: std::collections::HashSet<i64> = computations
+        .iter()
+        .flat_map(|(_, is)| is.iter())
+        .filter(|i| INLINED_CALLERS.contains(&i.opcode.as_str()))
+        .flat_map(|i| i.called.iter().copied())
+        .collect();
     let mut out = ModuleCosts::default();
-    for (_, instrs) in &computations {
+    for (_, instrs) in computations.iter().filter(|(id, _)| !inner.contains(id)) {
         for i in instrs {
             match model.cost(i, 0) {
                 Ok(c) => {
@@ -184,6 +191,20 @@ pub fn module_costs(hlo_pb: &[u8]) -> Result<ModuleCosts> {
     out.notes.sort();
     Ok(out)
 }
+
+/// Opcodes whose called computations are parts of their kernel, never kernels of their own.
+const INLINED_CALLERS: &[&str] = &[
+    "fusion",
+    "reduce",
+    "reduce-window",
+    "scatter",
+    "select-and-scatter",
+    "sort",
+    "map",
+    "all-reduce",
+    "all-reduce-start",
+    "reduce-scatter",
+];
 
 struct Model<'a> {
     shapes: HashMap<i64, &'a Shape>,
@@ -289,20 +310,42 @@ impl Model<'_> {
             c.math = math(lhs.ty, &precision);
         } else if op == "convolution" || (op == "custom-call" && target.starts_with("__cudnn$conv"))
         {
-            let rhs = self.shape(
-                *i.operands
-                    .get(1)
-                    .ok_or_else(|| anyhow!("no kernel operand"))?,
-            )?;
-            let f = i
-                .kernel_input_feature
+            // Every form costs what its forward convolution does: 2 × the forward output's
+            // elements × the filter's elements per output feature (window × input features
+            // per group). cuDNN's backward calls keep the forward window and dimension
+            // numbers: the data gradient reads the forward output's gradient (operand 0)
+            // and the filter; the filter gradient reads the input and the forward output's
+            // gradient (operand 1) and writes the filter.
+            let operand = |k: usize| -> Result<&Shape> {
+                self.shape(
+                    *i.operands
+                        .get(k)
+                        .ok_or_else(|| anyhow!("operand {k} missing"))?,
+                )
+            };
+            let (forward_out, filter) = if target.contains("BackwardInput") {
+                (operand(0)?, operand(1)?)
+            } else if target.contains("BackwardFilter") {
+                (operand(1)?, result)
+            } else {
+                (result, operand(1)?)
+            };
+            let out_features = i
+                .kernel_output_feature
                 .and_then(|d| usize::try_from(d).ok())
-                .and_then(|d| rhs.dims.get(d))
+                .and_then(|d| filter.dims.get(d))
+                .filter(|&&n| n > 0)
                 .ok_or_else(|| anyhow!("a convolution without dimension numbers"))?;
-            let window: f64 = i.window.iter().map(|&w| w.max(1) as f64).product();
-            c.flops = 2.0 * elements()? * *f as f64 * window;
+            let per_output = filter
+                .elements()
+                .ok_or_else(|| anyhow!("a shape with negative dimensions"))?
+                / *out_features as f64;
+            let out = forward_out
+                .elements()
+                .ok_or_else(|| anyhow!("a shape with negative dimensions"))?;
+            c.flops = 2.0 * out * per_output;
             c.matmul_flops = c.flops;
-            let lhs = self.shape(i.operands[0])?;
+            let lhs = operand(0)?;
             c.math = math(lhs.ty, &i.precision);
         } else if op == "fusion" || op == "call" || op == "async-start" {
             for comp in &i.called {
@@ -328,7 +371,13 @@ impl Model<'_> {
         // Bytes moved by the instruction's own kernel (inside a fusion, what the fusion
         // reads and writes counts, not its parts).
         if depth == 0 {
-            let mut bytes = result.bytes().unwrap_or(0.0);
+            // A library call's extra results are its scratch space, not data it writes.
+            let written = if op == "custom-call" {
+                result
+            } else {
+                &i.shape
+            };
+            let mut bytes = written.bytes().unwrap_or(0.0);
             for o in &i.operands {
                 bytes += self.shape(*o).ok().and_then(Shape::bytes).unwrap_or(0.0);
             }
@@ -525,8 +574,10 @@ fn instruction(bytes: &[u8]) -> Result<Instr> {
                 })?;
             }
             16 => each_field(v.bytes()?, |f, d| {
-                if f == 3 {
-                    i.kernel_input_feature = d.ints()?.first().copied();
+                // proto3 leaves a 0 out: present dimension numbers mean 0 until told.
+                i.kernel_output_feature.get_or_insert(0);
+                if f == 4 {
+                    i.kernel_output_feature = d.ints()?.first().copied();
                 }
                 Ok(())
             })?,
@@ -649,6 +700,66 @@ mod tests {
         );
         assert_eq!(c.by_instruction["custom-call.4"].math, Some(Math::Bf16));
         assert!(c.notes.is_empty(), "{:?}", c.notes);
+        // A fusion writing a tuple writes every element: y (2^28 f32) and the partial sums,
+        // after reading x: 2 GiB and the partials.
+        let y = &c.by_instruction["input_add_reduce_fusion"];
+        assert!(
+            y.bytes >= 2.0 * 1024f64.powi(3) && y.bytes < 2.0 * 1024f64.powi(3) + 1e6,
+            "{}",
+            y.bytes
+        );
+    }
+
+    /// The CNN step's eleven cuDNN convolutions (tests/data/convnet-nocmdbuf/README.md):
+    /// forward, data-gradient and filter-gradient calls each cost their forward convolution,
+    /// 2·N·H·W·Cout·Cin·KH·KW, 4.735201e11 FLOP a step.
+    #[test]
+    fn backward_convolutions_cost_their_forward_convolution() {
+        let c = costs_of("convnet-nocmdbuf");
+        let conv = |cin: f64, cout: f64| 2.0 * 64.0 * 56.0 * 56.0 * cout * cin * 9.0;
+        for (names, want) in [
+            (
+                &["cudnn-conv.4", "cudnn-conv-bw-filter.4"][..],
+                conv(64.0, 64.0),
+            ),
+            (
+                &[
+                    "cudnn-conv.5",
+                    "cudnn-conv-bw-filter.5",
+                    "cudnn-conv-bw-input.5",
+                ][..],
+                conv(64.0, 128.0),
+            ),
+            (
+                &[
+                    "cudnn-conv.6",
+                    "cudnn-conv-bw-filter.6",
+                    "cudnn-conv-bw-input.4",
+                ][..],
+                conv(128.0, 128.0),
+            ),
+            (
+                &[
+                    "cudnn-conv.7",
+                    "cudnn-conv-bw-filter.7",
+                    "cudnn-conv-bw-input.3",
+                ][..],
+                conv(128.0, 128.0),
+            ),
+        ] {
+            for n in names {
+                let got = c.by_instruction[*n].flops;
+                assert!((got - want).abs() <= 1e-9 * want, "{n}: {got} != {want}");
+                assert_eq!(c.by_instruction[*n].math, Some(Math::Bf16), "{n}");
+            }
+        }
+        let total: f64 = c
+            .by_instruction
+            .iter()
+            .filter(|(n, _)| n.starts_with("cudnn-conv"))
+            .map(|(_, c)| c.flops)
+            .sum();
+        assert!((total - 4.735201e11).abs() < 1e-6 * 4.735201e11, "{total}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::cost::ModuleCosts;
 use super::heap::{HeapProfile, UsageSummary};
 use super::instruction::HloInstructionInfo;
 use super::model::StackFrameIndex;
@@ -24,6 +25,10 @@ pub struct HloModuleInfo {
     /// XLA's memory usage report of the module, when the dump has one.
     pub usage: Option<UsageSummary>,
     pub usage_error: Option<String>,
+    /// What each instruction costs (docs/design.md, "Cost model"); filled by the reader of
+    /// the dump, which also says why when it cannot be.
+    pub costs: Option<Arc<ModuleCosts>>,
+    pub cost_error: Option<String>,
 }
 
 impl HloModuleInfo {

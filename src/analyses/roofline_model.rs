@@ -1,0 +1,1029 @@
+//! `roofline`: how close each op of the steady state runs to what the GPU can do — its FLOPs
+//! and bytes from the HLO's cost model, its achieved TFLOP/s and GB/s, the roof at its
+//! arithmetic intensity and the share of it reached, compute- or memory-bound — and the model
+//! and hardware FLOPs utilisation of each module and of the steady state (docs/design.md,
+//! "Roofline").
+//!
+//! Output contract (`roofline.json`): `{"peaks":{device, tflops:{math: TFLOP/s}, memory_gb_s,
+//! source, overridden:[..]} | null, "steady":{time_ms, steps, step_ms, flops, matmul_flops,
+//! model_flops, math, tflops, mfu_percent, hfu_percent}, "modules":[{program_id, module,
+//! executions, time_ms, flops, matmul_flops, recomputed_flops, math, tflops, mfu_percent,
+//! hfu_percent, costed_percent}], "ops":[{program_id, module, thunk, opcode, op_name,
+//! executions, time_ms, percent, flops, bytes, intensity, tflops, gb_s, math, roof_tflops,
+//! roof_percent, bound}], "uncosted":{communication_ms, command_buffer_ms, without_hlo_ms,
+//! not_costed_ms}, "notes":[..]}`. FLOPs and bytes of an op are per execution; of a module
+//! or the steady state, over all its executions on every device.
+//!
+//! This file computes it (the map and reduce steps and their types); `super::roofline` is the
+//! analysis (its share, terminal text and report section).
+//!
+//! Map: per process, per (program, thunk) its executions and whole time (exposed and hidden:
+//! the kernel's own time) with the instruction's cost; per program its steady module time;
+//! per device the first start and last end of the steady state; the device metadata. Reduce:
+//! the peaks (the devices' or `--peak`'s), then the op, module and steady-state rows.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::{Int32Type, Int64Type};
+use serde::{Deserialize, Serialize};
+
+use crate::analyses::ops::modules_by_program;
+use crate::analyses::summary::short_id;
+use crate::formats::gpus::{self, DeviceFacts, PeakOverride, Peaks, math_name};
+use crate::formats::hlo::cost::{Cost, Math};
+use crate::frames::command_buffers::is_command_buffer;
+use crate::frames::gpu::{
+    COMMAND_BUFFER, COMMUNICATION, DEVICE, NAME, OP_NAME, PROGRAM_ID, PROGRAM_NAME, PROJ_DUR,
+    PROJ_DUR_HIDDEN, PROJ_START, Programs,
+};
+use crate::frames::warmup::Steady;
+use crate::stats::group_by;
+use crate::units::duration_ms;
+
+/// One (program, thunk) of one process.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct OpPart {
+    pub program_id: String,
+    pub thunk: String,
+    pub opcode: String,
+    pub op_name: String,
+    pub communication: bool,
+    /// Executions, over the process's devices.
+    pub executions: u64,
+    /// Their whole time [ns] (exposed and hidden).
+    pub time_ns: i64,
+    /// The instruction's cost per execution (None: not costed; `missing` says why).
+    pub cost: Option<Cost>,
+    /// Why it has no cost: "command buffer", "no instruction", "not costed".
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub missing: String,
+    /// Recomputed work (XLA's rematerialisation, `jax.checkpoint`): not model FLOPs.
+    pub recomputed: bool,
+}
+
+/// One program of one process.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ModulePart {
+    pub program_id: String,
+    pub name: String,
+    /// Steady executions, over the process's devices, and their time [ns].
+    pub executions: u64,
+    pub time_ns: i64,
+    /// The devices it ran on.
+    pub devices: u64,
+    /// Whether the dump holds its HLO with costs.
+    pub costed: bool,
+    /// Per device, the starts of its executions [ns], in order (the step period).
+    pub starts: Vec<(i32, Vec<i64>)>,
+}
+
+/// One process's share of `roofline`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct RooflinePartial {
+    pub devices: Vec<DeviceFacts>,
+    pub modules: Vec<ModulePart>,
+    /// Per device: first start and last end of the steady state [ns].
+    pub spans: Vec<(i32, i64, i64)>,
+    pub ops: Vec<OpPart>,
+    pub notes: Vec<String>,
+}
+
+impl crate::engine::value::JsonValue for RooflinePartial {}
+
+/// Whether an instruction is recomputed work: XLA's rematerialisation names its copies
+/// `<name>.remat[N]`; JAX names what `jax.checkpoint` recomputes `rematted_computation`.
+fn recomputed(thunk: &str, op_name: &str) -> bool {
+    thunk
+        .rsplit_once('.')
+        .is_some_and(|(_, s)| s.starts_with("remat"))
+        || op_name.contains("rematted_computation")
+}
+
+/// The map step.
+pub fn partial(steady: &Steady, programs: &Programs) -> RooflinePartial {
+    let by_program = modules_by_program(programs);
+    let mut out = RooflinePartial::default();
+    let m = &steady.module;
+    let prog = m.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
+    let name = m.column_by_name(PROGRAM_NAME).unwrap().as_string::<i32>();
+    let dev = m
+        .column_by_name(DEVICE)
+        .unwrap()
+        .as_primitive::<Int32Type>();
+    let start = m
+        .column_by_name(PROJ_START)
+        .unwrap()
+        .as_primitive::<Int64Type>();
+    let dur = m
+        .column_by_name(PROJ_DUR)
+        .unwrap()
+        .as_primitive::<Int64Type>();
+    for (p, rows) in group_by(m.num_rows(), |i| prog.value(i)) {
+        let modules = by_program.get(p);
+        let costed = modules.is_some_and(|ms| ms.iter().any(|m| m.costs.is_some()));
+        let module_name = name.value(rows[0]);
+        for hm in modules.into_iter().flatten() {
+            if let Some(e) = &hm.cost_error {
+                out.notes.push(format!(
+                    "module {module_name}: the cost model cannot read its dump: {e}"
+                ));
+            }
+            if let Some(c) = hm.costs.as_ref().filter(|c| !c.notes.is_empty()) {
+                out.notes.push(format!(
+                    "module {module_name}: {} instruction(s) not costed (a shape absent or \
+                     damaged in the dump), e.g. {}",
+                    c.notes.len(),
+                    c.notes[0]
+                ));
+            }
+        }
+        out.modules.push(ModulePart {
+            program_id: p.to_string(),
+            name: module_name.to_string(),
+            executions: rows.len() as u64,
+            time_ns: rows.iter().map(|&i| dur.value(i)).sum(),
+            devices: rows
+                .iter()
+                .map(|&i| dev.value(i))
+                .collect::<BTreeSet<_>>()
+                .len() as u64,
+            costed,
+            starts: group_by(rows.len(), |k| dev.value(rows[k]))
+                .into_iter()
+                .map(|(d, ks)| {
+                    let mut st: Vec<i64> = ks.iter().map(|&k| start.value(rows[k])).collect();
+                    st.sort_unstable();
+                    (d, st)
+                })
+                .collect(),
+        });
+    }
+    for (d, rows) in group_by(m.num_rows(), |i| dev.value(i)) {
+        let first = rows.iter().map(|&i| start.value(i)).min().unwrap_or(0);
+        let last = rows
+            .iter()
+            .map(|&i| start.value(i) + dur.value(i))
+            .max()
+            .unwrap_or(0);
+        out.spans.push((d, first, last));
+    }
+    let t = &steady.thunk;
+    let prog = t.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
+    let thunk = t.column_by_name(NAME).unwrap().as_string::<i32>();
+    let op_name = t.column_by_name(OP_NAME).unwrap().as_string::<i32>();
+    let comm = t.column_by_name(COMMUNICATION).unwrap().as_boolean();
+    let in_buffer = t.column_by_name(COMMAND_BUFFER).unwrap().as_string::<i32>();
+    let dur = t
+        .column_by_name(PROJ_DUR)
+        .unwrap()
+        .as_primitive::<Int64Type>();
+    let hidden = t
+        .column_by_name(PROJ_DUR_HIDDEN)
+        .unwrap()
+        .as_primitive::<Int64Type>();
+    for ((p, th), rows) in group_by(t.num_rows(), |i| (prog.value(i), thunk.value(i))) {
+        let first = rows[0];
+        let modules = by_program.get(p);
+        let instr = modules.and_then(|ms| ms.iter().find_map(|m| m.instruction(th)));
+        let cost = modules.and_then(|ms| {
+            ms.iter()
+                .find_map(|m| m.costs.as_ref().and_then(|c| c.by_instruction.get(th)))
+        });
+        let unattributed = is_command_buffer(th)
+            && (!in_buffer.is_valid(first) || in_buffer.value(first) == th)
+            && instr.is_none();
+        let missing = match (cost, instr) {
+            (Some(_), _) => "",
+            _ if unattributed => "command buffer",
+            (None, None) => "no instruction",
+            (None, Some(_)) => "not costed",
+        };
+        let op_name_text = match instr {
+            Some(i) => i.op_name().to_string(),
+            None if op_name.is_valid(first) => op_name.value(first).to_string(),
+            None => String::new(),
+        };
+        out.ops.push(OpPart {
+            program_id: p.to_string(),
+            thunk: th.to_string(),
+            opcode: instr.map(|i| i.opcode().to_string()).unwrap_or_default(),
+            recomputed: recomputed(th, &op_name_text),
+            op_name: op_name_text,
+            communication: comm.value(first),
+            executions: rows.len() as u64,
+            time_ns: rows.iter().map(|&i| dur.value(i) + hidden.value(i)).sum(),
+            cost: cost.cloned(),
+            missing: missing.to_string(),
+        });
+    }
+    out
+}
+
+#[derive(Serialize, Deserialize, Debug, Default, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RooflineParams {
+    #[serde(default)]
+    pub peak: PeakOverride,
+}
+
+/// The peaks used, and where they come from.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct PeaksUsed {
+    pub device: String,
+    pub tflops: BTreeMap<Math, f64>,
+    pub memory_gb_s: Option<f64>,
+    pub source: String,
+    /// What `--peak` set.
+    pub overridden: Vec<String>,
+}
+
+impl PeaksUsed {
+    fn compute(&self, math: Option<Math>) -> Option<f64> {
+        self.tflops.get(&math.unwrap_or(Math::F32)).copied()
+    }
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct OpRow {
+    pub program_id: String,
+    pub module: String,
+    pub thunk: String,
+    pub opcode: String,
+    pub op_name: String,
+    pub executions: u64,
+    pub time_ms: f64,
+    /// Of the costed ops' time.
+    pub percent: f64,
+    /// Per execution.
+    pub flops: f64,
+    pub bytes: f64,
+    /// FLOP per byte (None without bytes).
+    pub intensity: Option<f64>,
+    pub tflops: f64,
+    pub gb_s: f64,
+    /// The unit its FLOPs run on: a matmul's math, `vector` else.
+    pub math: String,
+    pub roof_tflops: Option<f64>,
+    /// Of the roof at its intensity (of the memory bandwidth for an op without FLOPs).
+    pub roof_percent: Option<f64>,
+    /// `compute` or `memory` (None without peaks).
+    pub bound: Option<String>,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq, Default)]
+pub struct Utilisation {
+    pub time_ms: f64,
+    pub flops: f64,
+    pub matmul_flops: f64,
+    /// Matmul FLOPs less the recomputed ones.
+    pub model_flops: f64,
+    /// The math unit of most matmul FLOPs (its peak is the one MFU divides by).
+    pub math: Option<String>,
+    pub tflops: f64,
+    pub mfu_percent: Option<f64>,
+    pub hfu_percent: Option<f64>,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct ModuleRow {
+    pub program_id: String,
+    pub module: String,
+    pub executions: u64,
+    #[serde(flatten)]
+    pub use_: Utilisation,
+    pub recomputed_flops: f64,
+    /// Of its ops' time (communication left out), the share with a cost.
+    pub costed_percent: f64,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq, Default)]
+pub struct SteadyRow {
+    /// Over the steady state: per device, its first start to its last end.
+    #[serde(flatten)]
+    pub use_: Utilisation,
+    pub devices: u64,
+}
+
+/// The training step: the program doing most of the matmul FLOPs (with the programs of its
+/// name), one execution of it per device and the work of the steady state shared out over them, over the median time
+/// between two of its starts on a device.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct StepRow {
+    pub module: String,
+    pub program_id: String,
+    /// Its executions per device.
+    pub steps: f64,
+    /// Median time from one start to the next on a device.
+    pub period_ms: f64,
+    /// Per step and device, over `period_ms`.
+    #[serde(flatten)]
+    pub use_: Utilisation,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq, Default)]
+pub struct Uncosted {
+    pub communication_ms: f64,
+    pub command_buffer_ms: f64,
+    pub without_hlo_ms: f64,
+    pub not_costed_ms: f64,
+}
+
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct Roofline {
+    pub peaks: Option<PeaksUsed>,
+    pub steady: SteadyRow,
+    /// None when no program with matmuls ran at least twice on a device.
+    pub step: Option<StepRow>,
+    pub modules: Vec<ModuleRow>,
+    pub ops: Vec<OpRow>,
+    pub uncosted: Uncosted,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+const MS: f64 = 1e-6;
+
+/// The peaks of the run's devices (the first the tables know), `--peak`'s over them.
+fn peaks_used(
+    parts: &[&RooflinePartial],
+    over: &PeakOverride,
+    notes: &mut Vec<String>,
+) -> Option<PeaksUsed> {
+    let mut names: Vec<&DeviceFacts> = Vec::new();
+    for d in parts.iter().flat_map(|p| &p.devices) {
+        if !names.iter().any(|n| n.name == d.name) {
+            names.push(d);
+        }
+    }
+    if names.len() > 1 {
+        notes.push(format!(
+            "the run's GPUs differ ({}); the roofline uses the first's peaks",
+            names
+                .iter()
+                .map(|d| d.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let found: Option<Peaks> = names.iter().find_map(|d| gpus::peaks(d));
+    let overrides = over.entries();
+    let mut used = match (&found, names.first()) {
+        (Some(p), _) => PeaksUsed {
+            device: p.device.clone(),
+            tflops: p.tflops.iter().copied().collect(),
+            memory_gb_s: Some(p.memory_gb_s),
+            source: p.source.clone(),
+            overridden: vec![],
+        },
+        (None, first) => {
+            let device = first.map_or("unknown GPU".to_string(), |d| d.name.clone());
+            let ran = parts.iter().any(|p| !p.ops.is_empty());
+            if overrides.is_empty() && first.is_none() && ran {
+                notes.push(
+                    "the archive says nothing of its GPUs (no device metadata): achieved rates \
+                     only; give the peaks with --peak (e.g. --peak bf16=989 --peak hbm=3350)"
+                        .to_string(),
+                );
+                return None;
+            }
+            if overrides.is_empty() && !ran {
+                return None;
+            }
+            if overrides.is_empty() {
+                notes.push(format!(
+                    "no peaks for {device} (not in the table of GPUs): achieved rates only; \
+                     give them with --peak (e.g. --peak bf16=989 --peak hbm=3350)"
+                ));
+                return None;
+            }
+            PeaksUsed {
+                device,
+                tflops: BTreeMap::new(),
+                memory_gb_s: None,
+                source: "--peak".to_string(),
+                overridden: vec![],
+            }
+        }
+    };
+    for (m, v) in overrides {
+        match m {
+            Some(m) => {
+                used.tflops.insert(m, v);
+                used.overridden.push(format!("{}={v}", math_name(Some(m))));
+            }
+            None => {
+                used.memory_gb_s = Some(v);
+                used.overridden.push(format!("hbm={v}"));
+            }
+        }
+    }
+    Some(used)
+}
+
+/// FLOPs of a module or of the steady state, by the unit they run on.
+#[derive(Default)]
+struct Flops {
+    /// Matmul FLOPs by math unit: all of them, and the recomputed ones.
+    by_math: BTreeMap<Math, (f64, f64)>,
+    /// FLOPs outside matmuls (the vector units').
+    vector: f64,
+}
+
+impl Flops {
+    fn scaled(&self, k: f64) -> Flops {
+        Flops {
+            by_math: self
+                .by_math
+                .iter()
+                .map(|(m, (a, r))| (*m, (a * k, r * k)))
+                .collect(),
+            vector: self.vector * k,
+        }
+    }
+
+    fn matmul(&self) -> f64 {
+        self.by_math.values().map(|v| v.0).sum()
+    }
+
+    fn add(&mut self, o: &Flops) {
+        for (m, (a, r)) in &o.by_math {
+            let e = self.by_math.entry(*m).or_default();
+            e.0 += a;
+            e.1 += r;
+        }
+        self.vector += o.vector;
+    }
+}
+
+/// Utilisation over `time_ns`. With one math unit, MFU is model FLOPs ÷ (time × its peak);
+/// with several, each unit's FLOPs take the time its peak needs for them, so the share of
+/// the time that work would take at the peaks is the utilisation (the same number with one
+/// unit, never above 100 % for work that fits the peaks). HFU adds the recomputed FLOPs and
+/// those outside matmuls (at the vector peak).
+fn utilisation(f: &Flops, time_ns: f64, peaks: Option<&PeaksUsed>) -> Utilisation {
+    let dominant = f
+        .by_math
+        .iter()
+        .max_by(|a, b| a.1.0.total_cmp(&b.1.0))
+        .map(|(m, _)| *m);
+    let matmul: f64 = f.by_math.values().map(|v| v.0).sum();
+    let model: f64 = f.by_math.values().map(|v| v.0 - v.1).sum();
+    let secs = time_ns * 1e-9;
+    let ideal = |model_only: bool| -> Option<f64> {
+        let p = peaks?;
+        let mut t = 0.0;
+        for (m, (all, re)) in &f.by_math {
+            let flops = if model_only { all - re } else { *all };
+            t += flops / (p.tflops.get(m)? * 1e12);
+        }
+        if !model_only && f.vector > 0.0 {
+            t += f.vector / (p.compute(None)? * 1e12);
+        }
+        Some(t)
+    };
+    let of_time = |t: Option<f64>| {
+        t.filter(|_| secs > 0.0 && dominant.is_some())
+            .map(|t| 100.0 * t / secs)
+    };
+    let flops = matmul + f.vector;
+    Utilisation {
+        time_ms: time_ns * MS,
+        flops,
+        matmul_flops: matmul,
+        model_flops: model,
+        math: match f.by_math.len() {
+            0 => None,
+            1 => dominant.map(|m| math_name(Some(m)).to_string()),
+            _ => Some(
+                f.by_math
+                    .keys()
+                    .map(|m| math_name(Some(*m)))
+                    .collect::<Vec<_>>()
+                    .join("+"),
+            ),
+        },
+        tflops: if secs > 0.0 { flops / secs / 1e12 } else { 0.0 },
+        mfu_percent: of_time(ideal(true)),
+        hfu_percent: of_time(ideal(false)),
+    }
+}
+
+/// The op row of merged (program, thunk) parts with a cost.
+fn op_row(o: &OpPart, module: &str, cost: &Cost, peaks: Option<&PeaksUsed>) -> OpRow {
+    let secs = o.time_ns as f64 * 1e-9;
+    let n = o.executions as f64;
+    let rate = |x: f64| if secs > 0.0 { x * n / secs } else { 0.0 };
+    let tflops = rate(cost.flops) / 1e12;
+    let gb_s = rate(cost.bytes) / 1e9;
+    let intensity = (cost.bytes > 0.0).then(|| cost.flops / cost.bytes);
+    let math = if cost.matmul_flops > 0.0 {
+        cost.math
+    } else {
+        None
+    };
+    let (mut roof, mut percent, mut bound) = (None, None, None);
+    if let Some(p) = peaks {
+        let compute = p.compute(math);
+        let memory = p.memory_gb_s;
+        if cost.flops > 0.0 {
+            let mem_roof = match (intensity, memory) {
+                (Some(i), Some(bw)) => Some(i * bw / 1e3),
+                _ => None,
+            };
+            let r = match (compute, mem_roof) {
+                (Some(c), Some(m)) => Some(c.min(m)),
+                (c, m) => c.or(m),
+            };
+            bound = match (compute, mem_roof) {
+                (Some(c), Some(m)) => Some(if m < c { "memory" } else { "compute" }),
+                (Some(_), None) => Some("compute"),
+                (None, Some(_)) => Some("memory"),
+                _ => None,
+            };
+            roof = r;
+            percent = r.filter(|r| *r > 0.0).map(|r| 100.0 * tflops / r);
+        } else if let Some(bw) = memory.filter(|_| cost.bytes > 0.0) {
+            bound = Some("memory");
+            percent = Some(100.0 * gb_s / bw);
+        }
+    }
+    OpRow {
+        program_id: o.program_id.clone(),
+        module: module.to_string(),
+        thunk: o.thunk.clone(),
+        opcode: o.opcode.clone(),
+        op_name: o.op_name.clone(),
+        executions: o.executions,
+        time_ms: o.time_ns as f64 * MS,
+        percent: 0.0,
+        flops: cost.flops,
+        bytes: cost.bytes,
+        intensity,
+        tflops,
+        gb_s,
+        math: math_name(math).to_string(),
+        roof_tflops: roof,
+        roof_percent: percent,
+        bound: bound.map(str::to_string),
+    }
+}
+
+/// The step row (see [`StepRow`]): `programs` are (id, name, matmul FLOPs).
+fn step_row(
+    parts: &[&RooflinePartial],
+    programs: &[(String, String, f64)],
+    all: &Flops,
+    peaks: Option<&PeaksUsed>,
+) -> Option<StepRow> {
+    let (id, name, _) = programs
+        .iter()
+        .filter(|p| p.2 > 0.0)
+        .max_by(|a, b| a.2.total_cmp(&b.2).then(b.0.cmp(&a.0)))?;
+    let mut gaps: Vec<f64> = Vec::new();
+    let mut executions = 0usize;
+    let mut devices = 0usize;
+    // Programs of the same name are the same step compiled on other ranks (their
+    // fingerprints can differ) or again.
+    for m in parts
+        .iter()
+        .flat_map(|p| &p.modules)
+        .filter(|m| &m.name == name)
+    {
+        for (_, starts) in &m.starts {
+            executions += starts.len();
+            devices += 1;
+            gaps.extend(starts.windows(2).map(|w| (w[1] - w[0]) as f64));
+        }
+    }
+    let period = crate::stats::median(&gaps)?;
+    let per_step = executions.max(1) as f64;
+    Some(StepRow {
+        module: name.clone(),
+        program_id: id.clone(),
+        steps: executions as f64 / devices.max(1) as f64,
+        period_ms: period * MS,
+        use_: utilisation(&all.scaled(1.0 / per_step), period, peaks),
+    })
+}
+
+/// The reduce step.
+pub fn reduce(parts: &[&RooflinePartial], params: &RooflineParams) -> Roofline {
+    let mut notes: Vec<String> = Vec::new();
+    for p in parts {
+        for n in &p.notes {
+            if !notes.contains(n) {
+                notes.push(n.clone());
+            }
+        }
+    }
+    let peaks = peaks_used(parts, &params.peak, &mut notes);
+    // Programs: name, executions, time, devices, costed.
+    let mut modules: BTreeMap<&str, (String, u64, i64, u64, bool)> = BTreeMap::new();
+    for m in parts.iter().flat_map(|p| &p.modules) {
+        let e = modules
+            .entry(&m.program_id)
+            .or_insert_with(|| (m.name.clone(), 0, 0, 0, m.costed));
+        e.1 += m.executions;
+        e.2 += m.time_ns;
+        e.3 += m.devices;
+        e.4 |= m.costed;
+    }
+    // Ops merged over processes.
+    let mut ops: BTreeMap<(&str, &str), OpPart> = BTreeMap::new();
+    for o in parts.iter().flat_map(|p| &p.ops) {
+        ops.entry((&o.program_id, &o.thunk))
+            .and_modify(|m| {
+                m.executions += o.executions;
+                m.time_ns += o.time_ns;
+                if m.cost.is_none() && o.cost.is_some() {
+                    m.cost = o.cost.clone();
+                    m.missing.clear();
+                }
+            })
+            .or_insert_with(|| o.clone());
+    }
+    #[derive(Default)]
+    struct Sums {
+        flops: Flops,
+        costed_ns: i64,
+        compute_ns: i64,
+    }
+    let mut per_module: BTreeMap<&str, Sums> = BTreeMap::new();
+    let mut uncosted = Uncosted::default();
+    let mut rows = Vec::new();
+    for o in ops.values() {
+        let (name, _, _, _, costed) = modules
+            .get(o.program_id.as_str())
+            .cloned()
+            .unwrap_or_default();
+        let s = per_module.entry(&o.program_id).or_default();
+        let ms = o.time_ns as f64 * MS;
+        if o.communication {
+            uncosted.communication_ms += ms;
+            continue;
+        }
+        s.compute_ns += o.time_ns;
+        let Some(cost) = &o.cost else {
+            match o.missing.as_str() {
+                "command buffer" => uncosted.command_buffer_ms += ms,
+                _ if !costed => uncosted.without_hlo_ms += ms,
+                _ => uncosted.not_costed_ms += ms,
+            }
+            continue;
+        };
+        s.costed_ns += o.time_ns;
+        let n = o.executions as f64;
+        match cost.math.filter(|_| cost.matmul_flops > 0.0) {
+            Some(m) => {
+                let e = s.flops.by_math.entry(m).or_default();
+                e.0 += cost.matmul_flops * n;
+                if o.recomputed {
+                    e.1 += cost.matmul_flops * n;
+                }
+                s.flops.vector += (cost.flops - cost.matmul_flops).max(0.0) * n;
+            }
+            None => s.flops.vector += cost.flops * n,
+        }
+        rows.push(op_row(o, &name, cost, peaks.as_ref()));
+    }
+    let costed_total: f64 = rows.iter().map(|r| r.time_ms).sum();
+    for r in &mut rows {
+        r.percent = if costed_total > 0.0 {
+            100.0 * r.time_ms / costed_total
+        } else {
+            0.0
+        };
+    }
+    rows.sort_by(|a, b| b.time_ms.total_cmp(&a.time_ms).then(a.thunk.cmp(&b.thunk)));
+    let above: Vec<&OpRow> = rows
+        .iter()
+        .filter(|r| r.roof_percent.is_some_and(|p| p > 105.0))
+        .collect();
+    if !above.is_empty() {
+        let ms: f64 = above.iter().map(|r| r.time_ms).sum();
+        notes.push(format!(
+            "{} op(s) ({} of the costed time, e.g. {}) run above their roof: the memory roof is \
+             the HBM's bandwidth, and data an op finds in the L2 cache (or reads less than \
+             once) is not bound by it",
+            above.len(),
+            crate::units::percent(ms / costed_total.max(f64::MIN_POSITIVE)),
+            above[0].thunk
+        ));
+    }
+
+    let mut module_rows = Vec::new();
+    let mut per_program: Vec<(String, String, f64)> = Vec::new();
+    let mut all = Flops::default();
+    for (id, (name, executions, time_ns, _, costed)) in &modules {
+        if !costed {
+            notes.push(format!(
+                "module {name} ({}): no HLO with costs in the dump: its {} are not costed",
+                short_id(id),
+                duration_ms(*time_ns as f64 * MS)
+            ));
+        }
+        let s = per_module.remove(id).unwrap_or_default();
+        per_program.push((id.to_string(), name.clone(), s.flops.matmul()));
+        module_rows.push(ModuleRow {
+            program_id: id.to_string(),
+            module: name.clone(),
+            executions: *executions,
+            use_: utilisation(&s.flops, *time_ns as f64, peaks.as_ref()),
+            recomputed_flops: s.flops.by_math.values().map(|v| v.1).sum(),
+            costed_percent: if s.compute_ns > 0 {
+                100.0 * s.costed_ns as f64 / s.compute_ns as f64
+            } else {
+                0.0
+            },
+        });
+        all.add(&s.flops);
+    }
+    module_rows.sort_by(|a, b| {
+        b.use_
+            .time_ms
+            .total_cmp(&a.use_.time_ms)
+            .then(a.module.cmp(&b.module))
+    });
+    // The steady state: per device first start to last end, summed over devices.
+    let wall: i64 = parts
+        .iter()
+        .flat_map(|p| &p.spans)
+        .map(|(_, s, e)| e - s)
+        .sum();
+    let devices = parts.iter().map(|p| p.spans.len()).sum::<usize>().max(1) as u64;
+    let step = step_row(parts, &per_program, &all, peaks.as_ref());
+    Roofline {
+        steady: SteadyRow {
+            use_: utilisation(&all, wall as f64, peaks.as_ref()),
+            devices,
+        },
+        step,
+        peaks,
+        modules: module_rows,
+        ops: rows,
+        uncosted,
+        notes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h100() -> DeviceFacts {
+        DeviceFacts {
+            name: "NVIDIA H100 80GB HBM3".into(),
+            sms: Some(132),
+            capability: Some((9, 0)),
+            memory_bandwidth: Some(3.352e12),
+        }
+    }
+
+    fn op(thunk: &str, n: u64, ms: f64, cost: Option<Cost>) -> OpPart {
+        OpPart {
+            program_id: "p".into(),
+            thunk: thunk.into(),
+            opcode: "custom-call".into(),
+            op_name: String::new(),
+            communication: false,
+            executions: n,
+            time_ns: (ms * 1e6) as i64,
+            missing: if cost.is_some() { "" } else { "not costed" }.into(),
+            cost,
+            recomputed: recomputed(thunk, ""),
+        }
+    }
+
+    fn matmul(flops: f64, bytes: f64, math: Math) -> Option<Cost> {
+        Some(Cost {
+            flops,
+            matmul_flops: flops,
+            transcendentals: 0.0,
+            bytes,
+            math: Some(math),
+        })
+    }
+
+    fn vector(flops: f64, bytes: f64) -> Option<Cost> {
+        Some(Cost {
+            flops,
+            bytes,
+            ..Default::default()
+        })
+    }
+
+    fn part(devices: Vec<DeviceFacts>, ops: Vec<OpPart>, module_ms: f64) -> RooflinePartial {
+        RooflinePartial {
+            devices,
+            modules: vec![ModulePart {
+                program_id: "p".into(),
+                name: "jit_step".into(),
+                executions: 10,
+                time_ns: (module_ms * 1e6) as i64,
+                devices: 1,
+                costed: true,
+                starts: vec![(0, (0..10).map(|i| i * 3_000_000).collect())],
+            }],
+            spans: vec![(0, 0, 30_000_000)],
+            ops,
+            notes: vec![],
+        }
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-6 * b.abs().max(1e-30)
+    }
+
+    /// A bf16 GEMM at half the bf16 peak, an elementwise op at 3 TB/s, a copy, an all-gather
+    /// and a recomputed GEMM: each op's roof and bound, and the module's MFU (model FLOPs at
+    /// the bf16 peak over the module time) and HFU (every FLOP, the vector ones at the f32
+    /// peak).
+    #[test]
+    fn rates_roofs_and_utilisation() {
+        let bf16 = 132.0 * 4096.0 * 1830e6 / 1e12;
+        // 10 × 1 TFLOP in 20 ms: 500 TFLOP/s.
+        let gemm = op("custom-call.1", 10, 20.0, matmul(1e12, 1e8, Math::Bf16));
+        // 10 × 1 GFLOP, 4 GB each, in 13.3 ms: 3 TB/s at 0.25 FLOP/B.
+        let ew = op("loop_add_fusion", 10, 40.0 / 3.0, vector(1e9, 4e9));
+        let copy = op("copy.1", 10, 10.0, vector(0.0, 1e9));
+        let remat = op(
+            "custom-call.2.remat",
+            10,
+            2.0,
+            matmul(1e11, 1e8, Math::Bf16),
+        );
+        let mut ag = op("all-gather.1", 10, 5.0, None);
+        ag.communication = true;
+        let lost = op("fusion.9", 10, 1.0, None);
+        let r = reduce(
+            &[&part(
+                vec![h100()],
+                vec![gemm, ew, copy, remat, ag, lost],
+                25.0,
+            )],
+            &RooflineParams::default(),
+        );
+        let row = |t: &str| r.ops.iter().find(|o| o.thunk == t).unwrap();
+        let g = row("custom-call.1");
+        assert!(close(g.tflops, 500.0), "{g:?}");
+        assert_eq!(g.bound.as_deref(), Some("compute"));
+        assert!(close(g.roof_tflops.unwrap(), bf16));
+        assert!(close(g.roof_percent.unwrap(), 100.0 * 500.0 / bf16));
+        assert_eq!(g.math, "bf16");
+        let e = row("loop_add_fusion");
+        assert!(close(e.gb_s, 3000.0), "{e:?}");
+        assert_eq!(e.bound.as_deref(), Some("memory"));
+        assert!(close(e.roof_tflops.unwrap(), 0.25 * 3352.0 / 1e3));
+        assert!(close(e.roof_percent.unwrap(), 100.0 * 3000.0 / 3352.0));
+        assert_eq!(e.math, "vector");
+        let c = row("copy.1");
+        assert_eq!(c.intensity, Some(0.0));
+        assert_eq!(c.bound.as_deref(), Some("memory"));
+        assert!(close(c.roof_percent.unwrap(), 100.0 * 1000.0 / 3352.0));
+        assert!(
+            r.ops
+                .iter()
+                .all(|o| o.thunk != "all-gather.1" && o.thunk != "fusion.9")
+        );
+        assert!(close(r.uncosted.communication_ms, 5.0));
+        assert!(close(r.uncosted.not_costed_ms, 1.0));
+        // Sorted by time.
+        assert_eq!(r.ops[0].thunk, "custom-call.1");
+
+        let m = &r.modules[0];
+        assert!(close(m.recomputed_flops, 1e12));
+        assert!(close(m.use_.model_flops, 1e13));
+        assert!(close(m.use_.matmul_flops, 1.1e13));
+        let secs = 25e-3;
+        let mfu = 100.0 * 1e13 / (secs * bf16 * 1e12);
+        assert!(close(m.use_.mfu_percent.unwrap(), mfu), "{m:?}");
+        let f32 = 132.0 * 256.0 * 1830e6 / 1e12;
+        let hfu = 100.0 * (1.1e13 / (bf16 * 1e12) + 1e10 / (f32 * 1e12)) / secs;
+        assert!(close(m.use_.hfu_percent.unwrap(), hfu), "{m:?}");
+        assert_eq!(m.use_.math.as_deref(), Some("bf16"));
+        // The module's compute ops' time is costed but fusion.9's 1 ms.
+        let compute_ms = 20.0 + 40.0 / 3.0 + 10.0 + 2.0 + 1.0;
+        assert!((m.costed_percent - 100.0 * (compute_ms - 1.0) / compute_ms).abs() < 1e-3);
+        // The step: one program, every 3 ms; the steady state: 30 ms.
+        let step = r.step.as_ref().unwrap();
+        assert!(close(step.period_ms, 3.0));
+        assert!(close(step.steps, 10.0));
+        assert!(close(step.use_.model_flops, 1e12));
+        assert!(close(r.steady.use_.time_ms, 30.0));
+    }
+
+    /// With several math units, MFU is the time the work would take at each unit's peak
+    /// over the time it took: one TFLOP of bf16 and one of tf32 in 10 ms.
+    #[test]
+    fn several_math_units_share_the_time() {
+        let ops = vec![
+            op("custom-call.1", 1, 3.0, matmul(1e12, 1e8, Math::Bf16)),
+            op("custom-call.2", 1, 7.0, matmul(1e12, 1e8, Math::Tf32)),
+        ];
+        let r = reduce(
+            &[&part(vec![h100()], ops, 10.0)],
+            &RooflineParams::default(),
+        );
+        let bf16 = 132.0 * 4096.0 * 1830e6;
+        let tf32 = bf16 / 2.0;
+        let want = 100.0 * (1e12 / bf16 + 1e12 / tf32) / 10e-3;
+        let m = &r.modules[0];
+        assert!(close(m.use_.mfu_percent.unwrap(), want), "{m:?}");
+        assert!(m.use_.mfu_percent.unwrap() < 100.0);
+        assert_eq!(m.use_.math.as_deref(), Some("bf16+tf32"));
+    }
+
+    /// `--peak` wins over the table; a GPU the table lacks gets achieved rates and a note,
+    /// or the peaks given.
+    #[test]
+    fn peaks_given_win_and_unknown_gpus_get_none() {
+        let ops = || vec![op("custom-call.1", 10, 20.0, matmul(1e12, 1e8, Math::Bf16))];
+        let mut params = RooflineParams::default();
+        params.peak.set("bf16=1000").unwrap();
+        params.peak.set("hbm=2000").unwrap();
+        let r = reduce(&[&part(vec![h100()], ops(), 25.0)], &params);
+        let p = r.peaks.as_ref().unwrap();
+        assert_eq!(p.tflops[&Math::Bf16], 1000.0);
+        assert_eq!(p.memory_gb_s, Some(2000.0));
+        assert_eq!(p.overridden, ["bf16=1000", "hbm=2000"]);
+        assert!(close(r.ops[0].roof_percent.unwrap(), 50.0));
+        assert!(close(r.modules[0].use_.mfu_percent.unwrap(), 40.0));
+
+        let t4 = DeviceFacts {
+            name: "Tesla T4".into(),
+            ..Default::default()
+        };
+        let r = reduce(
+            &[&part(vec![t4.clone()], ops(), 25.0)],
+            &RooflineParams::default(),
+        );
+        assert!(r.peaks.is_none());
+        assert!(
+            r.notes.iter().any(|n| n.contains("no peaks for Tesla T4")),
+            "{:?}",
+            r.notes
+        );
+        assert!(close(r.ops[0].tflops, 500.0));
+        assert_eq!(r.ops[0].roof_percent, None);
+        assert_eq!(r.modules[0].use_.mfu_percent, None);
+        let r = reduce(&[&part(vec![t4], ops(), 25.0)], &params);
+        assert_eq!(r.peaks.as_ref().unwrap().source, "--peak");
+        assert!(close(r.ops[0].roof_percent.unwrap(), 50.0));
+
+        let r = reduce(&[&part(vec![], ops(), 25.0)], &RooflineParams::default());
+        assert!(
+            r.notes.iter().any(|n| n.contains("no device metadata")),
+            "{:?}",
+            r.notes
+        );
+
+        for bad in ["bf16", "bf16=", "bf16=-1", "bf16=inf", "tpu=3", "hbm=x"] {
+            let e = RooflineParams::default()
+                .peak
+                .set(bad)
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(&format!("--peak {bad}: ")), "{e}");
+        }
+    }
+
+    /// A program the dump lacks is named in a note, its time left out; two GPU models are
+    /// said.
+    #[test]
+    fn programs_without_costs_are_named() {
+        let mut p = part(vec![h100()], vec![op("fusion.1", 10, 1.0, None)], 2.0);
+        p.modules[0].costed = false;
+        let mut a100 = h100();
+        a100.name = "NVIDIA A100-SXM4-80GB".into();
+        let mut q = part(vec![a100], vec![], 1.0);
+        q.modules[0].program_id = "q".into();
+        let r = reduce(&[&p, &q], &RooflineParams::default());
+        assert!(close(r.uncosted.without_hlo_ms, 1.0));
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.starts_with("module jit_step (p): no HLO")),
+            "{:?}",
+            r.notes
+        );
+        assert!(
+            r.notes.iter().any(|n| n.contains("GPUs differ")),
+            "{:?}",
+            r.notes
+        );
+        assert!(r.ops.is_empty());
+    }
+
+    #[test]
+    fn recomputed_work_is_recognised() {
+        assert!(recomputed("fusion.12.remat", ""));
+        assert!(recomputed("fusion.12.remat2", ""));
+        assert!(recomputed(
+            "custom-call.3",
+            "jit(step)/transpose(jvp(f))/rematted_computation/dot_general"
+        ));
+        assert!(!recomputed("fusion.12", "jit(step)/dot_general"));
+        assert!(!recomputed("remat_fusion", ""));
+    }
+}
