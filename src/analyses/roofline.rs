@@ -7,10 +7,10 @@
 use anyhow::Result;
 
 use super::roofline_model::{
-    PeaksUsed, Roofline, RooflineParams, RooflinePartial, Utilisation, partial, reduce,
+    Roofline, RooflineParams, RooflinePartial, Utilisation, partial, reduce,
 };
 use crate::analyses::{Analysis, ProcessView, Reads, Reduced, RunShares, Share, ShareUse};
-use crate::formats::gpus::math_name;
+use crate::formats::gpus::{PeaksUsed, math_name};
 use crate::formats::hlo::cost::Math;
 use crate::report::Section;
 use crate::units::{duration_ms, sig3};
@@ -230,6 +230,16 @@ pub fn render(r: &Roofline) -> String {
             w,
             2,
         ));
+        out.push('\n');
+    }
+    if r.ops_left_out.ops > 0 {
+        let l = &r.ops_left_out;
+        let text = format!(
+            "roofline.json lists the longest ops; {} shorter ones ({}) are left out",
+            l.ops,
+            duration_ms(l.time_ms)
+        );
+        out.push_str(&wrap(&text, w, 2));
         out.push('\n');
     }
     out

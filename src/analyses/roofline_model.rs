@@ -8,7 +8,7 @@
 //! source, overridden:[..]} | null, "steady":{time_ms, steps, step_ms, flops, matmul_flops,
 //! model_flops, math, tflops, mfu_percent, hfu_percent}, "modules":[{program_id, module,
 //! executions, time_ms, flops, matmul_flops, recomputed_flops, math, tflops, mfu_percent,
-//! hfu_percent, costed_percent}], "ops":[{program_id, module, thunk, opcode, op_name,
+//! hfu_percent, costed_percent}], "ops":[{program_id, module, thunk, opcode,
 //! executions, time_ms, percent, flops, bytes, intensity, tflops, gb_s, math, roof_tflops,
 //! roof_percent, bound}], "uncosted":{communication_ms, command_buffer_ms, without_hlo_ms,
 //! not_costed_ms}, "notes":[..]}`. FLOPs and bytes of an op are per execution; of a module
@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::analyses::ops::modules_by_program;
 use crate::analyses::summary::short_id;
-use crate::formats::gpus::{self, DeviceFacts, PeakOverride, Peaks, math_name};
+use crate::formats::gpus::{DeviceFacts, PeakOverride, PeaksUsed, math_name, peaks_used};
 use crate::formats::hlo::cost::{Cost, Math};
 use crate::frames::command_buffers::is_command_buffer;
 use crate::frames::gpu::{
@@ -47,7 +47,6 @@ pub struct OpPart {
     pub program_id: String,
     pub thunk: String,
     pub opcode: String,
-    pub op_name: String,
     pub communication: bool,
     /// Executions, over the process's devices.
     pub executions: u64,
@@ -121,21 +120,20 @@ pub fn partial(steady: &Steady, programs: &Programs) -> RooflinePartial {
         .as_primitive::<Int64Type>();
     for (p, rows) in group_by(m.num_rows(), |i| prog.value(i)) {
         let modules = by_program.get(p);
-        let costed = modules.is_some_and(|ms| ms.iter().any(|m| m.costs.is_some()));
+        let costed = modules.is_some_and(|ms| ms.iter().any(|m| m.costs().is_ok()));
         let module_name = name.value(rows[0]);
         for hm in modules.into_iter().flatten() {
-            if let Some(e) = &hm.cost_error {
-                out.notes.push(format!(
+            match hm.costs() {
+                Err(e) => out.notes.push(format!(
                     "module {module_name}: the cost model cannot read its dump: {e}"
-                ));
-            }
-            if let Some(c) = hm.costs.as_ref().filter(|c| !c.notes.is_empty()) {
-                out.notes.push(format!(
+                )),
+                Ok(c) if !c.notes.is_empty() => out.notes.push(format!(
                     "module {module_name}: {} instruction(s) not costed (a shape absent or \
                      damaged in the dump), e.g. {}",
                     c.notes.len(),
                     c.notes[0]
-                ));
+                )),
+                Ok(_) => {}
             }
         }
         out.modules.push(ModulePart {
@@ -182,13 +180,24 @@ pub fn partial(steady: &Steady, programs: &Programs) -> RooflinePartial {
         .column_by_name(PROJ_DUR_HIDDEN)
         .unwrap()
         .as_primitive::<Int64Type>();
-    for ((p, th), rows) in group_by(t.num_rows(), |i| (prog.value(i), thunk.value(i))) {
-        let first = rows[0];
+    // One pass, hashed: (program, thunk) -> first row, executions, whole time.
+    let mut groups: std::collections::HashMap<(&str, &str), (usize, u64, i64)> =
+        std::collections::HashMap::new();
+    for i in 0..t.num_rows() {
+        let g = groups
+            .entry((prog.value(i), thunk.value(i)))
+            .or_insert((i, 0, 0));
+        g.1 += 1;
+        g.2 += dur.value(i) + hidden.value(i);
+    }
+    let mut groups: Vec<((&str, &str), (usize, u64, i64))> = groups.into_iter().collect();
+    groups.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    for ((p, th), (first, executions, time_ns)) in groups {
         let modules = by_program.get(p);
         let instr = modules.and_then(|ms| ms.iter().find_map(|m| m.instruction(th)));
         let cost = modules.and_then(|ms| {
             ms.iter()
-                .find_map(|m| m.costs.as_ref().and_then(|c| c.by_instruction.get(th)))
+                .find_map(|m| m.costs().ok().and_then(|c| c.by_instruction.get(th)))
         });
         let unattributed = is_command_buffer(th)
             && (!in_buffer.is_valid(first) || in_buffer.value(first) == th)
@@ -200,19 +209,18 @@ pub fn partial(steady: &Steady, programs: &Programs) -> RooflinePartial {
             (None, Some(_)) => "not costed",
         };
         let op_name_text = match instr {
-            Some(i) => i.op_name().to_string(),
-            None if op_name.is_valid(first) => op_name.value(first).to_string(),
-            None => String::new(),
+            Some(i) => i.op_name(),
+            None if op_name.is_valid(first) => op_name.value(first),
+            None => "",
         };
         out.ops.push(OpPart {
             program_id: p.to_string(),
             thunk: th.to_string(),
             opcode: instr.map(|i| i.opcode().to_string()).unwrap_or_default(),
-            recomputed: recomputed(th, &op_name_text),
-            op_name: op_name_text,
+            recomputed: recomputed(th, op_name_text),
             communication: comm.value(first),
-            executions: rows.len() as u64,
-            time_ns: rows.iter().map(|&i| dur.value(i) + hidden.value(i)).sum(),
+            executions,
+            time_ns,
             cost: cost.cloned(),
             missing: missing.to_string(),
         });
@@ -227,30 +235,12 @@ pub struct RooflineParams {
     pub peak: PeakOverride,
 }
 
-/// The peaks used, and where they come from.
-#[derive(Serialize, Clone, Debug, PartialEq)]
-pub struct PeaksUsed {
-    pub device: String,
-    pub tflops: BTreeMap<Math, f64>,
-    pub memory_gb_s: Option<f64>,
-    pub source: String,
-    /// What `--peak` set.
-    pub overridden: Vec<String>,
-}
-
-impl PeaksUsed {
-    fn compute(&self, math: Option<Math>) -> Option<f64> {
-        self.tflops.get(&math.unwrap_or(Math::F32)).copied()
-    }
-}
-
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct OpRow {
     pub program_id: String,
     pub module: String,
     pub thunk: String,
     pub opcode: String,
-    pub op_name: String,
     pub executions: u64,
     pub time_ms: f64,
     /// Of the costed ops' time.
@@ -321,6 +311,17 @@ pub struct StepRow {
     pub use_: Utilisation,
 }
 
+/// The ops kept in the result: the longest, until this share of the costed time…
+pub const OPS_KEPT_FRACTION: f64 = 0.999;
+/// …and at most this many.
+pub const OPS_KEPT: usize = 1000;
+
+#[derive(Serialize, Clone, Debug, PartialEq, Default)]
+pub struct LeftOut {
+    pub ops: usize,
+    pub time_ms: f64,
+}
+
 #[derive(Serialize, Clone, Debug, PartialEq, Default)]
 pub struct Uncosted {
     pub communication_ms: f64,
@@ -338,88 +339,14 @@ pub struct Roofline {
     pub modules: Vec<ModuleRow>,
     pub ops: Vec<OpRow>,
     pub uncosted: Uncosted,
+    /// The ops left out of `ops`: those after the longest ones that make up
+    /// [`OPS_KEPT_FRACTION`] of the costed time (at most [`OPS_KEPT`]).
+    pub ops_left_out: LeftOut,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
 
 const MS: f64 = 1e-6;
-
-/// The peaks of the run's devices (the first the tables know), `--peak`'s over them.
-fn peaks_used(
-    parts: &[&RooflinePartial],
-    over: &PeakOverride,
-    notes: &mut Vec<String>,
-) -> Option<PeaksUsed> {
-    let mut names: Vec<&DeviceFacts> = Vec::new();
-    for d in parts.iter().flat_map(|p| &p.devices) {
-        if !names.iter().any(|n| n.name == d.name) {
-            names.push(d);
-        }
-    }
-    if names.len() > 1 {
-        notes.push(format!(
-            "the run's GPUs differ ({}); the roofline uses the first's peaks",
-            names
-                .iter()
-                .map(|d| d.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    let found: Option<Peaks> = names.iter().find_map(|d| gpus::peaks(d));
-    let overrides = over.entries();
-    let mut used = match (&found, names.first()) {
-        (Some(p), _) => PeaksUsed {
-            device: p.device.clone(),
-            tflops: p.tflops.iter().copied().collect(),
-            memory_gb_s: Some(p.memory_gb_s),
-            source: p.source.clone(),
-            overridden: vec![],
-        },
-        (None, first) => {
-            let device = first.map_or("unknown GPU".to_string(), |d| d.name.clone());
-            let ran = parts.iter().any(|p| !p.ops.is_empty());
-            if overrides.is_empty() && first.is_none() && ran {
-                notes.push(
-                    "the archive says nothing of its GPUs (no device metadata): achieved rates \
-                     only; give the peaks with --peak (e.g. --peak bf16=989 --peak hbm=3350)"
-                        .to_string(),
-                );
-                return None;
-            }
-            if overrides.is_empty() && !ran {
-                return None;
-            }
-            if overrides.is_empty() {
-                notes.push(format!(
-                    "no peaks for {device} (not in the table of GPUs): achieved rates only; \
-                     give them with --peak (e.g. --peak bf16=989 --peak hbm=3350)"
-                ));
-                return None;
-            }
-            PeaksUsed {
-                device,
-                tflops: BTreeMap::new(),
-                memory_gb_s: None,
-                source: "--peak".to_string(),
-                overridden: vec![],
-            }
-        }
-    };
-    for (m, v) in overrides {
-        match m {
-            Some(m) => {
-                used.tflops.insert(m, v);
-                used.overridden.push(format!("{}={v}", math_name(Some(m))));
-            }
-            None => {
-                used.memory_gb_s = Some(v);
-                used.overridden.push(format!("hbm={v}"));
-            }
-        }
-    }
-    Some(used)
-}
 
 /// FLOPs of a module or of the steady state, by the unit they run on.
 #[derive(Default)]
@@ -553,7 +480,6 @@ fn op_row(o: &OpPart, module: &str, cost: &Cost, peaks: Option<&PeaksUsed>) -> O
         module: module.to_string(),
         thunk: o.thunk.clone(),
         opcode: o.opcode.clone(),
-        op_name: o.op_name.clone(),
         executions: o.executions,
         time_ms: o.time_ns as f64 * MS,
         percent: 0.0,
@@ -617,7 +543,12 @@ pub fn reduce(parts: &[&RooflinePartial], params: &RooflineParams) -> Roofline {
             }
         }
     }
-    let peaks = peaks_used(parts, &params.peak, &mut notes);
+    let peaks = peaks_used(
+        parts.iter().flat_map(|p| &p.devices),
+        parts.iter().any(|p| !p.ops.is_empty()),
+        &params.peak,
+        &mut notes,
+    );
     // Programs: name, executions, time, devices, costed.
     let mut modules: BTreeMap<&str, (String, u64, i64, u64, bool)> = BTreeMap::new();
     for m in parts.iter().flat_map(|p| &p.modules) {
@@ -696,6 +627,20 @@ pub fn reduce(parts: &[&RooflinePartial], params: &RooflineParams) -> Roofline {
         };
     }
     rows.sort_by(|a, b| b.time_ms.total_cmp(&a.time_ms).then(a.thunk.cmp(&b.thunk)));
+    let mut seen = 0.0;
+    let keep = rows
+        .iter()
+        .take_while(|r| {
+            let before = seen;
+            seen += r.time_ms;
+            before < OPS_KEPT_FRACTION * costed_total
+        })
+        .count()
+        .min(OPS_KEPT);
+    let ops_left_out = LeftOut {
+        ops: rows.len() - keep,
+        time_ms: rows[keep..].iter().map(|r| r.time_ms).sum(),
+    };
     let above: Vec<&OpRow> = rows
         .iter()
         .filter(|r| r.roof_percent.is_some_and(|p| p > 105.0))
@@ -761,7 +706,11 @@ pub fn reduce(parts: &[&RooflinePartial], params: &RooflineParams) -> Roofline {
         step,
         peaks,
         modules: module_rows,
-        ops: rows,
+        ops: {
+            rows.truncate(keep);
+            rows
+        },
+        ops_left_out,
         uncosted,
         notes,
     }
@@ -785,7 +734,6 @@ mod tests {
             program_id: "p".into(),
             thunk: thunk.into(),
             opcode: "custom-call".into(),
-            op_name: String::new(),
             communication: false,
             executions: n,
             time_ns: (ms * 1e6) as i64,

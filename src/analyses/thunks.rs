@@ -116,7 +116,7 @@ pub fn thunk_partial<'a>(
             out.ops.push((program.to_string(), module.clone(), code, v));
         }
         let flops = |thunk: &str| -> Option<f64> {
-            let c = hlo?.costs.as_ref()?.by_instruction.get(thunk)?;
+            let c = hlo?.costs().ok()?.by_instruction.get(thunk)?;
             (c.flops > 0.0).then_some(c.flops)
         };
         let mut rates: Vec<(String, Vec<f64>)> = Vec::new();

@@ -10,6 +10,8 @@
 //! (FP32, FP64) use the same clock, so their peaks can be a few per cent under the
 //! datasheets' (which quote them at the maximum boost clock).
 
+use std::collections::BTreeMap;
+
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
@@ -315,6 +317,101 @@ pub fn math_name(m: Option<Math>) -> &'static str {
         Some(Math::F64) => "f64",
         None => "vector",
     }
+}
+
+/// The peaks used, and where they come from.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+pub struct PeaksUsed {
+    pub device: String,
+    pub tflops: BTreeMap<Math, f64>,
+    pub memory_gb_s: Option<f64>,
+    pub source: String,
+    /// What `--peak` set.
+    pub overridden: Vec<String>,
+}
+
+impl PeaksUsed {
+    pub fn compute(&self, math: Option<Math>) -> Option<f64> {
+        self.tflops.get(&math.unwrap_or(Math::F32)).copied()
+    }
+}
+
+/// The peaks of a run's devices (the first the tables know), `--peak`'s over them; `ran`:
+/// whether any op ran (a run without one needs no peaks, nor a note about them).
+pub fn peaks_used<'a>(
+    devices: impl Iterator<Item = &'a DeviceFacts>,
+    ran: bool,
+    over: &PeakOverride,
+    notes: &mut Vec<String>,
+) -> Option<PeaksUsed> {
+    let mut names: Vec<&DeviceFacts> = Vec::new();
+    for d in devices {
+        if !names.iter().any(|n| n.name == d.name) {
+            names.push(d);
+        }
+    }
+    if names.len() > 1 {
+        notes.push(format!(
+            "the run's GPUs differ ({}); the roofline uses the first's peaks",
+            names
+                .iter()
+                .map(|d| d.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let found: Option<Peaks> = names.iter().find_map(|d| peaks(d));
+    let overrides = over.entries();
+    let mut used = match (&found, names.first()) {
+        (Some(p), _) => PeaksUsed {
+            device: p.device.clone(),
+            tflops: p.tflops.iter().copied().collect(),
+            memory_gb_s: Some(p.memory_gb_s),
+            source: p.source.clone(),
+            overridden: vec![],
+        },
+        (None, first) => {
+            let device = first.map_or("unknown GPU".to_string(), |d| d.name.clone());
+            if overrides.is_empty() && first.is_none() && ran {
+                notes.push(
+                    "the archive says nothing of its GPUs (no device metadata): achieved rates \
+                     only; give the peaks with --peak (e.g. --peak bf16=989 --peak hbm=3350)"
+                        .to_string(),
+                );
+                return None;
+            }
+            if overrides.is_empty() && !ran {
+                return None;
+            }
+            if overrides.is_empty() {
+                notes.push(format!(
+                    "no peaks for {device} (not in the table of GPUs): achieved rates only; \
+                     give them with --peak (e.g. --peak bf16=989 --peak hbm=3350)"
+                ));
+                return None;
+            }
+            PeaksUsed {
+                device,
+                tflops: BTreeMap::new(),
+                memory_gb_s: None,
+                source: "--peak".to_string(),
+                overridden: vec![],
+            }
+        }
+    };
+    for (m, v) in overrides {
+        match m {
+            Some(m) => {
+                used.tflops.insert(m, v);
+                used.overridden.push(format!("{}={v}", math_name(Some(m))));
+            }
+            None => {
+                used.memory_gb_s = Some(v);
+                used.overridden.push(format!("hbm={v}"));
+            }
+        }
+    }
+    Some(used)
 }
 
 #[cfg(test)]

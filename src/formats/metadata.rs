@@ -88,8 +88,19 @@ fn int_values(batch: &RecordBatch, name: &str) -> Result<Vec<Option<i64>>> {
 /// What `device-metadata.parquet` says of each device: name, SM count, compute capability
 /// and memory bandwidth (for its peaks, `super::gpus`). Rows without a name are left out.
 pub fn device_facts(device_metadata: Vec<u8>) -> Result<Vec<super::gpus::DeviceFacts>> {
-    let batch = super::read_parquet(device_metadata)?;
     let col = |c: &str| format!("('{TARGET_INFO_GPU}', '{c}')");
+    let wanted: Vec<String> = [
+        "name",
+        "smCount",
+        "computeMajor",
+        "computeMinor",
+        "memoryBandwidth",
+    ]
+    .iter()
+    .map(|c| col(c))
+    .collect();
+    let names: Vec<&str> = wanted.iter().map(String::as_str).collect();
+    let batch = super::read_parquet_columns(device_metadata, &names)?;
     let names = text_values(&batch, &col("name"))?;
     let ints = |c: &str| -> Result<Vec<Option<i64>>> {
         let v = int_values(&batch, &col(c))?;

@@ -636,8 +636,8 @@ mod tests {
             heap_error: None,
             usage: None,
             usage_error: None,
-            costs: None,
-            cost_error: None,
+            raw: None,
+            cost_cache: Default::default(),
         }
     }
 

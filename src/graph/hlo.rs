@@ -208,10 +208,7 @@ pub(super) fn decode_dump(
         }
         let mut module = hlo::decode_hlo_shared(schema, bytes.clone())
             .context(Place::member(&archive.path, member))?;
-        match hlo::cost::module_costs(&bytes) {
-            Ok(c) => module.costs = Some(Arc::new(c)),
-            Err(e) => module.cost_error = Some(format!("{member}: {e}")),
-        }
+        module.raw = Some(bytes.clone());
         match hlo::heap::profile(&bytes) {
             Ok(h) => module.heap = h,
             Err(e) => module.heap_error = Some(format!("{member}: {e}")),

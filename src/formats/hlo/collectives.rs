@@ -142,8 +142,8 @@ pub(super) fn module_info(
         heap_error: None,
         usage: None,
         usage_error: None,
-        costs: None,
-        cost_error: None,
+        raw: None,
+        cost_cache: Default::default(),
     })
 }
 

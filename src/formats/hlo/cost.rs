@@ -126,19 +126,20 @@ fn bits(ty: i32) -> Option<u32> {
     })
 }
 
+/// One instruction, its text borrowed from the dump.
 #[derive(Default)]
-struct Instr {
+struct Instr<'a> {
     id: i64,
-    name: String,
-    opcode: String,
+    name: &'a str,
+    opcode: &'a str,
     shape: Shape,
     operands: Vec<i64>,
     called: Vec<i64>,
     window: Vec<i64>,
     kernel_output_feature: Option<i64>,
     lhs_contracting: Option<Vec<i64>>,
-    target: String,
-    backend_config: Vec<u8>,
+    target: &'a str,
+    backend_config: &'a [u8],
     precision: Vec<i64>,
 }
 
@@ -174,7 +175,7 @@ pub fn module_costs(hlo_pb: &[u8]) -> Result<ModuleCosts> {
     let inner: std::collections::HashSet<i64> = computations
         .iter()
         .flat_map(|(_, is)| is.iter())
-        .filter(|i| INLINED_CALLERS.contains(&i.opcode.as_str()))
+        .filter(|i| INLINED_CALLERS.contains(&i.opcode))
         .flat_map(|i| i.called.iter().copied())
         .collect();
     let mut out = ModuleCosts::default();
@@ -182,7 +183,7 @@ pub fn module_costs(hlo_pb: &[u8]) -> Result<ModuleCosts> {
         for i in instrs {
             match model.cost(i, 0) {
                 Ok(c) => {
-                    out.by_instruction.insert(i.name.clone(), c);
+                    out.by_instruction.insert(i.name.to_string(), c);
                 }
                 Err(e) => out.notes.push(format!("{}: {e}", i.name)),
             }
@@ -208,7 +209,7 @@ const INLINED_CALLERS: &[&str] = &[
 
 struct Model<'a> {
     shapes: HashMap<i64, &'a Shape>,
-    computations: HashMap<i64, &'a Vec<Instr>>,
+    computations: HashMap<i64, &'a Vec<Instr<'a>>>,
 }
 
 const ELEMENTWISE: &[&str] = &[
@@ -285,8 +286,8 @@ impl Model<'_> {
                 .elements()
                 .ok_or_else(|| anyhow!("a shape with negative dimensions"))
         };
-        let op = i.opcode.as_str();
-        let target = i.target.as_str();
+        let op = i.opcode;
+        let target = i.target;
         if op == "dot" || (op == "custom-call" && target.starts_with("__cublas$")) {
             let (contracting, precision) = if op == "dot" {
                 let d = i
@@ -489,8 +490,8 @@ impl<'a> Value<'a> {
         }
     }
 
-    fn string(&self) -> Result<String> {
-        Ok(String::from_utf8_lossy(self.bytes()?).into_owned())
+    fn str(&self) -> Result<&'a str> {
+        std::str::from_utf8(self.bytes()?).map_err(|_| anyhow!("a name that is not UTF-8"))
     }
 }
 
@@ -540,7 +541,7 @@ fn each_field<'a>(
     Ok(())
 }
 
-fn computation(bytes: &[u8]) -> Result<(i64, Vec<Instr>)> {
+fn computation(bytes: &[u8]) -> Result<(i64, Vec<Instr<'_>>)> {
     let (mut id, mut instrs) = (0, Vec::new());
     each_field(bytes, |f, v| {
         match f {
@@ -553,12 +554,12 @@ fn computation(bytes: &[u8]) -> Result<(i64, Vec<Instr>)> {
     Ok((id, instrs))
 }
 
-fn instruction(bytes: &[u8]) -> Result<Instr> {
+fn instruction(bytes: &[u8]) -> Result<Instr<'_>> {
     let mut i = Instr::default();
     each_field(bytes, |f, v| {
         match f {
-            1 => i.name = v.string()?,
-            2 => i.opcode = v.string()?,
+            1 => i.name = v.str()?,
+            2 => i.opcode = v.str()?,
             3 => i.shape = shape(v.bytes()?, 0)?,
             15 => {
                 each_field(v.bytes()?, |f, d| {
@@ -581,7 +582,7 @@ fn instruction(bytes: &[u8]) -> Result<Instr> {
                 }
                 Ok(())
             })?,
-            28 => i.target = v.string()?,
+            28 => i.target = v.str()?,
             30 => {
                 let mut lhs = Vec::new();
                 each_field(v.bytes()?, |f, d| {
@@ -595,7 +596,7 @@ fn instruction(bytes: &[u8]) -> Result<Instr> {
             35 => i.id = v.ints()?.first().copied().unwrap_or(0),
             36 => i.operands.extend(v.ints()?),
             38 => i.called.extend(v.ints()?),
-            43 => i.backend_config = v.bytes()?.to_vec(),
+            43 => i.backend_config = v.bytes()?,
             51 => each_field(v.bytes()?, |f, d| {
                 if f == 1 {
                     i.precision.extend(d.ints()?);

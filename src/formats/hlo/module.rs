@@ -25,13 +25,29 @@ pub struct HloModuleInfo {
     /// XLA's memory usage report of the module, when the dump has one.
     pub usage: Option<UsageSummary>,
     pub usage_error: Option<String>,
-    /// What each instruction costs (docs/design.md, "Cost model"); filled by the reader of
-    /// the dump, which also says why when it cannot be.
-    pub costs: Option<Arc<ModuleCosts>>,
-    pub cost_error: Option<String>,
+    /// The dump's bytes (shared with the decoded strings), for what is read on demand.
+    pub raw: Option<bytes::Bytes>,
+    /// What each instruction costs (docs/design.md, "Cost model"), read from `raw` on first
+    /// use: only the programs an analysis asks about pay for it.
+    pub cost_cache: std::sync::OnceLock<Result<Arc<ModuleCosts>, String>>,
 }
 
 impl HloModuleInfo {
+    /// What each instruction costs; the error says why the dump cannot be costed (none kept,
+    /// or damaged).
+    pub fn costs(&self) -> Result<&ModuleCosts, &str> {
+        self.cost_cache
+            .get_or_init(|| match &self.raw {
+                None => Err("the dump's bytes are not kept".to_string()),
+                Some(b) => super::cost::module_costs(b)
+                    .map(Arc::new)
+                    .map_err(|e| format!("{e:#}")),
+            })
+            .as_ref()
+            .map(|c| c.as_ref())
+            .map_err(String::as_str)
+    }
+
     /// The instruction with this name.
     pub fn instruction(&self, name: &str) -> Option<&HloInstructionInfo> {
         self.position(name).map(|i| &self.instructions[i])
