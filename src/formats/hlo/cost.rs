@@ -474,17 +474,32 @@ impl<'a> Value<'a> {
         Ok(&self.buf[self.at..self.at + self.len])
     }
 
-    /// The integers of a field that is one varint or a packed run of them.
-    fn ints(&self) -> Result<Vec<i64>> {
+    /// The field's integers (one varint or a packed run of them) added to `out`.
+    fn ints_into(&self, out: &mut Vec<i64>) -> Result<()> {
         match self.wire {
-            WireType::Varint => Ok(vec![self.len as i64]),
+            WireType::Varint => out.push(self.len as i64),
             WireType::LengthDelimited => {
                 let mut b = &self.buf[self.at..self.at + self.len];
-                let mut out = Vec::new();
                 while b.has_remaining() {
                     out.push(decode_varint(&mut b)? as i64);
                 }
-                Ok(out)
+            }
+            _ => bail!("wrong wire type for an integer field"),
+        }
+        Ok(())
+    }
+
+    /// The first integer of a field that is one varint or a packed run of them.
+    fn int(&self) -> Result<Option<i64>> {
+        match self.wire {
+            WireType::Varint => Ok(Some(self.len as i64)),
+            WireType::LengthDelimited => {
+                let mut b = &self.buf[self.at..self.at + self.len];
+                Ok(if b.has_remaining() {
+                    Some(decode_varint(&mut b)? as i64)
+                } else {
+                    None
+                })
             }
             _ => bail!("wrong wire type for an integer field"),
         }
@@ -546,7 +561,7 @@ fn computation(bytes: &[u8]) -> Result<(i64, Vec<Instr<'_>>)> {
     each_field(bytes, |f, v| {
         match f {
             2 => instrs.push(instruction(v.bytes()?)?),
-            5 => id = v.ints()?.first().copied().unwrap_or(0),
+            5 => id = v.int()?.unwrap_or(0),
             _ => {}
         }
         Ok(())
@@ -566,7 +581,7 @@ fn instruction(bytes: &[u8]) -> Result<Instr<'_>> {
                     if f == 1 {
                         each_field(d.bytes()?, |f, s| {
                             if f == 1 {
-                                i.window.extend(s.ints()?);
+                                s.ints_into(&mut i.window)?;
                             }
                             Ok(())
                         })?;
@@ -578,7 +593,7 @@ fn instruction(bytes: &[u8]) -> Result<Instr<'_>> {
                 // proto3 leaves a 0 out: present dimension numbers mean 0 until told.
                 i.kernel_output_feature.get_or_insert(0);
                 if f == 4 {
-                    i.kernel_output_feature = d.ints()?.first().copied();
+                    i.kernel_output_feature = d.int()?;
                 }
                 Ok(())
             })?,
@@ -587,19 +602,19 @@ fn instruction(bytes: &[u8]) -> Result<Instr<'_>> {
                 let mut lhs = Vec::new();
                 each_field(v.bytes()?, |f, d| {
                     if f == 1 {
-                        lhs.extend(d.ints()?);
+                        d.ints_into(&mut lhs)?;
                     }
                     Ok(())
                 })?;
                 i.lhs_contracting = Some(lhs);
             }
-            35 => i.id = v.ints()?.first().copied().unwrap_or(0),
-            36 => i.operands.extend(v.ints()?),
-            38 => i.called.extend(v.ints()?),
+            35 => i.id = v.int()?.unwrap_or(0),
+            36 => v.ints_into(&mut i.operands)?,
+            38 => v.ints_into(&mut i.called)?,
             43 => i.backend_config = v.bytes()?,
             51 => each_field(v.bytes()?, |f, d| {
                 if f == 1 {
-                    i.precision.extend(d.ints()?);
+                    d.ints_into(&mut i.precision)?;
                 }
                 Ok(())
             })?,
@@ -620,8 +635,8 @@ fn shape(bytes: &[u8], depth: u32) -> Result<Shape> {
     };
     each_field(bytes, |f, v| {
         match f {
-            2 => s.ty = v.ints()?.first().copied().unwrap_or(0) as i32,
-            3 => s.dims.extend(v.ints()?),
+            2 => s.ty = v.int()?.unwrap_or(0) as i32,
+            3 => v.ints_into(&mut s.dims)?,
             4 => s.tuple.push(shape(v.bytes()?, depth + 1)?),
             _ => {}
         }

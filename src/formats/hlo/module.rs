@@ -28,8 +28,8 @@ pub struct HloModuleInfo {
     /// The dump's bytes (shared with the decoded strings), for what is read on demand.
     pub raw: Option<bytes::Bytes>,
     /// What each instruction costs (docs/design.md, "Cost model"), read from `raw` on first
-    /// use: only the programs an analysis asks about pay for it, once for a module and the
-    /// copies made of it (other ranks' dumps that decode alike).
+    /// use (the reader of the dump asks at once), once for a module and the copies made of it
+    /// (other ranks' dumps that decode alike).
     pub cost_cache: Arc<std::sync::OnceLock<Result<Arc<ModuleCosts>, String>>>,
 }
 
