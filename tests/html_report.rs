@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 /// What every analyze report has, and the default pipeline's sections.
 const DEFAULT_SECTIONS: &[&str] = &[
+    "findings",
     "overview",
     "modules",
     "communication",

@@ -13,6 +13,7 @@ mod captures;
 mod combine;
 mod command_buffers;
 mod compare;
+mod diagnose;
 mod example;
 mod external_script;
 mod frames;

@@ -469,7 +469,7 @@ fn a_read_only_bucket_is_read_and_warned_about() {
         "--cache-url",
         url(),
         "--analysis",
-        "stragglers"
+        "pgle"
     ];
     a.push(example().into());
     let o = run_env(&a, &reader);
@@ -486,7 +486,7 @@ fn a_read_only_bucket_is_read_and_warned_about() {
         "-o",
         &o4,
         "--analysis",
-        "stragglers"
+        "pgle"
     ];
     a.push(example().into());
     assert_ok(&run_env(&a, &[]));

@@ -5,9 +5,12 @@
 //! registered analysis the same way; no other module names one.
 pub mod communication;
 pub mod compilation;
+pub mod diagnose;
+pub mod diagnose_rules;
 pub mod external;
 pub mod memory;
 pub mod ops;
+mod output;
 pub mod pgle;
 pub mod range_sums;
 pub mod registry;
@@ -21,13 +24,13 @@ pub mod thunks;
 #[cfg(test)]
 mod toy;
 
-use crate::engine::value::Text;
 use crate::engine::{Engine, Keep, Key, KeyBuilder, Node, kinds};
 use crate::report::Section;
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Result, anyhow};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+pub use output::AnalysisOutput;
 pub use registry::{REGISTRY, builtin_names, find};
 pub use share::{AnyShare, ProcessView, Reads, RunShares, Share};
 
@@ -48,6 +51,16 @@ pub trait Analysis: Sync + 'static {
     /// The shares the reduce reads with these parameters (computed for every process, in
     /// parallel, before the reduce).
     fn shares(&self, params: &Self::Params) -> Vec<ShareUse>;
+    /// The other analyses whose outputs the reduce reads ([`RunShares::upstream`]), with
+    /// their parameters: none unless it says otherwise. Their shares are computed with this
+    /// analysis's, and their outputs and code are part of its key.
+    fn upstream(&self, params: &Self::Params) -> Vec<Upstream> {
+        let _ = params;
+        Vec::new()
+    }
+    /// Whether its text and report sections go before the other analyses' (a summary of
+    /// them).
+    const LEADS: bool = false;
     fn reduce(&self, run: &dyn RunShares, params: &Self::Params) -> Result<Reduced<Self::Result>>;
     fn render(&self, result: &Self::Result) -> String;
     /// Its sections of the HTML report (`crate::report`), drawn from its result; none unless
@@ -89,90 +102,21 @@ impl ShareUse {
     }
 }
 
-/// The result of an analysis: its terminal text, files and report sections.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct AnalysisOutput {
-    pub name: String,
-    /// File name -> content, written under the output folder (e.g. `summary.json`).
-    pub files: Vec<(String, Text)>,
-    pub text: String,
-    pub sections: Vec<Section>,
-}
-/// Stored as length-prefixed fields, not JSON: the files of an analysis can be megabytes of
-/// text (flame graphs, folded stacks) that JSON would escape on the way in and out.
-impl crate::engine::value::Value for AnalysisOutput {
-    fn encode(&self) -> Result<Vec<u8>> {
-        let mut out = Vec::with_capacity(
-            64 + self.text.len()
-                + self
-                    .files
-                    .iter()
-                    .map(|(n, c)| n.len() + c.len() + 16)
-                    .sum::<usize>(),
-        );
-        out.extend_from_slice(OUTPUT_MAGIC);
-        let mut put = |b: &[u8]| {
-            out.extend_from_slice(&(b.len() as u64).to_le_bytes());
-            out.extend_from_slice(b);
-        };
-        put(self.name.as_bytes());
-        put(self.text.as_bytes());
-        put(&serde_json::to_vec(&self.sections)?);
-        put(&(self.files.len() as u64).to_le_bytes());
-        for (n, c) in &self.files {
-            put(n.as_bytes());
-            put(c.as_bytes());
-        }
-        Ok(out)
-    }
-
-    fn decode(bytes: &[u8]) -> Result<Self> {
-        Self::decode_shared(bytes::Bytes::copy_from_slice(bytes))
-    }
-
-    /// The files are slices of `bytes`, not copies.
-    fn decode_shared(bytes: bytes::Bytes) -> Result<Self> {
-        if !bytes.starts_with(OUTPUT_MAGIC) {
-            bail!("not a stored analysis output");
-        }
-        let mut at = OUTPUT_MAGIC.len();
-        let mut take = || -> Result<bytes::Bytes> {
-            let len: [u8; 8] = bytes
-                .get(at..at + 8)
-                .and_then(|b| b.try_into().ok())
-                .ok_or_else(|| anyhow!("truncated analysis output"))?;
-            let len = usize::try_from(u64::from_le_bytes(len))?;
-            let start = at + 8;
-            let end = start
-                .checked_add(len)
-                .filter(|&e| e <= bytes.len())
-                .ok_or_else(|| anyhow!("truncated analysis output"))?;
-            at = end;
-            Ok(bytes.slice(start..end))
-        };
-        let text = |b: bytes::Bytes| -> Result<String> { Ok(std::str::from_utf8(&b)?.to_string()) };
-        let name = text(take()?)?;
-        let out_text = text(take()?)?;
-        let sections = serde_json::from_slice(&take()?)?;
-        let n: [u8; 8] = take()?[..]
-            .try_into()
-            .map_err(|_| anyhow!("bad file count in analysis output"))?;
-        let n = u64::from_le_bytes(n);
-        let mut files = Vec::new();
-        for _ in 0..n {
-            let f = text(take()?)?;
-            files.push((f, Text::from_shared(take()?)?));
-        }
-        Ok(AnalysisOutput {
-            name,
-            files,
-            text: out_text,
-            sections,
-        })
-    }
+/// An analysis whose output another reads, with its parameters (canonical JSON).
+pub struct Upstream {
+    pub analysis: &'static dyn Registered,
+    pub params: String,
 }
 
-const OUTPUT_MAGIC: &[u8] = b"nsys-jax-pipe analysis output 2\n";
+impl Upstream {
+    /// `analysis` with these parameters (its defaults for the keys they lack).
+    pub fn of(analysis: &'static dyn Registered, params: serde_json::Value) -> Upstream {
+        let params = analysis
+            .canonical_params(&params)
+            .expect("an analysis's own parameters for another are valid");
+        Upstream { analysis, params }
+    }
+}
 
 /// An analysis with its types erased, as the registry holds it and the graph runs it.
 pub trait Registered: Sync {
@@ -182,8 +126,13 @@ pub trait Registered: Sync {
     /// Check parameters (a JSON object) against the parameter type and write them
     /// canonically (every key, defaults filled in); the error names the key and the problem.
     fn canonical_params(&self, params: &serde_json::Value) -> Result<String, String>;
-    /// The shares it reads with these (canonical) parameters.
+    /// The shares it reads with these (canonical) parameters, its upstream analyses' with
+    /// its own.
     fn shares(&self, params: &str) -> Result<Vec<ShareUse>>;
+    /// The analyses whose outputs it reads ([`Analysis::upstream`]).
+    fn upstream(&self, params: &str) -> Result<Vec<Upstream>>;
+    /// Whether its text and sections go first ([`Analysis::LEADS`]).
+    fn leads(&self) -> bool;
     /// Reduce and render.
     fn run(&self, run: &dyn RunShares, params: &str) -> Result<AnalysisOutput>;
     /// The stored output of `node`, or the one [`Registered::run`] computes, then stored.
@@ -238,6 +187,11 @@ impl<A: Analysis> Registered for A {
         for u in Registered::shares(self, &defaults).unwrap_or_default() {
             s.extend(u.share.roots());
         }
+        for u in Registered::upstream(self, &defaults).unwrap_or_default() {
+            s.extend(u.analysis.roots());
+        }
+        s.sort_unstable();
+        s.dedup();
         kinds::ANALYSIS.roots_with(&s)
     }
     fn canonical_params(&self, params: &serde_json::Value) -> Result<String, String> {
@@ -245,10 +199,21 @@ impl<A: Analysis> Registered for A {
         serde_json::to_string(&p).map_err(|e| e.to_string())
     }
     fn shares(&self, params: &str) -> Result<Vec<ShareUse>> {
-        Ok(Analysis::shares(
+        let typed = typed::<A::Params>(A::NAME, params)?;
+        let mut uses = Analysis::shares(self, &typed);
+        for u in Analysis::upstream(self, &typed) {
+            uses.extend(u.analysis.shares(&u.params)?);
+        }
+        Ok(uses)
+    }
+    fn upstream(&self, params: &str) -> Result<Vec<Upstream>> {
+        Ok(Analysis::upstream(
             self,
             &typed::<A::Params>(A::NAME, params)?,
         ))
+    }
+    fn leads(&self) -> bool {
+        A::LEADS
     }
     fn run(&self, run: &dyn RunShares, params: &str) -> Result<AnalysisOutput> {
         let r = self.reduce(run, &typed::<A::Params>(A::NAME, params)?)?;
@@ -345,27 +310,5 @@ mod tests {
         assert_eq!(parse_param("n=3"), Some(("n".into(), 3.into())));
         assert_eq!(parse_param("s=abc"), Some(("s".into(), "abc".into())));
         assert_eq!(parse_param("--flag"), None);
-    }
-
-    #[test]
-    fn stored_outputs_round_trip() {
-        use crate::engine::value::Value;
-        let o = AnalysisOutput {
-            name: "x".into(),
-            files: vec![
-                ("a.json".into(), "{\"é\": 1}".into()),
-                ("b.svg".into(), String::new().into()),
-            ],
-            text: "line\n".into(),
-            sections: vec![Section::new("x", "X")],
-        };
-        assert_eq!(AnalysisOutput::decode(&o.encode().unwrap()).unwrap(), o);
-        let bytes = o.encode().unwrap();
-        for cut in 0..bytes.len() {
-            assert!(
-                AnalysisOutput::decode(&bytes[..cut]).is_err(),
-                "cut at {cut}"
-            );
-        }
     }
 }

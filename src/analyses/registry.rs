@@ -1,8 +1,8 @@
 //! The built-in analyses, by name.
 
 use super::{
-    Registered, communication, compilation, memory, ops, pgle, roofline, sources, stragglers,
-    summary,
+    Registered, communication, compilation, diagnose, memory, ops, pgle, roofline, sources,
+    stragglers, summary,
 };
 
 /// The built-in analyses. Adding one is a new file in this folder implementing [`super::Analysis`]
@@ -17,6 +17,7 @@ pub static REGISTRY: &[&dyn Registered] = &[
     &pgle::PgleAnalysis,
     &memory::MemoryAnalysis,
     &roofline::RooflineAnalysis,
+    &diagnose::DiagnoseAnalysis,
     #[cfg(test)]
     &super::toy::ToyAnalysis,
 ];

@@ -726,6 +726,7 @@ mod tests {
             sms: Some(132),
             capability: Some((9, 0)),
             memory_bandwidth: Some(3.352e12),
+            memory_bytes: Some(80e9),
         }
     }
 

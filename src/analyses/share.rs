@@ -276,6 +276,10 @@ pub trait RunShares {
     /// The sums of a share over consecutive groups of processes, in process order (for a
     /// share that adds up).
     fn group_sums(&self, share: &dyn AnyShare) -> Result<Vec<AnyValue>>;
+    /// The output of another registered analysis on the run, with these (canonical)
+    /// parameters: one the asking analysis names in its `Analysis::upstream` (stored, or
+    /// computed once and stored).
+    fn upstream(&self, name: &str, params: &str) -> Result<Arc<super::output::AnalysisOutput>>;
 }
 
 impl dyn RunShares + '_ {

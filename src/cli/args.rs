@@ -138,7 +138,8 @@ pub(super) struct AnalysisSelection {
 
 impl AnalysisSelection {
     /// Which analyses to run: `--analysis` names (`plan`), else the pipeline file, else the
-    /// default pipeline (`default` false: none); `--peak`s go to the roofline's parameters.
+    /// default pipeline (`default` false: none); `--peak`s go to the roofline's parameters
+    /// (and to `diagnose`'s, which are the roofline's it reads).
     pub fn requests(
         &self,
         plan: &[(String, Vec<String>)],
@@ -147,16 +148,19 @@ impl AnalysisSelection {
         let mut r = requests(plan, self.pipeline.pipeline.as_deref(), default)?;
         if !self.peaks.is_empty() {
             use crate::analyses::Analysis;
+            use crate::analyses::diagnose::DiagnoseAnalysis;
             use crate::analyses::roofline::RooflineAnalysis;
             use crate::analyses::roofline_model::RooflineParams;
             let name = RooflineAnalysis::NAME;
             let mut any = false;
-            for req in r.iter_mut().filter(|q| q.name == name) {
+            // `diagnose` takes the parameters of the roofline it reads.
+            let takes = |q: &str| q == name || q == DiagnoseAnalysis::NAME;
+            for req in r.iter_mut().filter(|q| takes(&q.name)) {
                 let mut p: RooflineParams = serde_json::from_str(&req.params)?;
                 for arg in &self.peaks {
                     p.peak.set(arg)?;
                 }
-                req.params = crate::analyses::find(name)
+                req.params = crate::analyses::find(&req.name)
                     .expect("a built-in analysis")
                     .canonical_params(&serde_json::to_value(&p)?)
                     .map_err(anyhow::Error::msg)?;

@@ -91,8 +91,15 @@ pub fn run_analyses(
                 in_archive.push(Path::new("analysis").join(&req.name).join(name));
                 files.push(OutputFile::of_value(name.into(), content.bytes(), out.key));
             }
-            texts.push((req.name.clone(), out.value.text.clone()));
-            outputs.push(out);
+            let text = (req.name.clone(), out.value.text.clone());
+            // An analysis that sums the others up (`Analysis::LEADS`) goes first.
+            if crate::analyses::find(&req.name).is_some_and(|a| a.leads()) {
+                texts.insert(0, text);
+                outputs.insert(0, out);
+            } else {
+                texts.push(text);
+                outputs.push(out);
+            }
         }
     }
     Ok(AnalysisResults {

@@ -154,7 +154,8 @@ mod tests {
                 "ops",
                 "sources",
                 "memory",
-                "roofline"
+                "roofline",
+                "diagnose"
             ]
         );
         assert_eq!(d[2].params, r#"{"detail":false}"#);

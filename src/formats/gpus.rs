@@ -191,6 +191,9 @@ pub struct DeviceFacts {
     pub capability: Option<(u32, u32)>,
     /// Bytes per second.
     pub memory_bandwidth: Option<f64>,
+    /// The device's memory, bytes.
+    #[serde(default)]
+    pub memory_bytes: Option<f64>,
 }
 
 /// The peaks of the device `facts` describe: None when neither its name nor its compute
@@ -328,6 +331,9 @@ pub struct PeaksUsed {
     pub source: String,
     /// What `--peak` set.
     pub overridden: Vec<String>,
+    /// The device's memory (bytes; the smallest of the run's GPUs), when the report says.
+    #[serde(default)]
+    pub memory_bytes: Option<f64>,
 }
 
 impl PeaksUsed {
@@ -369,6 +375,7 @@ pub fn peaks_used<'a>(
             memory_gb_s: Some(p.memory_gb_s),
             source: p.source.clone(),
             overridden: vec![],
+            memory_bytes: None,
         },
         (None, first) => {
             let device = first.map_or("unknown GPU".to_string(), |d| d.name.clone());
@@ -396,9 +403,14 @@ pub fn peaks_used<'a>(
                 memory_gb_s: None,
                 source: "--peak".to_string(),
                 overridden: vec![],
+                memory_bytes: None,
             }
         }
     };
+    used.memory_bytes = names
+        .iter()
+        .filter_map(|d| d.memory_bytes)
+        .min_by(f64::total_cmp);
     for (m, v) in overrides {
         match m {
             Some(m) => {
@@ -424,6 +436,7 @@ mod tests {
             sms,
             capability: None,
             memory_bandwidth: bw,
+            memory_bytes: None,
         })
         .unwrap_or_else(|| panic!("{name}"))
     }

@@ -86,7 +86,7 @@ fn int_values(batch: &RecordBatch, name: &str) -> Result<Vec<Option<i64>>> {
 }
 
 /// What `device-metadata.parquet` says of each device: name, SM count, compute capability
-/// and memory bandwidth (for its peaks, `super::gpus`). Rows without a name are left out.
+/// memory bandwidth (for its peaks, `super::gpus`) and memory size. Rows without a name are left out.
 pub fn device_facts(device_metadata: Vec<u8>) -> Result<Vec<super::gpus::DeviceFacts>> {
     let col = |c: &str| format!("('{TARGET_INFO_GPU}', '{c}')");
     let wanted: Vec<String> = [
@@ -95,6 +95,7 @@ pub fn device_facts(device_metadata: Vec<u8>) -> Result<Vec<super::gpus::DeviceF
         "computeMajor",
         "computeMinor",
         "memoryBandwidth",
+        "totalMemory",
     ]
     .iter()
     .map(|c| col(c))
@@ -110,11 +111,12 @@ pub fn device_facts(device_metadata: Vec<u8>) -> Result<Vec<super::gpus::DeviceF
             v
         })
     };
-    let (sms, major, minor, bandwidth) = (
+    let (sms, major, minor, bandwidth, memory) = (
         ints("smCount")?,
         ints("computeMajor")?,
         ints("computeMinor")?,
         ints("memoryBandwidth")?,
+        ints("totalMemory")?,
     );
     let positive = |v: Option<i64>| v.filter(|&x| x > 0);
     Ok(names
@@ -131,6 +133,7 @@ pub fn device_facts(device_metadata: Vec<u8>) -> Result<Vec<super::gpus::DeviceF
                     _ => None,
                 },
                 memory_bandwidth: positive(bandwidth[i]).map(|b| b as f64),
+                memory_bytes: positive(memory[i]).map(|b| b as f64),
             })
         })
         .collect())

@@ -2,7 +2,7 @@
 //! process; [`crate::analyses::Registered`]) and analysis scripts.
 
 use crate::analyses::{self, AnalysisNode, AnalysisOutput, Reads, Registered};
-use crate::engine::kinds;
+use crate::engine::{Node, kinds};
 use crate::formats::archive::Archive;
 use anyhow::Result;
 use std::sync::Arc;
@@ -11,20 +11,32 @@ use super::capture::archive_contents;
 use super::frames::{compile_frame_key, compiled_key, gpu_frames_key};
 use super::keys::{NONE, ScriptNode};
 use super::members::member_keys;
-use super::shares::RunView;
+use super::shares::{GROUP, group_sum, share_any};
 use super::{
     AnalysisSpec, Db, Graph, InputArchive, NodeError, NodeResult, Out, Run, ScriptSpec, fail,
 };
+use crate::analyses::share::AnyValue;
+use crate::analyses::{AnyShare, RunShares};
 
 /// The node of analysis `a` on `run`: keyed by its parameters and, per process, the keys of
-/// the frames its shares read and of the programs compiled in the process's profile.
+/// the frames its shares read and of the programs compiled in the process's profile, and by
+/// the nodes of the analyses it reads.
 fn analysis_node(
     db: &Db,
     run: Run,
     spec: AnalysisSpec,
     a: &dyn Registered,
 ) -> Result<AnalysisNode, NodeError> {
-    let params = spec.params(db);
+    analysis_node_of(db, run, a, spec.params(db))
+}
+
+/// As [`analysis_node`], for `a` with these (canonical) parameters.
+pub(super) fn analysis_node_of(
+    db: &Db,
+    run: Run,
+    a: &dyn Registered,
+    params: &str,
+) -> Result<AnalysisNode, NodeError> {
     let uses = fail(a.shares(params))?;
     let gpu = uses.iter().any(|u| u.share.reads() == Reads::Gpu);
     let compile = uses.iter().any(|u| u.share.reads() == Reads::Compile);
@@ -38,10 +50,13 @@ fn analysis_node(
         }
         inputs.push(compiled_key(db, p)?);
     }
+    for up in fail(a.upstream(params))? {
+        inputs.push(analysis_node_of(db, run, up.analysis, &up.params)?.key());
+    }
     Ok(AnalysisNode {
         kind: kinds::ANALYSIS.kind(a.name()),
         roots: a.roots(),
-        params: params.clone(),
+        params: params.to_string(),
         inputs,
     })
 }
@@ -134,4 +149,39 @@ pub fn script_analysis(
         analyses::external::run_script(spec.path(db), spec.args(db), &folder)
     }))?;
     Ok(Out { key, value })
+}
+
+/// A run's shares, as a reduce reads them.
+pub struct RunView<'a> {
+    pub db: &'a Db,
+    pub run: Run,
+}
+
+impl RunShares for RunView<'_> {
+    fn processes(&self) -> usize {
+        self.run.processes(self.db).len()
+    }
+
+    fn share(&self, share: &dyn AnyShare, param: &str, i: usize) -> Result<AnyValue> {
+        let p = self.run.processes(self.db)[i];
+        Ok(share_any(self.db, self.run, p, share, param)?.1)
+    }
+
+    fn group_sums(&self, share: &dyn AnyShare) -> Result<Vec<AnyValue>> {
+        let groups = self.processes().div_ceil(GROUP);
+        (0..groups)
+            .map(|g| {
+                group_sum(self.db, self.run, share, g)?.ok_or_else(|| {
+                    anyhow::anyhow!("share {} does not add up (a bug)", share.kind())
+                })
+            })
+            .collect()
+    }
+
+    fn upstream(&self, name: &str, params: &str) -> Result<Arc<AnalysisOutput>> {
+        let a = crate::analyses::find(name)
+            .ok_or_else(|| anyhow::anyhow!("no built-in analysis {name} (a bug)"))?;
+        let node = analysis_node_of(self.db, self.run, a, params)?;
+        Ok(a.output(self.db.engine(), &node, self)?.1)
+    }
 }

@@ -38,8 +38,16 @@ pub fn html_report(
         archives: archives.iter().map(|a| a.file_key(db)).collect(),
     };
     let (key, value) = fail(db.engine().compute(&node, "", || {
-        let mut sections = vec![overview(db, run, outputs)?];
-        for o in outputs {
+        // The findings (an analysis that leads) first, then what was profiled, then the rest.
+        let leads = |o: &&Out<AnalysisOutput>| {
+            crate::analyses::find(&o.value.name).is_some_and(|a| a.leads())
+        };
+        let mut sections = Vec::new();
+        for o in outputs.iter().filter(leads) {
+            sections.extend(o.value.sections.iter().cloned());
+        }
+        sections.push(overview(db, run, outputs)?);
+        for o in outputs.iter().filter(|o| !leads(o)) {
             sections.extend(o.value.sections.iter().cloned());
         }
         let processes = run.processes(db).len();

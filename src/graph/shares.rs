@@ -3,7 +3,7 @@
 //! groups of processes. [`RunView`] is how a reduce reads them.
 
 use crate::analyses::share::{AnyValue, ShareInputs, downcast};
-use crate::analyses::{AnyShare, ProcessView, Reads, RunShares, Share};
+use crate::analyses::{AnyShare, ProcessView, Reads, Share};
 use crate::engine::Key;
 use crate::error::Place;
 use crate::formats::archive::DEVICE_METADATA;
@@ -139,7 +139,7 @@ pub fn share<S: Share>(
 
 /// The sum of a share over processes `[GROUP g, GROUP g + GROUP)` of a run, in process order
 /// (None when the share does not add up).
-fn group_sum(
+pub(super) fn group_sum(
     db: &Db,
     run: Run,
     share: &dyn AnyShare,
@@ -180,32 +180,4 @@ pub(super) fn prepare_group_sums<'a>(
         .for_each_with(db.clone(), |db, &(share, g)| {
             let _ = group_sum(db, run, share, g);
         });
-}
-
-/// A run's shares, as a reduce reads them.
-pub struct RunView<'a> {
-    pub db: &'a Db,
-    pub run: Run,
-}
-
-impl RunShares for RunView<'_> {
-    fn processes(&self) -> usize {
-        self.run.processes(self.db).len()
-    }
-
-    fn share(&self, share: &dyn AnyShare, param: &str, i: usize) -> Result<AnyValue> {
-        let p = self.run.processes(self.db)[i];
-        Ok(share_any(self.db, self.run, p, share, param)?.1)
-    }
-
-    fn group_sums(&self, share: &dyn AnyShare) -> Result<Vec<AnyValue>> {
-        let groups = self.processes().div_ceil(GROUP);
-        (0..groups)
-            .map(|g| {
-                group_sum(self.db, self.run, share, g)?.ok_or_else(|| {
-                    anyhow::anyhow!("share {} does not add up (a bug)", share.kind())
-                })
-            })
-            .collect()
-    }
 }

@@ -39,6 +39,7 @@ pub const PER_PROCESS_KINDS: &[&str] = &[
     "ops-partial",
     "stacks-partial",
     "memory-partial",
+    "stragglers-partial",
     "roofline-partial",
 ];
 

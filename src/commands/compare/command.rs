@@ -93,7 +93,7 @@ pub fn compare(engine: Engine, req: &CompareRequest, ui: &dyn Ui) -> Result<Comp
         graph::prepare_archives(&db, run)?;
     }
     // The per-process shares, in parallel, unless they are all stored.
-    let needs = compare::needs();
+    let needs = compare::needs(compare::findings::shares()?);
     let mut all_stored = true;
     for &run in &runs {
         all_stored &= graph::shares_stored(&db, run, &needs)?;

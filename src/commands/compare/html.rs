@@ -40,11 +40,37 @@ pub fn page(db: &Db, r: &Report) -> Result<Arc<Bytes>> {
                 r.head.inputs.join(", ")
             ),
             subtitle: super::report::headline(r),
-            sections: vec![verdict(r), changes(r)?, thunks(r), added_removed(r)],
+            sections: vec![
+                verdict(r),
+                findings(r),
+                changes(r)?,
+                thunks(r),
+                added_removed(r),
+            ],
         };
         Ok(Bytes(render_page(&page, |_| None)?.into_bytes()))
     })?;
     Ok(v)
+}
+
+/// The findings that appeared, went away or changed severity (`diagnose` on each side).
+fn findings(r: &Report) -> Section {
+    let mut sec = Section::new("findings", "Findings");
+    let md = super::findings::markdown(&r.findings);
+    if md.is_empty() {
+        sec.para("No finding on either side (docs/diagnosis.md).");
+        return sec;
+    }
+    let mut html = String::from("<ul>");
+    for line in md.lines().filter(|l| l.starts_with("- ")) {
+        html.push_str(&format!(
+            "<li>{}</li>",
+            escape(&line[2..].replace(['*', '`'], ""))
+        ));
+    }
+    html.push_str("</ul>");
+    sec.raw(&html);
+    sec
 }
 
 fn verdict(r: &Report) -> Section {

@@ -14,6 +14,7 @@
 //! the exit code.
 
 pub mod command;
+pub mod findings;
 pub mod html;
 pub mod report;
 pub mod samples;
@@ -349,6 +350,9 @@ pub struct Report {
     pub added: BTreeMap<Family, Vec<String>>,
     /// Per family, metrics only BASE has.
     pub removed: BTreeMap<Family, Vec<String>>,
+    /// The findings of `diagnose` that appeared, went away or changed severity.
+    #[serde(default)]
+    pub findings: findings::FindingChanges,
 }
 
 impl Report {
@@ -471,14 +475,18 @@ fn shares<S: Share>(db: &Db, run: Run, s: &S, param: &S::Param) -> Result<Outs<S
 }
 
 /// The shares `compare` reads, each with the parameters it reads them with.
-pub fn needs() -> graph::Needs {
-    graph::Needs::new([
-        ShareUse::of(&SummaryShare, &()),
-        ShareUse::of(&ThunkShare, &()),
-        ShareUse::of(&CommunicationShare, &()),
-        ShareUse::of(&CompilationsShare, &Default::default()),
-        ShareUse::of(&RangeSumsShare, &()),
-    ])
+pub fn needs(more: Vec<ShareUse>) -> graph::Needs {
+    graph::Needs::new(
+        [
+            ShareUse::of(&SummaryShare, &()),
+            ShareUse::of(&ThunkShare, &()),
+            ShareUse::of(&CommunicationShare, &()),
+            ShareUse::of(&CompilationsShare, &Default::default()),
+            ShareUse::of(&RangeSumsShare, &()),
+        ]
+        .into_iter()
+        .chain(more),
+    )
 }
 
 fn keys<T>(outs: &Outs<T>) -> Vec<Key> {
@@ -667,6 +675,7 @@ pub fn compare(
             .filter(|(_, c)| !c.removed.is_empty())
             .map(|(f, c)| (*f, c.removed.clone()))
             .collect(),
+        findings: findings::changes(db, base, head),
     })
 }
 

@@ -277,6 +277,7 @@ pub fn markdown(r: &Report) -> String {
             rr.inputs.join(", ")
         ));
     }
+    s.push_str(&super::findings::markdown(&r.findings));
     let table = |s: &mut String, rows: &[&Judged]| {
         s.push_str("| metric | what | base median | head median | change | 95 % CI | p | n (base/head) | verdict |\n");
         s.push_str("|---|---|--:|--:|--:|---|--:|---|---|\n");

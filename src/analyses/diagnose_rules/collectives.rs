@@ -1,0 +1,386 @@
+//! Rules on collectives: exposed communication, slow collectives, stragglers.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::model::{
+    Context, Evidence, Inputs, Outcome, category_ms, count, ev, num, pc, remedy, rows, text,
+};
+use crate::units::{bytes, duration_ms, sig3};
+
+const COLLECTIVES: &[&str] = &[
+    "all-reduce",
+    "all-gather",
+    "reduce-scatter",
+    "all-to-all",
+    "collective-permute",
+    "all-reduce-start",
+    "all-gather-start",
+    "collective-permute-start",
+    "send",
+    "recv",
+    "collective-broadcast",
+    "ragged-all-to-all",
+];
+
+pub(super) fn exposed_communication(ins: &Inputs, cx: &Context) -> Outcome {
+    let Some(ops) = &ins.ops else {
+        return Outcome::NoData("no ops output".into());
+    };
+    let Some(exposed) = category_ms(ops, "communication").filter(|&c| c > 0.0) else {
+        return Outcome::NoData("no collectives in the steady state".into());
+    };
+    let mut evidence = vec![ev(
+        "ops",
+        format!(
+            "collectives not hidden by computation: {} ({} of the steady state)",
+            duration_ms(exposed),
+            pc(cx.percent(exposed))
+        ),
+    )];
+    // Time a device spends in a collective waiting for a late one is the stragglers' finding,
+    // not the collective's: what is at stake here is the rest.
+    let wait: f64 = ins.stragglers.as_ref().map_or(0.0, |s| {
+        rows(s, "per_module")
+            .iter()
+            .filter_map(|m| num(m, &["wait_ms"]))
+            .sum()
+    });
+    let at_stake = (exposed - wait).max(0.0);
+    if wait > 0.0 {
+        evidence.push(ev(
+            "stragglers",
+            format!(
+                "of which waiting for the last device to arrive: {} (left to the stragglers rule)",
+                duration_ms(wait)
+            ),
+        ));
+    }
+    if let Some(c) = &ins.communication {
+        if let Some(h) = num(c, &["overall_hidden_fraction"]) {
+            evidence.push(ev(
+                "communication",
+                format!(
+                    "hidden behind computation: {} of the collectives' time",
+                    pc(100.0 * h)
+                ),
+            ));
+        }
+        if let Some(by) = c.get("hidden_fraction").and_then(Value::as_object) {
+            for (k, v) in by {
+                if let Some(h) = v.as_f64() {
+                    evidence.push(ev(
+                        "communication",
+                        format!("{k}: {} hidden", pc(100.0 * h)),
+                    ));
+                }
+            }
+        }
+    }
+    let mut comm: Vec<&Value> = rows(ops, "top_thunks")
+        .iter()
+        .filter(|t| {
+            let op = text(t, "opcode");
+            COLLECTIVES.iter().any(|c| {
+                op.strip_prefix(c)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
+            })
+        })
+        .collect();
+    comm.sort_by(|a, b| {
+        num(b, &["total_ms"])
+            .unwrap_or(0.0)
+            .total_cmp(&num(a, &["total_ms"]).unwrap_or(0.0))
+    });
+    for t in comm.iter().take(3) {
+        evidence.push(Evidence {
+            module: Some(text(t, "module").to_string()),
+            op: Some(text(t, "thunk").to_string()),
+            op_name: Some(text(t, "op_name").to_string()).filter(|s| !s.is_empty()),
+            ..ev(
+                "ops",
+                format!(
+                    "{} ({}) in {}: {} over {} executions",
+                    text(t, "thunk"),
+                    text(t, "opcode"),
+                    text(t, "module"),
+                    duration_ms(num(t, &["total_ms"]).unwrap_or(0.0)),
+                    count(num(t, &["executions"]).unwrap_or(0.0))
+                ),
+            )
+        });
+    }
+    let remedies = vec![
+        remedy(
+            "Make the next computation independent of the collective's result: with FSDP gather \
+             the next layer's weights while this one computes, reduce-scatter gradients while the \
+             backward pass goes on; avoid sharding that needs a result at once",
+            "a collective whose result the very next op reads cannot overlap anything; XLA can \
+             only hide collectives that have independent work beside them",
+        ),
+        remedy(
+            "Turn on the latency-hiding scheduler: XLA_FLAGS=--xla_gpu_enable_latency_hiding_scheduler=true",
+            "it schedules collectives asynchronously and moves independent computation between \
+             their start and done",
+        ),
+        remedy(
+            "Feed the scheduler measured costs (PGLE): `nsys-jax-pipe analyze --analysis pgle` writes \
+             pgle/; pass it with --xla_gpu_pgle_profile_file_or_directory_path=OUT/pgle \
+             (or jax.config.update('jax_enable_pgle', True))",
+            "with measured op times the scheduler overlaps what really takes time, not what its \
+             analytical model guesses",
+        ),
+        remedy(
+            "Tune how collectives are combined: --xla_gpu_all_reduce_combine_threshold_bytes, \
+             --xla_gpu_all_gather_combine_threshold_bytes, --xla_gpu_reduce_scatter_combine_threshold_bytes",
+            "fewer, larger collectives pay the per-collective latency once; too large ones \
+             leave nothing to overlap them with",
+        ),
+    ];
+    cx.finding(
+        "exposed-communication",
+        format!(
+            "Communication not hidden by computation: {} of the steady state",
+            pc(cx.percent(at_stake))
+        ),
+        at_stake,
+        evidence,
+        remedies,
+    )
+}
+
+/// Messages at least this large [bytes] should reach the link's bandwidth.
+const LARGE_MESSAGE: f64 = 16.0 * 1024.0 * 1024.0;
+/// A large collective below this share of the link's bus bandwidth is slow.
+const SLOW_FRACTION: f64 = 0.4;
+
+/// The bus bandwidth [GB/s] a collective over one node's GPUs can reach: NVLink per GPU
+/// (one direction), by product.
+fn link_gbps(device: &str) -> Option<(f64, &'static str)> {
+    let d = device.to_ascii_uppercase();
+    if d.contains("H100") && !d.contains("PCIE")
+        || d.contains("H200")
+        || d.contains("H800") && !d.contains("PCIE")
+    {
+        Some((450.0, "NVLink 4 (18 links × 25 GB/s per direction)"))
+    } else if d.contains("B200") || d.contains("GB200") || d.contains("B100") {
+        Some((900.0, "NVLink 5 (18 links × 50 GB/s per direction)"))
+    } else if d.contains("A100") && !d.contains("PCIE") {
+        Some((300.0, "NVLink 3 (12 links × 25 GB/s per direction)"))
+    } else {
+        None
+    }
+}
+
+pub(super) fn slow_collectives(ins: &Inputs, cx: &Context) -> Outcome {
+    let Some(c) = &ins.communication else {
+        return Outcome::NoData("no communication output".into());
+    };
+    let large: Vec<&Value> = rows(c, "bandwidth")
+        .iter()
+        .filter(|r| num(r, &["message_size_bytes"]).is_some_and(|s| s >= LARGE_MESSAGE))
+        .collect();
+    if large.is_empty() {
+        return Outcome::NoData(format!("no collective of {} or more", bytes(LARGE_MESSAGE)));
+    }
+    let device = ins
+        .roofline
+        .as_ref()
+        .and_then(|r| r.get("peaks"))
+        .map(|p| text(p, "device").to_string());
+    let Some((link, what)) = device.as_deref().and_then(link_gbps) else {
+        return Outcome::NoData(format!(
+            "the link of {} is not known",
+            device.as_deref().unwrap_or("this GPU")
+        ));
+    };
+    if cx.devices < 2 {
+        return Outcome::NoData("one device".into());
+    }
+    let n = cx.devices as f64;
+    let mut at_stake = 0.0;
+    let mut evidence = Vec::new();
+    for r in &large {
+        let (size, bw, k) = (
+            num(r, &["message_size_bytes"]).unwrap_or(0.0),
+            num(r, &["bus_bandwidth_gbps"]).unwrap_or(0.0),
+            num(r, &["instances"]).unwrap_or(0.0),
+        );
+        if bw <= 0.0 || bw >= SLOW_FRACTION * link {
+            continue;
+        }
+        // Bus bandwidth = size / time × the collective's factor (2(n-1)/n for all-reduce,
+        // (n-1)/n for gathers and scatters): the time back from it, on every device.
+        let kind = text(r, "collective");
+        let factor = if kind.starts_with("all-reduce") {
+            2.0 * (n - 1.0) / n
+        } else {
+            (n - 1.0) / n
+        };
+        let t_ms = size * factor / (bw * 1e9) * 1e3;
+        at_stake += k * n * t_ms * (1.0 - bw / link);
+        evidence.push(ev(
+            "communication",
+            format!(
+                "{kind} of {}: {} GB/s bus bandwidth, {} of {} GB/s, {} instances",
+                bytes(size),
+                sig3(bw),
+                pc(100.0 * bw / link),
+                sig3(link),
+                count(k)
+            ),
+        ));
+    }
+    if evidence.is_empty() {
+        return Outcome::Quiet(format!(
+            "large collectives at {} % or more of {what}",
+            sig3(SLOW_FRACTION * 100.0)
+        ));
+    }
+    evidence.push(ev(
+        "roofline",
+        format!("link: {what}, {} GB/s per GPU", sig3(link)),
+    ));
+    cx.finding(
+        "slow-collectives",
+        format!(
+            "Large collectives run far below the link's bandwidth ({} GB/s)",
+            sig3(link)
+        ),
+        at_stake,
+        evidence,
+        vec![
+            remedy(
+                "Check NCCL's transport: NCCL_DEBUG=INFO shows whether it uses NVLink (P2P/NVLS) \
+                 or falls back to PCIe or sockets; check NCCL_P2P_DISABLE and the container's \
+                 access to /dev/nvidia* and IPC",
+                "a large collective on NVLink reaches most of the link; far below that the data \
+                 takes a slower path",
+            ),
+            remedy(
+                "Look for contention: collectives overlapping heavy memory traffic or other \
+                 collectives, and NCCL_MIN_NCHANNELS / NCCL_NVLS_ENABLE",
+                "channels and copy engines shared with computation slow a collective down",
+            ),
+        ],
+    )
+}
+
+pub(super) fn stragglers(ins: &Inputs, cx: &Context) -> Outcome {
+    let Some(s) = &ins.stragglers else {
+        return Outcome::NoData("no stragglers output".into());
+    };
+    if num(s, &["devices"]).is_none_or(|d| d < 2.0)
+        || num(s, &["aligned_instances"]).is_none_or(|n| n <= 0.0)
+    {
+        return Outcome::NoData("fewer than two devices meet at collectives".into());
+    }
+    let modules = rows(s, "per_module");
+    let wait: f64 = modules.iter().filter_map(|m| num(m, &["wait_ms"])).sum();
+    let name_of: BTreeMap<&str, &str> = modules
+        .iter()
+        .map(|m| (text(m, "program_id"), text(m, "name")))
+        .collect();
+    let mut evidence = Vec::new();
+    let last = rows(s, "per_device").iter().max_by(|a, b| {
+        let f = |r: &Value| {
+            num(r, &["times_last"]).unwrap_or(0.0) / num(r, &["instances"]).unwrap_or(1.0).max(1.0)
+        };
+        f(a).total_cmp(&f(b))
+    });
+    let mut late = None;
+    if let Some(d) = last {
+        let (k, n, med) = (
+            num(d, &["times_last"]).unwrap_or(0.0),
+            num(d, &["instances"]).unwrap_or(0.0),
+            num(d, &["lateness_us_median"]).unwrap_or(0.0),
+        );
+        if n > 0.0 && k / n >= 0.5 && med >= LATE_US {
+            late = num(d, &["device"]).map(|x| x as i64);
+            evidence.push(Evidence {
+                device: late,
+                ..ev(
+                    "stragglers",
+                    format!(
+                        "device {} arrives last at {} of {} collectives, late by {} (median)",
+                        late.unwrap_or(-1),
+                        count(k),
+                        count(n),
+                        duration_ms(med / 1e3)
+                    ),
+                )
+            });
+        }
+    }
+    for m in modules
+        .iter()
+        .filter(|m| num(m, &["wait_ms"]).unwrap_or(0.0) > 0.0)
+        .take(3)
+    {
+        evidence.push(Evidence {
+            module: Some(text(m, "name").to_string()),
+            ..ev(
+                "stragglers",
+                format!(
+                    "{}: the others wait {} ({} of its time)",
+                    text(m, "name"),
+                    duration_ms(num(m, &["wait_ms"]).unwrap_or(0.0)),
+                    pc(num(m, &["wait_percent"]).unwrap_or(0.0))
+                ),
+            )
+        });
+    }
+    for w in rows(s, "worst").iter().take(2) {
+        let module = name_of.get(text(w, "program_id")).copied().unwrap_or("");
+        evidence.push(Evidence {
+            module: Some(module.to_string()),
+            op: Some(text(w, "thunk").to_string()),
+            device: num(w, &["last_device"]).map(|x| x as i64),
+            ..ev(
+                "stragglers",
+                format!(
+                    "{module} execution {}, {}: device {} late by {}",
+                    count(num(w, &["execution"]).unwrap_or(0.0)),
+                    text(w, "thunk"),
+                    count(num(w, &["last_device"]).unwrap_or(-1.0)),
+                    duration_ms(num(w, &["late_by_us"]).unwrap_or(0.0) / 1e3)
+                ),
+            )
+        });
+    }
+    let title = match late {
+        Some(d) => format!(
+            "Device {d} is a straggler: the others wait {} for it at collectives ({} of the steady state)",
+            duration_ms(wait),
+            pc(cx.percent(wait))
+        ),
+        None => format!(
+            "Devices wait {} for each other at collectives ({} of the steady state)",
+            duration_ms(wait),
+            pc(cx.percent(wait))
+        ),
+    };
+    cx.finding(
+        "stragglers",
+        title,
+        wait,
+        evidence,
+        vec![
+            remedy(
+                "Look at the late rank's host before its steps (its CPU threads in the report): data \
+                 loading, garbage collection, logging, checkpoint writes, a slower or busier node",
+                "a rank that is late at every collective is late before the step starts: the \
+                 delay is on its host, and the others wait in the collective",
+            ),
+            remedy(
+                "Give every rank the same work: balance input shards and sequence lengths, and \
+                 keep per-rank work (evaluation, logging) off the step",
+                "a collective finishes when its last rank arrives",
+            ),
+        ],
+    )
+}
+
+/// A device late by less than this [µs] (median) is not named a straggler.
+const LATE_US: f64 = 100.0;

@@ -1,0 +1,193 @@
+//! Rules on compilation: recompiled modules, compile time.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::model::{
+    Context, Evidence, Finding, Inputs, Outcome, Severity, ev, num, pc, remedy, rows, text,
+};
+use crate::units::duration_ms;
+
+/// Compilations per (process, module name).
+fn compilations(c: &Value) -> BTreeMap<(String, String), Vec<&Value>> {
+    let mut by: BTreeMap<(String, String), Vec<&Value>> = BTreeMap::new();
+    for r in rows(c, "compilations") {
+        by.entry((
+            text(r, "process").to_string(),
+            text(r, "module").to_string(),
+        ))
+        .or_default()
+        .push(r);
+    }
+    by
+}
+
+pub(super) fn recompilation(ins: &Inputs, cx: &Context) -> Outcome {
+    let Some(c) = &ins.compilation else {
+        return Outcome::NoData("no compilation output".into());
+    };
+    if rows(c, "compilations").is_empty() {
+        return Outcome::NoData("no compilation in the capture".into());
+    }
+    let mut again: Vec<((String, String), Vec<&Value>)> = compilations(c)
+        .into_iter()
+        .filter(|(_, v)| v.len() > 1)
+        .collect();
+    if again.is_empty() {
+        return Outcome::Quiet("every module compiled once per process".into());
+    }
+    let extra = |v: &[&Value]| {
+        v.iter()
+            .skip(1)
+            .filter_map(|r| num(r, &["wall_s"]))
+            .sum::<f64>()
+            * 1e3
+    };
+    again.sort_by(|a, b| extra(&b.1).total_cmp(&extra(&a.1)));
+    let at_stake: f64 = again.iter().map(|(_, v)| extra(v)).sum();
+    let evidence: Vec<Evidence> = again
+        .iter()
+        .take(5)
+        .map(|((p, m), v)| Evidence {
+            module: Some(m.clone()),
+            ..ev(
+                "compilation",
+                format!(
+                    "{m} compiled {} times in {p}, the later ones {}",
+                    v.len(),
+                    duration_ms(extra(v))
+                ),
+            )
+        })
+        .collect();
+    let title = format!(
+        "{} recompiled: {} of compilation after the first",
+        match again.len() {
+            1 => again[0].0.1.clone(),
+            n => format!("{n} modules"),
+        },
+        duration_ms(at_stake)
+    );
+    let remedies = vec![
+        remedy(
+            "Call the jitted function with the same shapes and dtypes every time (pad to a few \
+             bucket sizes)",
+            "jit compiles once per distinct input shape, dtype and static argument; a new shape \
+             each call compiles each call",
+        ),
+        remedy(
+            "Find what changes: jax.config.update('jax_explain_cache_misses', True) logs why each \
+             call missed the cache; pass changing Python numbers as arrays, not static_argnums",
+            "a static argument that takes a new value is a new program",
+        ),
+        remedy(
+            "Keep compiled programs across runs: jax.config.update('jax_compilation_cache_dir', PATH)",
+            "the persistent cache turns the next run's compilations into loads",
+        ),
+    ];
+    let mut out = cx.finding(
+        "recompilation",
+        title.clone(),
+        at_stake,
+        evidence.clone(),
+        remedies.clone(),
+    );
+    if let Outcome::Quiet(_) = out {
+        // A recompilation is worth saying even when it is cheap: it is a bug in the loop.
+        out = Outcome::Fired(Finding {
+            rule: "recompilation".into(),
+            severity: Severity::Info,
+            title,
+            at_stake_ms: at_stake,
+            percent: cx.percent(at_stake),
+            evidence,
+            remedies,
+        });
+    }
+    out
+}
+
+pub(super) fn compile_time(ins: &Inputs, cx: &Context) -> Outcome {
+    let Some(c) = &ins.compilation else {
+        return Outcome::NoData("no compilation output".into());
+    };
+    let all = rows(c, "compilations");
+    if all.is_empty() {
+        return Outcome::NoData("no compilation in the capture".into());
+    }
+    let total: f64 = all.iter().filter_map(|r| num(r, &["wall_s"])).sum::<f64>() * 1e3;
+    let mut autotune = 0.0;
+    for r in all {
+        for p in rows(r, "parts") {
+            if text(p, "kind").contains("Autotun") {
+                autotune += num(p, &["seconds"]).unwrap_or(0.0) * 1e3;
+            }
+        }
+    }
+    let mut longest: Vec<&Value> = all.iter().collect();
+    longest.sort_by(|a, b| {
+        num(b, &["wall_s"])
+            .unwrap_or(0.0)
+            .total_cmp(&num(a, &["wall_s"]).unwrap_or(0.0))
+    });
+    let mut evidence = vec![ev(
+        "compilation",
+        format!(
+            "{} compilations, {} in all ({} of the steady state's time)",
+            all.len(),
+            duration_ms(total),
+            pc(cx.percent(total))
+        ),
+    )];
+    for r in longest.iter().take(3) {
+        evidence.push(Evidence {
+            module: Some(text(r, "module").to_string()),
+            ..ev(
+                "compilation",
+                format!(
+                    "{} in {}: {}",
+                    text(r, "module"),
+                    text(r, "process"),
+                    duration_ms(num(r, &["wall_s"]).unwrap_or(0.0) * 1e3)
+                ),
+            )
+        });
+    }
+    if autotune > 0.0 {
+        evidence.push(ev(
+            "compilation",
+            format!("autotuning: {}", duration_ms(autotune)),
+        ));
+    }
+    // Compilation is paid once per process, not per step: it can be worth a warning (slow
+    // iteration, slow restarts), never the critical finding of a steady state.
+    match cx.finding(
+        "compile-time",
+        format!("Compilation takes {} ({} of the steady state's time)", duration_ms(total), pc(cx.percent(total))),
+        total,
+        evidence,
+        vec![
+            remedy(
+                "Keep compiled programs across runs: jax.config.update('jax_compilation_cache_dir', PATH)",
+                "the persistent cache turns the next run's compilations into loads",
+            ),
+            remedy(
+                "Compile fewer programs: jit the whole step rather than many small functions, and \
+                 keep shapes fixed",
+                "each distinct jitted program is compiled (and autotuned) once per process",
+            ),
+            remedy(
+                "While iterating on code, lower autotuning: XLA_FLAGS=--xla_gpu_autotune_level=0 \
+                 (not for the measured run)",
+                "autotuning times candidate kernels at compile time; it pays off only in long runs",
+            ),
+        ],
+    ) {
+        Outcome::Fired(mut f) => {
+            f.severity = f.severity.min(Severity::Warning);
+            Outcome::Fired(f)
+        }
+        other => other,
+    }
+}

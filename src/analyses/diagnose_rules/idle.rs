@@ -1,0 +1,246 @@
+//! Rules on where the GPU waits: the capture itself, idle time between and inside modules.
+
+use serde_json::Value;
+
+use super::model::{
+    Context, Evidence, Finding, Inputs, Outcome, Severity, category_ms, count, ev, num, pc, remedy,
+    rows, text,
+};
+use crate::units::{duration_ms, sig3};
+
+/// Too little to judge: no steady state, or too few steps.
+pub(super) fn capture(ins: &Inputs, cx: &Context) -> Outcome {
+    let rerun = remedy(
+        "Capture at least 5 steps after the warm-up: `nsys-jax-pipe run --capture-range=cudaProfilerApi \
+         --capture-range-end=stop -- python train.py` with jax.profiler.start_trace-free code that \
+         calls cudaProfilerStart after the first steps and cudaProfilerStop after the last",
+        "the steady state is what the step costs once compiled and warm; the rules judge only it",
+    );
+    let Some(ops) = &ins.ops else {
+        return Outcome::Fired(Finding {
+            rule: "capture".into(),
+            severity: Severity::Critical,
+            title: "No GPU activity of XLA modules in the capture: nothing to judge".into(),
+            at_stake_ms: 0.0,
+            percent: 0.0,
+            evidence: vec![ev(
+                "ops",
+                "the ops analysis has no steady state (no module ran on the GPU in the capture)"
+                    .into(),
+            )],
+            remedies: vec![rerun],
+        });
+    };
+    if cx.steady_ms.is_none() || num(ops, &["totals", "modules_ms"]).is_none_or(|m| m <= 0.0) {
+        return Outcome::Fired(Finding {
+            rule: "capture".into(),
+            severity: Severity::Critical,
+            title: "No steady state: no module ran on the GPU after the warm-up".into(),
+            at_stake_ms: 0.0,
+            percent: 0.0,
+            evidence: vec![ev("ops", "steady-state module time 0".into())],
+            remedies: vec![rerun],
+        });
+    }
+    let steps = ins
+        .roofline
+        .as_ref()
+        .and_then(|r| num(r, &["step", "steps"]));
+    match steps {
+        Some(s) if s < 3.0 => Outcome::Fired(Finding {
+            rule: "capture".into(),
+            severity: Severity::Warning,
+            title: format!(
+                "Only {} steps in the steady state: too few to judge step-to-step variation",
+                count(s)
+            ),
+            at_stake_ms: 0.0,
+            percent: 0.0,
+            evidence: vec![ev(
+                "roofline",
+                format!("{} executions of the step module per device", count(s)),
+            )],
+            remedies: vec![rerun],
+        }),
+        Some(s) => Outcome::Quiet(format!("{} steps in the steady state", count(s))),
+        None => Outcome::Quiet("a steady state (its step not known)".into()),
+    }
+}
+
+pub(super) fn host_bound(ins: &Inputs, cx: &Context) -> Outcome {
+    let Some(ops) = &ins.ops else {
+        return Outcome::NoData("no ops output".into());
+    };
+    let (Some(idle), Some(t)) = (category_ms(ops, "idle between modules"), cx.steady_ms) else {
+        return Outcome::NoData("no steady state".into());
+    };
+    let mut evidence = vec![ev(
+        "ops",
+        format!(
+            "the GPU idles {} between module executions: {} of the steady state ({}, summed over devices)",
+            duration_ms(idle),
+            pc(100.0 * idle / t),
+            duration_ms(t)
+        ),
+    )];
+    // The short-module pattern: most executions are of modules that run for microseconds.
+    let modules = ins.summary.as_ref().map_or(&[][..], |s| rows(s, "modules"));
+    let executions: f64 = modules.iter().filter_map(|m| num(m, &["executions"])).sum();
+    let mut tiny: Vec<&Value> = modules
+        .iter()
+        .filter(|m| num(m, &["duration_ms_mean"]).is_some_and(|d| d < TINY_MODULE_MS))
+        .collect();
+    tiny.sort_by(|a, b| {
+        num(b, &["executions"])
+            .unwrap_or(0.0)
+            .total_cmp(&num(a, &["executions"]).unwrap_or(0.0))
+    });
+    let tiny_runs: f64 = tiny.iter().filter_map(|m| num(m, &["executions"])).sum();
+    let dispatch = tiny_runs >= 100.0 && tiny_runs >= 0.5 * executions;
+    for m in tiny.iter().take(if dispatch { 3 } else { 0 }) {
+        evidence.push(Evidence {
+            module: Some(text(m, "name").to_string()),
+            ..ev(
+                "summary",
+                format!(
+                    "{}: {} executions, {} each",
+                    text(m, "name"),
+                    count(num(m, &["executions"]).unwrap_or(0.0)),
+                    duration_ms(num(m, &["duration_ms_mean"]).unwrap_or(0.0))
+                ),
+            )
+        });
+    }
+    let steps = ins
+        .roofline
+        .as_ref()
+        .and_then(|r| num(r, &["step", "steps"]));
+    if let Some(s) = steps.filter(|&s| s > 0.0) {
+        evidence.push(ev(
+            "summary",
+            format!(
+                "module executions per step and device: {} ({} steps)",
+                count((executions / s / cx.devices as f64 * 100.0).round() / 100.0),
+                count(s)
+            ),
+        ));
+    }
+    let title = if dispatch {
+        format!(
+            "Host-bound: the GPU idles {} of the time between {} executions of tiny modules",
+            pc(100.0 * idle / t),
+            count(tiny_runs)
+        )
+    } else {
+        format!(
+            "The GPU idles {} of the steady state between module executions",
+            pc(100.0 * idle / t)
+        )
+    };
+    let mut remedies = vec![
+        remedy(
+            "Do not read device values inside the loop (float(x), x.item(), np.asarray(x), print): \
+             keep metrics on the device and fetch them every N steps",
+            "a device-to-host read blocks Python until the GPU is done, so the next dispatch \
+             starts only then and the GPU waits for Python",
+        ),
+        remedy(
+            "Move the loop into one jitted function (jax.lax.scan or lax.fori_loop over the \
+             small steps) or jit a larger step",
+            "each jitted call costs host time to dispatch; a module that runs for microseconds \
+             cannot cover it, one large module can",
+        ),
+        remedy(
+            "Keep block_until_ready and host syncs out of the step; prefetch the next batch \
+             (jax.device_put ahead of use, a prefetching input pipeline)",
+            "JAX dispatches asynchronously: without a sync the host runs ahead and the GPU \
+             always has the next module queued",
+        ),
+        remedy(
+            "Look at the host threads in the report (`nsys-jax-pipe` keeps the .nsys-rep in the \
+             archive) for data loading, checkpointing or logging between steps",
+            "idle between modules is time the host did not give the GPU work; the CPU timeline \
+             says what it did instead",
+        ),
+    ];
+    if !dispatch {
+        remedies.swap(0, 2);
+    }
+    cx.finding("host-bound", title, idle, evidence, remedies)
+}
+
+/// A module shorter than this [ms] cannot cover the cost of dispatching it.
+const TINY_MODULE_MS: f64 = 0.05;
+
+pub(super) fn idle_in_modules(ins: &Inputs, cx: &Context) -> Outcome {
+    let Some(ops) = &ins.ops else {
+        return Outcome::NoData("no ops output".into());
+    };
+    let Some(idle) = category_ms(ops, "idle in modules") else {
+        return Outcome::NoData("no steady state".into());
+    };
+    let mut evidence = vec![ev(
+        "ops",
+        format!(
+            "gaps between the thunks of modules: {} ({})",
+            duration_ms(idle),
+            pc(cx.percent(idle))
+        ),
+    )];
+    let mut modules: Vec<&Value> = ins
+        .summary
+        .as_ref()
+        .map_or(&[][..], |s| rows(s, "modules"))
+        .iter()
+        .collect();
+    modules.sort_by(|a, b| {
+        num(b, &["duration_ms_sum"])
+            .unwrap_or(0.0)
+            .total_cmp(&num(a, &["duration_ms_sum"]).unwrap_or(0.0))
+    });
+    for m in modules.iter().take(2) {
+        let (d, k) = (
+            num(m, &["duration_ms_mean"]).unwrap_or(0.0),
+            num(m, &["thunks_mean"]).unwrap_or(0.0),
+        );
+        if k > 0.0 {
+            evidence.push(Evidence {
+                module: Some(text(m, "name").to_string()),
+                ..ev(
+                    "summary",
+                    format!(
+                        "{}: {} thunks in {}, {} per thunk",
+                        text(m, "name"),
+                        sig3(k),
+                        duration_ms(d),
+                        duration_ms(d / k)
+                    ),
+                )
+            });
+        }
+    }
+    let remedies = vec![
+        remedy(
+            "Let XLA run the module's kernels as CUDA graphs (command buffers): \
+             XLA_FLAGS=--xla_gpu_enable_command_buffer=FUSION,CUBLAS,CUBLASLT,CUSTOM_CALL,CUDNN \
+             --xla_gpu_graph_min_graph_size=1",
+            "a graph launches all its kernels at once; kernel-by-kernel launches leave the GPU \
+             waiting for the host between small kernels",
+        ),
+        remedy(
+            "Give the GPU larger kernels: a larger batch per device, fewer tiny ops (fuse \
+             elementwise work, avoid many small slices and concatenations)",
+            "a kernel that runs for microseconds is dominated by its launch latency",
+        ),
+    ];
+    cx.finding(
+        "idle-in-modules",
+        format!(
+            "The GPU idles {} of the steady state between the kernels of a module",
+            pc(cx.percent(idle))
+        ),
+        idle,
+        evidence,
+        remedies,
+    )
+}

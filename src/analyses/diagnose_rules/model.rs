@@ -1,0 +1,230 @@
+//! What the rules of `diagnose` share: findings and their parts, the inputs and context every
+//! rule reads, and helpers to read the other analyses' JSON.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::units::{duration_ms, sig3};
+
+/// How much a finding matters: from the share of the steady-state GPU time it explains.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Critical,
+}
+
+/// At or above this share of the steady state [%] a finding is critical.
+pub const CRITICAL_PERCENT: f64 = 25.0;
+/// At or above this share, a warning. A well-fed loop that waits for each step's result
+/// (`block_until_ready`) idles about 7 % between steps (measured on an H200 bf16 GEMM chain):
+/// below 10 % a remedy rarely repays the change.
+pub const WARNING_PERCENT: f64 = 10.0;
+/// Below this share a rule reports nothing.
+pub const REPORT_PERCENT: f64 = 2.0;
+
+impl Severity {
+    pub fn of(percent: f64) -> Severity {
+        if percent >= CRITICAL_PERCENT {
+            Severity::Critical
+        } else if percent >= WARNING_PERCENT {
+            Severity::Warning
+        } else {
+            Severity::Info
+        }
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            Severity::Critical => "critical",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
+}
+
+/// One number a finding rests on, and the row it comes from.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct Evidence {
+    /// The fact, in words, with its number.
+    pub text: String,
+    /// The analysis whose output holds it.
+    pub analysis: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<i64>,
+    /// The JAX name of the op (`op_name` metadata: the Python function path).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub op_name: Option<String>,
+}
+
+/// Something to try, and why it helps.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Remedy {
+    pub action: String,
+    pub why: String,
+}
+
+/// What a rule found.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Finding {
+    /// The rule's stable id (the anchor of its page in docs/diagnosis.md).
+    pub rule: String,
+    pub severity: Severity,
+    pub title: String,
+    /// The steady-state GPU time [ms, summed over devices] the problem costs, as estimated.
+    pub at_stake_ms: f64,
+    /// `at_stake_ms` as a share of the steady state [%].
+    pub percent: f64,
+    pub evidence: Vec<Evidence>,
+    pub remedies: Vec<Remedy>,
+}
+
+/// Whether a rule could judge, and what it concluded.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Check {
+    pub rule: String,
+    /// `fired`, `quiet` (judged, nothing to report) or `no data` (could not judge).
+    pub status: String,
+    pub why: String,
+}
+
+/// The other analyses' outputs the rules read (None: that analysis did not run or failed).
+#[derive(Default)]
+pub struct Inputs {
+    pub summary: Option<Value>,
+    pub ops: Option<Value>,
+    pub communication: Option<Value>,
+    pub compilation: Option<Value>,
+    pub stragglers: Option<Value>,
+    pub memory: Option<Value>,
+    pub roofline: Option<Value>,
+}
+
+/// A rule: a finding, or why there is none.
+pub type Rule = fn(&Inputs, &Context) -> Outcome;
+
+pub enum Outcome {
+    Fired(Finding),
+    Quiet(String),
+    NoData(String),
+}
+
+/// What every rule measures against.
+pub struct Context {
+    /// The steady state's wall time summed over devices [ms] (`ops`' `wall_ms`).
+    pub steady_ms: Option<f64>,
+    pub devices: usize,
+}
+
+impl Context {
+    pub fn of(ins: &Inputs) -> Context {
+        let steady_ms = ins
+            .ops
+            .as_ref()
+            .and_then(|o| num(o, &["totals", "wall_ms"]))
+            .filter(|&w| w > 0.0);
+        let devices = ins
+            .stragglers
+            .as_ref()
+            .and_then(|s| num(s, &["devices"]))
+            .or_else(|| {
+                ins.roofline
+                    .as_ref()
+                    .and_then(|r| num(r, &["steady", "devices"]))
+            })
+            .map_or(1, |d| (d as usize).max(1));
+        Context { steady_ms, devices }
+    }
+
+    pub(crate) fn percent(&self, ms: f64) -> f64 {
+        self.steady_ms.map_or(0.0, |t| 100.0 * ms / t)
+    }
+
+    /// A finding from `at_stake_ms`, or quiet when it is below what is reported.
+    pub(crate) fn finding(
+        &self,
+        rule: &str,
+        title: String,
+        at_stake_ms: f64,
+        ev: Vec<Evidence>,
+        rem: Vec<Remedy>,
+    ) -> Outcome {
+        let percent = self.percent(at_stake_ms);
+        if percent < REPORT_PERCENT {
+            return Outcome::Quiet(format!(
+                "{} at stake, {} % of the steady state (below {REPORT_PERCENT} %)",
+                duration_ms(at_stake_ms),
+                sig3(percent)
+            ));
+        }
+        Outcome::Fired(Finding {
+            rule: rule.to_string(),
+            severity: Severity::of(percent),
+            title,
+            at_stake_ms,
+            percent,
+            evidence: ev,
+            remedies: rem,
+        })
+    }
+}
+
+/// The number at `path` in `v`.
+pub fn num(v: &Value, path: &[&str]) -> Option<f64> {
+    let mut at = v;
+    for p in path {
+        at = at.get(p)?;
+    }
+    at.as_f64()
+}
+
+pub(crate) fn text<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+pub(crate) fn rows<'a>(v: &'a Value, key: &str) -> &'a [Value] {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map_or(&[], |a| a.as_slice())
+}
+
+pub(crate) fn remedy(action: &str, why: &str) -> Remedy {
+    Remedy {
+        action: action.to_string(),
+        why: why.to_string(),
+    }
+}
+
+pub(crate) fn ev(analysis: &str, text: String) -> Evidence {
+    Evidence {
+        text,
+        analysis: analysis.to_string(),
+        ..Evidence::default()
+    }
+}
+
+/// The ms of an `ops` category.
+pub(crate) fn category_ms(ops: &Value, category: &str) -> Option<f64> {
+    rows(ops, "by_category")
+        .iter()
+        .find(|c| text(c, "category") == category)
+        .and_then(|c| num(c, &["ms"]))
+}
+
+/// A count: `9`, `6000`, `2.5`.
+pub(crate) fn count(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{x:.0}")
+    } else {
+        sig3(x)
+    }
+}
+
+pub(crate) fn pc(p: f64) -> String {
+    format!("{} %", crate::units::pct(p))
+}

@@ -1,0 +1,300 @@
+//! `diagnose` on programs with one known problem each (`tests/data/problems/README.md`: H200
+//! captures made with `run`), on a well-fed one, on the example, the pax archives and the
+//! h200 captures: the right finding first, with the right module, op or device in its
+//! evidence; no warning for the healthy program; no rule firing on data a capture lacks.
+
+use crate::common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn problem(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/problems")
+        .join(name)
+}
+
+fn diagnose(inputs: &[PathBuf]) -> (Value, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let o = analyze(
+        &tmp.path().join("cache"),
+        &out,
+        &["--analysis", "diagnose"],
+        inputs,
+    );
+    assert_ok(&o);
+    (
+        json(&out.join("diagnosis.json")),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
+}
+
+fn findings(d: &Value) -> &Vec<Value> {
+    d["findings"].as_array().unwrap()
+}
+
+fn rules(d: &Value) -> Vec<&str> {
+    findings(d)
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap())
+        .collect()
+}
+
+fn check<'a>(d: &'a Value, rule: &str) -> &'a Value {
+    d["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["rule"] == rule)
+        .unwrap_or_else(|| panic!("no check of {rule}"))
+}
+
+fn serious(d: &Value) -> Vec<&Value> {
+    findings(d)
+        .iter()
+        .filter(|f| f["severity"] != "info")
+        .collect()
+}
+
+/// The evidence of a finding as one text, and its rows' fields.
+fn evidence(f: &Value) -> String {
+    f["evidence"].to_string()
+}
+
+/// Four 128 MiB all-reduces whose result the next layer reads at once: exposed
+/// communication first, critical, about a third of the time, with the all-reduce thunk of
+/// `jit_layers` in its evidence and remedies naming the latency-hiding scheduler and PGLE.
+#[test]
+fn an_all_reduce_read_at_once_is_exposed_communication() {
+    let (d, stdout) = diagnose(&[problem("exposed_allreduce.zip")]);
+    let first = &findings(&d)[0];
+    assert_eq!(first["rule"], "exposed-communication", "{:?}", rules(&d));
+    assert_eq!(first["severity"], "critical");
+    let p = first["percent"].as_f64().unwrap();
+    assert!((30.0..36.0).contains(&p), "{p}");
+    let ev = evidence(first);
+    assert!(ev.contains("jit_layers") && ev.contains("psum"), "{ev}");
+    let remedies = first["remedies"].to_string();
+    assert!(remedies.contains("latency_hiding_scheduler"), "{remedies}");
+    assert!(remedies.contains("pgle"), "{remedies}");
+    // Two devices of one process meet in time: no straggler named.
+    assert!(!rules(&d).contains(&"stragglers"), "{:?}", rules(&d));
+    // The findings lead the terminal text.
+    assert!(stdout.starts_with("──── diagnose"), "{stdout}");
+}
+
+/// Rank 1 sleeps 20 ms before each step: the straggler finding first, naming device 1, and
+/// the time the other waits inside the all-reduce not counted again as exposed
+/// communication.
+#[test]
+fn a_rank_that_sleeps_is_the_straggler() {
+    let (d, _) = diagnose(&[
+        problem("late_rank/rank0.zip"),
+        problem("late_rank/rank1.zip"),
+    ]);
+    let first = &findings(&d)[0];
+    assert_eq!(first["rule"], "stragglers", "{:?}", rules(&d));
+    assert_eq!(first["severity"], "critical");
+    let named = first["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["device"].is_i64())
+        .expect("a device named");
+    assert_eq!(named["device"], 1);
+    assert!(evidence(first).contains("jit_train_step"), "{first}");
+    let at_stake = first["at_stake_ms"].as_f64().unwrap();
+    assert!((170.0..190.0).contains(&at_stake), "{at_stake}");
+    assert_ne!(check(&d, "exposed-communication")["status"], "fired");
+}
+
+/// Three f32 GEMMs at HIGHEST: the precision finding first, naming the cuBLAS calls of
+/// `jit_chain` on the FP32 units.
+#[test]
+fn highest_precision_matmuls_are_a_precision_finding() {
+    let (d, _) = diagnose(&[problem("f32_highest.zip")]);
+    let first = &findings(&d)[0];
+    assert_eq!(first["rule"], "precision", "{:?}", rules(&d));
+    assert_eq!(first["severity"], "critical");
+    let ev = first["evidence"].as_array().unwrap();
+    let ops: Vec<&str> = ev.iter().filter_map(|e| e["op"].as_str()).collect();
+    assert_eq!(ops.len(), 3, "{ev:?}");
+    assert!(ops.iter().all(|o| o.starts_with("custom-call.")), "{ops:?}");
+    assert!(
+        ev.iter()
+            .all(|e| e["module"].is_null() || e["module"] == "jit_chain")
+    );
+    // TF32 would give most of the GEMMs' time back: 1 - 61.8/494.7 of it.
+    let p = first["percent"].as_f64().unwrap();
+    assert!((70.0..85.0).contains(&p), "{p}");
+}
+
+/// A well-fed bf16 GEMM chain: nothing above info (its 7 % idle between steps is the
+/// `block_until_ready` of each step).
+#[test]
+fn a_healthy_program_gets_no_warning() {
+    let (d, _) = diagnose(&[problem("healthy.zip")]);
+    assert!(serious(&d).is_empty(), "{:?}", serious(&d));
+    for rule in [
+        "exposed-communication",
+        "slow-collectives",
+        "stragglers",
+        "recompilation",
+        "precision",
+    ] {
+        assert_ne!(check(&d, rule)["status"], "fired", "{rule}");
+    }
+    // One GPU, no collective: those rules say they had nothing to judge.
+    assert_eq!(check(&d, "exposed-communication")["status"], "no data");
+    assert_eq!(check(&d, "stragglers")["status"], "no data");
+    assert_eq!(check(&d, "precision")["status"], "quiet");
+}
+
+/// Shares of the steady state and severities follow the thresholds; findings by severity,
+/// then time at stake.
+#[test]
+fn findings_are_ordered_and_their_severity_follows_their_share() {
+    for inputs in [
+        vec![problem("exposed_allreduce.zip")],
+        vec![problem("device_put.zip")],
+        vec![
+            problem("late_rank/rank0.zip"),
+            problem("late_rank/rank1.zip"),
+        ],
+    ] {
+        let (d, _) = diagnose(&inputs);
+        let steady = d["steady_ms"].as_f64().unwrap();
+        let rank = |s: &Value| match s.as_str().unwrap() {
+            "critical" => 2,
+            "warning" => 1,
+            _ => 0,
+        };
+        let mut last = (3, f64::INFINITY);
+        for f in findings(&d) {
+            let (r, ms) = (rank(&f["severity"]), f["at_stake_ms"].as_f64().unwrap());
+            assert!(
+                r < last.0 || (r == last.0 && ms <= last.1),
+                "{inputs:?}: order"
+            );
+            last = (r, ms);
+            let p = f["percent"].as_f64().unwrap();
+            if ms > 0.0 && f["rule"] != "compile-time" && f["rule"] != "recompilation" {
+                assert!(rel(p, 100.0 * ms / steady) < 1e-9, "{f}");
+                let want = if p >= 25.0 {
+                    2
+                } else if p >= 10.0 {
+                    1
+                } else {
+                    0
+                };
+                assert_eq!(r, want, "{f}");
+            }
+            assert!(!f["remedies"].as_array().unwrap().is_empty(), "{f}");
+            for r in f["remedies"].as_array().unwrap() {
+                assert!(!r["why"].as_str().unwrap().is_empty(), "{r}");
+            }
+        }
+    }
+}
+
+/// The example (two GPUs, FSDP): findings the other analyses' numbers support, and no rule
+/// judging data the archive lacks.
+#[test]
+fn the_example_is_diagnosed_from_its_own_numbers() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mlp-fsdp-2gpu.zip");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    assert_ok(&analyze(&tmp.path().join("cache"), &out, &[], &[example]));
+    let d = json(&out.join("diagnosis.json"));
+    let ops = json(&out.join("ops.json"));
+    let idle = ops["by_category"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["category"] == "idle between modules")
+        .unwrap();
+    let f = findings(&d)
+        .iter()
+        .find(|f| f["rule"] == "host-bound")
+        .expect("the example idles between its modules");
+    assert_eq!(f["at_stake_ms"], idle["ms"]);
+    assert_eq!(check(&d, "host-device-copies")["status"], "no data");
+}
+
+/// The pax archives: compile time (a warning at most), waits at collectives and the idle
+/// time of the notebook's own numbers.
+#[test]
+fn the_pax_archives_are_diagnosed_from_the_notebooks_numbers() {
+    let Some(f) = fixtures() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    assert_ok(&analyze(
+        &tmp.path().join("cache"),
+        &out,
+        &[],
+        &pax_archives(&f),
+    ));
+    let d = json(&out.join("diagnosis.json"));
+    let ops = json(&out.join("ops.json"));
+    let comp = json(&out.join("compilation.json"));
+    let compile_s: f64 = comp["compilations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["wall_s"].as_f64().unwrap())
+        .sum();
+    let ct = findings(&d)
+        .iter()
+        .find(|f| f["rule"] == "compile-time")
+        .expect("compile time");
+    assert!(rel(ct["at_stake_ms"].as_f64().unwrap(), compile_s * 1e3) < 1e-9);
+    assert_eq!(ct["severity"], "warning");
+    assert!(evidence(ct).contains("pjit__wrapped_step_fn"), "{ct}");
+    let hb = &findings(&d)[0];
+    assert_eq!(hb["rule"], "host-bound");
+    let idle = ops["by_category"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["category"] == "idle between modules")
+        .unwrap();
+    assert_eq!(hb["at_stake_ms"], idle["ms"]);
+    assert!(rules(&d).contains(&"stragglers"), "{:?}", rules(&d));
+}
+
+/// An NVTX-only capture (compilation only, no GPU work of modules): the capture finding and
+/// the compilation rules only.
+#[test]
+#[cfg_attr(
+    not(all(test_fixtures, test_nsys)),
+    ignore = "needs the shared fixtures and Nsight Systems"
+)]
+fn an_nvtx_only_capture_gets_only_capture_and_compile_findings() {
+    let Some(f) = fixtures() else { return };
+    let Some(nsys) = nsys() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let report = f.join("h200/compile_1proc/rep.nsys-rep");
+    assert_ok(&run_with_nsys(
+        &nsys,
+        &[
+            "analyze".as_ref(),
+            "-q".as_ref(),
+            "--cache-dir".as_ref(),
+            tmp.path().join("cache").as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+            "--analysis".as_ref(),
+            "diagnose".as_ref(),
+            report.as_os_str(),
+        ],
+    ));
+    let d = json(&out.join("diagnosis.json"));
+    for r in rules(&d) {
+        assert!(
+            ["capture", "recompilation", "compile-time"].contains(&r),
+            "{r} fired on an NVTX-only capture"
+        );
+    }
+    assert!(rules(&d).contains(&"capture"), "{:?}", rules(&d));
+}
