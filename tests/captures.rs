@@ -115,6 +115,7 @@ fn expected_members(report: &Path, dump: &Path, gpu: bool) -> Vec<String> {
     ];
     if gpu {
         want.push("nvtx_gpu_proj_trace/trace.parquet".into());
+        want.push("nsys-jax-pipe/gpu-transfers.parquet".into());
     }
     for e in walkdir::WalkDir::new(dump).min_depth(1) {
         let e = e.unwrap();

@@ -74,6 +74,7 @@ fn an_all_reduce_read_at_once_is_exposed_communication() {
     assert!((30.0..36.0).contains(&p), "{p}");
     let ev = evidence(first);
     assert!(ev.contains("jit_layers") && ev.contains("psum"), "{ev}");
+    assert!(ev.contains("exposed_allreduce.py:"), "{ev}");
     let remedies = first["remedies"].to_string();
     assert!(remedies.contains("latency_hiding_scheduler"), "{remedies}");
     assert!(remedies.contains("pgle"), "{remedies}");
@@ -120,6 +121,13 @@ fn highest_precision_matmuls_are_a_precision_finding() {
     let ops: Vec<&str> = ev.iter().filter_map(|e| e["op"].as_str()).collect();
     assert_eq!(ops.len(), 3, "{ev:?}");
     assert!(ops.iter().all(|o| o.starts_with("custom-call.")), "{ops:?}");
+    // Each with its Python line.
+    for e in ev.iter().filter(|e| e["op"].is_string()) {
+        let s = e["source"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no source: {e}"));
+        assert!(s.contains("f32_highest.py:"), "{s}");
+    }
     assert!(
         ev.iter()
             .all(|e| e["module"].is_null() || e["module"] == "jit_chain")
@@ -127,6 +135,70 @@ fn highest_precision_matmuls_are_a_precision_finding() {
     // TF32 would give most of the GEMMs' time back: 1 - 61.8/494.7 of it.
     let p = first["percent"].as_f64().unwrap();
     assert!((70.0..85.0).contains(&p), "{p}");
+}
+
+/// 30 tiny jitted calls per step, each followed by a device-to-host read: host-bound first,
+/// named as such (the many-tiny-modules pattern), with `jit_tiny` in its evidence; the
+/// scalar copies of the reads are no copy finding.
+#[test]
+fn a_loop_of_tiny_calls_with_host_reads_is_host_bound() {
+    let (d, _) = diagnose(&[problem("host_bound.zip")]);
+    let first = &findings(&d)[0];
+    assert_eq!(first["rule"], "host-bound", "{:?}", rules(&d));
+    assert_eq!(first["severity"], "critical");
+    assert!(
+        first["title"].as_str().unwrap().starts_with("Host-bound"),
+        "{first}"
+    );
+    let tiny = first["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["module"] == "jit_tiny")
+        .expect("jit_tiny named");
+    assert!(
+        tiny["text"].as_str().unwrap().contains("300 executions"),
+        "{tiny}"
+    );
+    assert!(first["percent"].as_f64().unwrap() > 90.0, "{first}");
+    let remedies = first["remedies"].to_string();
+    assert!(remedies.contains("float(x)"), "{remedies}");
+    assert_ne!(check(&d, "host-device-copies")["status"], "fired");
+}
+
+/// A 256 MiB pageable `device_put` each step: the copies (and the GPU's wait while the host
+/// prepares them) first, and no host-bound finding for the same time; `ops` counts the copies
+/// as GPU work, not idle time.
+#[test]
+fn a_device_put_each_step_is_a_copy_finding_not_idle_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    assert_ok(&analyze(
+        &tmp.path().join("cache"),
+        &out,
+        &["--analysis", "diagnose", "--analysis", "ops"],
+        &[problem("device_put.zip")],
+    ));
+    let d = json(&out.join("diagnosis.json"));
+    let first = &findings(&d)[0];
+    assert_eq!(first["rule"], "host-device-copies", "{:?}", rules(&d));
+    assert_eq!(first["severity"], "critical");
+    let ev = evidence(first);
+    assert!(ev.contains("HtoD: 9 copies, 2.25 GiB"), "{ev}");
+    assert_ne!(check(&d, "host-bound")["status"], "fired");
+    let ops = json(&out.join("ops.json"));
+    let t = &ops["transfers"];
+    assert_eq!(t["measured"], true);
+    assert_eq!(t["count"], 9);
+    assert_eq!(t["bytes"], 9u64 * 256 * 1024 * 1024);
+    let copies = ops["by_category"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["category"] == "memcpy/memset")
+        .unwrap();
+    assert!(rel(copies["ms"].as_f64().unwrap(), t["ms"].as_f64().unwrap()) < 1e-9);
+    assert!(t["ms"].as_f64().unwrap() > 40.0, "{t}");
 }
 
 /// A well-fed bf16 GEMM chain: nothing above info (its 7 % idle between steps is the

@@ -47,6 +47,7 @@ fn sources() -> [Source; 7] {
                 ("totals", None),
                 ("by_category", None),
                 ("top_thunks", Some(300)),
+                ("transfers", None),
             ],
         ),
         (
@@ -208,7 +209,11 @@ pub fn render(d: &Diagnosis) -> String {
         out.push_str(&wrap(&format!("{tag:<8} {}", headline(f)), width, 9));
         out.push('\n');
         for e in f.evidence.iter().take(TERMINAL_EVIDENCE) {
-            out.push_str(&indented(9, &format!("· {}", e.text), 2));
+            let line = match &e.source {
+                Some(s) => format!("· {} ({s})", e.text),
+                None => format!("· {}", e.text),
+            };
+            out.push_str(&indented(9, &line, 2));
         }
         for r in f.remedies.iter().take(TERMINAL_REMEDIES) {
             out.push_str(&indented(9, &format!("try: {}", r.action), 5));
@@ -268,8 +273,12 @@ pub fn section(d: &Diagnosis) -> Section {
         }
         html.push_str("<p>Evidence:</p><ul>");
         for e in &f.evidence {
+            let source = e
+                .source
+                .as_ref()
+                .map_or(String::new(), |s| format!(" <code>{}</code>", escape(s)));
             html.push_str(&format!(
-                "<li>{} <small>({})</small></li>",
+                "<li>{}{source} <small>({})</small></li>",
                 escape(&e.text),
                 escape(&e.analysis)
             ));

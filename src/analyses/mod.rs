@@ -23,6 +23,7 @@ pub mod summary;
 pub mod thunks;
 #[cfg(test)]
 mod toy;
+pub mod transfers;
 
 use crate::engine::{Engine, Keep, Key, KeyBuilder, Node, kinds};
 use crate::report::Section;

@@ -105,6 +105,9 @@ pub struct ThunkTime {
     /// time included).
     #[serde(default)]
     pub command_buffer: Option<(String, i64)>,
+    /// The Python line of its instruction (`file:line`; "" when the dump says none).
+    #[serde(default)]
+    pub source: String,
 }
 
 /// One process's share of `ops`.
@@ -120,6 +123,9 @@ pub struct OpsPartial {
     /// What building the frames said about command buffers.
     #[serde(default)]
     pub command_buffer_notes: Vec<String>,
+    /// The copies between modules (None: the archive does not say).
+    #[serde(default)]
+    pub transfers: Option<super::transfers::TransfersPartial>,
 }
 
 impl crate::engine::value::JsonValue for OpsPartial {}
@@ -133,6 +139,16 @@ pub fn modules_by_program(programs: &Programs) -> BTreeMap<String, Vec<&HloModul
             .push(m.as_ref());
     }
     out
+}
+
+/// The innermost Python line of an instruction (`file:line`): its stack's last frame, else
+/// its metadata's source file and line; "" without either.
+fn source_line(m: &HloModuleInfo, i: &crate::formats::hlo::HloInstructionInfo) -> String {
+    match m.stack(i.stack_frame_id).pop() {
+        Some((file, line, _)) => format!("{file}:{line}"),
+        None if !i.source_file().is_empty() => format!("{}:{}", i.source_file(), i.source_line),
+        None => String::new(),
+    }
 }
 
 /// The map step.
@@ -185,9 +201,10 @@ pub fn partial(steady: &Steady, programs: &Programs) -> OpsPartial {
         .unwrap()
         .as_primitive::<Int64Type>();
     for ((p, th), rows) in group_by(t.num_rows(), |i| (prog.value(i), thunk.value(i))) {
-        let instr = by_program
+        let found = by_program
             .get(p)
-            .and_then(|ms| ms.iter().find_map(|m| m.instruction(th)));
+            .and_then(|ms| ms.iter().find_map(|m| m.instruction(th).map(|i| (*m, i))));
+        let instr = found.map(|(_, i)| i);
         if instr.is_none() && !is_command_buffer(th) {
             out.missing.0 += 1;
             if out.missing.1.is_empty() {
@@ -212,6 +229,7 @@ pub fn partial(steady: &Steady, programs: &Programs) -> OpsPartial {
                 None => String::new(),
             },
             communication: comm.value(first),
+            source: found.map(|(m, i)| source_line(m, i)).unwrap_or_default(),
             time: Moments::of(rows.iter().map(|&i| dur.value(i))),
             command_buffer: in_buffer.is_valid(first).then(|| {
                 let whole = rows.iter().map(|&i| dur.value(i) + hidden.value(i)).sum();
@@ -340,6 +358,8 @@ pub struct TopThunk {
     pub mean_ms: f64,
     pub std_ms: Option<f64>,
     pub percent: f64,
+    /// The Python line of its instruction (`file:line`, or "").
+    pub source: String,
 }
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
@@ -370,6 +390,8 @@ pub struct Ops {
     pub top_thunks: Vec<TopThunk>,
     pub variability: Vec<Variability>,
     pub command_buffers: CommandBuffers,
+    /// The copies and sets between modules in the steady state.
+    pub transfers: super::transfers::Transfers,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
@@ -430,6 +452,15 @@ pub fn reduce(parts: &[&OpsPartial]) -> Ops {
         }
     }
     let idle_in = tot.modules - tot.thunks;
+    // Copies and sets between modules are GPU work, not idle time.
+    let transfers = super::transfers::reduce(
+        &parts
+            .iter()
+            .map(|p| p.transfers.as_ref())
+            .collect::<Vec<_>>(),
+    );
+    let between = ((transfers.ms / MS) as i64).min((tot.wall - tot.modules).max(0));
+    *by_category.entry("memcpy/memset").or_default() += between;
     let mut opcodes: Vec<OpcodeRow> = by_opcode
         .into_iter()
         .map(|(c, ns)| (c.to_string(), ns))
@@ -448,7 +479,7 @@ pub fn reduce(parts: &[&OpsPartial]) -> Ops {
             ("idle in modules".to_string(), idle_in),
             (
                 "idle between modules".to_string(),
-                (tot.wall - tot.modules).max(0),
+                (tot.wall - tot.modules - between).max(0),
             ),
         ])
         .map(|(category, ns)| CategoryRow {
@@ -473,6 +504,7 @@ pub fn reduce(parts: &[&OpsPartial]) -> Ops {
             mean_ms: t.time.mean * MS,
             std_ms: t.time.std().map(|s| s * MS),
             percent: percent(t.time.sum, tot.modules),
+            source: t.source.clone(),
         })
         .collect();
     top_thunks.sort_by(|a, b| {
@@ -536,6 +568,7 @@ pub fn reduce(parts: &[&OpsPartial]) -> Ops {
             ms: cb.0 as f64 * MS,
             attributed_ms: cb.1 as f64 * MS,
         },
+        transfers,
         notes,
     }
 }
@@ -624,6 +657,9 @@ impl Share for OpsShare {
             return Ok(OpsPartial::default());
         }
         let mut part = p.with_programs(partial)?;
+        if let (Some(steady), Some(t)) = (p.steady, p.transfers) {
+            part.transfers = Some(super::transfers::partial(&steady.module, t));
+        }
         part.command_buffer_notes = p
             .frame_notes
             .iter()

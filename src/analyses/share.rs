@@ -38,6 +38,9 @@ pub struct ProcessView<'a> {
     pub steady: Option<&'a Steady>,
     /// [`Reads::Gpu`]: the remarks made building the frames, each naming the process.
     pub frame_notes: &'a [String],
+    /// [`Reads::Gpu`]: the copies and sets between modules (`frames::transfers`); None when
+    /// the archive does not say.
+    pub transfers: Option<&'a RecordBatch>,
     /// [`Reads::Compile`]: the compile frame; None without push/pop ranges.
     pub compile: Option<&'a RecordBatch>,
     /// [`Reads::Gpu`]: the decoded HLO of the process's programs (decoded on first use).

@@ -4,7 +4,7 @@
 use crate::engine::value::{Bytes, Files, Tables, Value};
 use crate::engine::{Keep, Key, KeyBuilder, Node, kinds, node_kind};
 use crate::formats::archive::{
-    DEVICE_METADATA, GRAPH_OPS, PUSHPOP_PARQUET, SYSTEM_METADATA, THREAD_METADATA, TRACE,
+    DEVICE_METADATA, GRAPH_OPS, PUSHPOP_PARQUET, SYSTEM_METADATA, THREAD_METADATA, TRACE, TRANSFERS,
 };
 use arrow::array::RecordBatch;
 use std::sync::Mutex;
@@ -49,7 +49,7 @@ impl Producer {
     /// The producer of a derived member (None for a member that is not derived).
     pub fn of(member: &str) -> Option<Producer> {
         match member {
-            TRACE | GRAPH_OPS => Some(Producer::Projection),
+            TRACE | GRAPH_OPS | TRANSFERS => Some(Producer::Projection),
             PUSHPOP_PARQUET => Some(Producer::Pushpop),
             THREAD_METADATA | SYSTEM_METADATA | DEVICE_METADATA => Some(Producer::Metadata),
             _ => None,

@@ -29,10 +29,10 @@ pub mod projection;
 
 use crate::engine::value::{Bytes, Files, Tables};
 use crate::engine::{Engine, Key, KeyBuilder, Node, kinds};
-use crate::formats::archive::{self, Archive, GRAPH_OPS, PUSHPOP_PARQUET, TRACE};
+use crate::formats::archive::{self, Archive, GRAPH_OPS, PUSHPOP_PARQUET, TRACE, TRANSFERS};
 use crate::formats::archive_writer::Entry;
 use crate::formats::nsys_export::{self, ExportTables};
-use crate::formats::{graph_ops, metadata, pushpop, trace};
+use crate::formats::{graph_ops, metadata, pushpop, trace, transfers};
 use anyhow::{Context, Result, bail};
 use early::EarlyExport;
 use keys::{DerivedNode, DumpXzNode, ExportNode, Producer};
@@ -257,6 +257,11 @@ fn derived(
                     tables.push((TRACE.to_string(), table));
                     if let Some(g) = graph {
                         files.push((GRAPH_OPS.to_string(), graph_ops::write(&g)?));
+                    }
+                    if let Some(c) =
+                        transfers::from_export(&t).with_context(|| what("copies and sets"))?
+                    {
+                        files.push((TRANSFERS.to_string(), transfers::write(&c)?));
                     }
                     files
                 } else {

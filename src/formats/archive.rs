@@ -19,12 +19,15 @@ pub const SYSTEM_METADATA: &str = "system-metadata.parquet";
 pub const DEVICE_METADATA: &str = "device-metadata.parquet";
 /// The operations of CUDA graph launches (a member nsys-jax's readers ignore).
 pub const GRAPH_OPS: &str = "nsys-jax-pipe/graph-ops.parquet";
+/// The memory copies and sets outside CUDA graphs (a member nsys-jax's readers ignore).
+pub const TRANSFERS: &str = "nsys-jax-pipe/gpu-transfers.parquet";
 
 /// The members of an archive that are computed from the report (`nsys export` and what is
 /// built from it) rather than copied.
-pub const DERIVED: [&str; 6] = [
+pub const DERIVED: [&str; 7] = [
     TRACE,
     GRAPH_OPS,
+    TRANSFERS,
     PUSHPOP_PARQUET,
     THREAD_METADATA,
     SYSTEM_METADATA,

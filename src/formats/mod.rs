@@ -10,6 +10,7 @@ pub mod nsys_export;
 pub mod pushpop;
 pub mod thunk_metadata;
 pub mod trace;
+pub mod transfers;
 pub mod xz;
 
 use anyhow::Result;

@@ -77,7 +77,8 @@ pub struct ExportTables {
     /// `start, end, correlationId, globalPid, deviceId, streamId, shortName, demangledName,
     /// graphNodeId`.
     pub kernel: Option<RecordBatch>,
-    /// `start, end, correlationId, globalPid, deviceId, streamId, graphNodeId, bytes`.
+    /// `start, end, correlationId, globalPid, deviceId, streamId, graphNodeId, bytes,
+    /// copyKind`.
     pub memcpy: Option<RecordBatch>,
     /// As `memcpy`.
     pub memset: Option<RecordBatch>,
@@ -225,6 +226,7 @@ const MEM_COLS: &[Col] = &[
     int("streamId"),
     int("graphNodeId"),
     int("bytes"),
+    int("copyKind"),
 ];
 const THREAD_COLS: &[Col] = &[int_req("nameId"), int("priority"), int_req("globalTid")];
 

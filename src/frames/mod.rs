@@ -5,4 +5,5 @@ pub mod facts;
 pub mod gpu;
 pub mod nsys_jax;
 pub mod placement;
+pub mod transfers;
 pub mod warmup;

@@ -5,7 +5,7 @@
 use crate::engine::value::Tables;
 use crate::engine::{Key, KeyBuilder, Node, kinds};
 use crate::formats::archive;
-use crate::formats::{graph_ops, pushpop, thunk_metadata, trace};
+use crate::formats::{self, graph_ops, pushpop, thunk_metadata, trace};
 use crate::frames;
 use crate::frames::command_buffers::GraphInputs;
 use crate::frames::facts::{CompiledNames, ProcessFacts, WarmupContext};
@@ -42,6 +42,7 @@ fn gpu_frames_node(db: &dyn Graph, p: Process) -> Result<Option<GpuFramesNode>, 
             .collect(),
         threads: member_key(db, p, archive::THREAD_METADATA)?.map(|t| t.1),
         programs: programs_key(db, p)?,
+        transfers: member_key(db, p, archive::TRANSFERS)?.map(|t| t.1),
     }))
 }
 
@@ -230,11 +231,16 @@ fn own_gpu_frames(db: &Db, p: Process, node: &GpuFramesNode) -> Result<Out<Table
             Err(e) if e.is::<frames::gpu::DumpMismatch>() => Err(e),
             r => in_member(db, p, &member, r),
         }?;
-        Ok(Tables(vec![
-            ("module".into(), f.module),
-            ("thunk".into(), f.thunk),
-            ("notes".into(), notes_batch(&f.notes.0)),
-        ]))
+        let mut notes = f.notes.0;
+        let mut tables = vec![("module".into(), f.module), ("thunk".into(), f.thunk)];
+        if let Some(m) = p.resolve(db, archive::TRANSFERS) {
+            let t = in_member(db, p, &m, formats::transfers::read(read_member(db, p, &m)?))?;
+            let (frame, more) = frames::transfers::between_modules(&tables[0].1, &t)?;
+            notes.extend(more);
+            tables.push(("transfers".into(), frame));
+        }
+        tables.push(("notes".into(), notes_batch(&notes)));
+        Ok(Tables(tables))
     }))?;
     Ok(Out { key, value })
 }

@@ -116,6 +116,8 @@ pub struct GpuFramesNode {
     pub thunk_metadata: Vec<Key>,
     pub threads: Option<Key>,
     pub programs: Key,
+    /// The copies and sets outside CUDA graphs (None when the input has none).
+    pub transfers: Option<Key>,
 }
 node_kind!(GpuFramesNode, kinds::GPU_FRAMES, Volatile, Tables);
 impl GpuFramesNode {
@@ -129,6 +131,7 @@ impl GpuFramesNode {
             .inputs(&self.thunk_metadata)
             .input(&self.threads.unwrap_or(NONE))
             .input(&self.programs)
+            .input(&self.transfers.unwrap_or(NONE))
     }
 }
 

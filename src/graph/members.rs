@@ -117,6 +117,10 @@ pub fn derived_member(db: &Db, archive: &Archive, member: &str) -> Result<Option
         (None, archive::GRAPH_OPS) => Ok(Some(crate::formats::graph_ops::write(
             &arrow::array::RecordBatch::new_empty(crate::formats::graph_ops::SCHEMA.clone()),
         )?)),
+        // A report without copy or set tables ran none.
+        (None, archive::TRANSFERS) => Ok(Some(crate::formats::transfers::write(
+            &arrow::array::RecordBatch::new_empty(crate::formats::transfers::SCHEMA.clone()),
+        )?)),
         (b, _) => Ok(b),
     }
 }

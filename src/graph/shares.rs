@@ -95,6 +95,7 @@ pub fn share_any(
             label,
             steady: None,
             frame_notes: &none,
+            transfers: None,
             compile: None,
             programs: &decoded,
             devices: &devices,
@@ -108,6 +109,7 @@ pub fn share_any(
                 let notes = frame_notes(&g, label);
                 view.steady = Some(&steady);
                 view.frame_notes = &notes;
+                view.transfers = g.value.get("transfers");
                 share.map_view(&view, param)
             }
             Reads::Compile => {

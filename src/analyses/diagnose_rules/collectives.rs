@@ -98,6 +98,7 @@ pub(super) fn exposed_communication(ins: &Inputs, cx: &Context) -> Outcome {
             module: Some(text(t, "module").to_string()),
             op: Some(text(t, "thunk").to_string()),
             op_name: Some(text(t, "op_name").to_string()).filter(|s| !s.is_empty()),
+            source: Some(text(t, "source").to_string()).filter(|s| !s.is_empty()),
             ..ev(
                 "ops",
                 format!(

@@ -3,7 +3,8 @@
 use serde_json::Value;
 
 use super::model::{
-    Context, Evidence, Finding, Inputs, Outcome, Severity, ev, num, pc, remedy, rows, text,
+    Context, Evidence, Finding, Inputs, Outcome, Severity, count, ev, num, pc, remedy, rows,
+    source_of, text,
 };
 use crate::units::{bytes, duration_ms, sig3};
 
@@ -42,6 +43,7 @@ pub(super) fn precision(ins: &Inputs, cx: &Context) -> Outcome {
         .map(|o| Evidence {
             module: Some(text(o, "module").to_string()),
             op: Some(text(o, "thunk").to_string()),
+            source: source_of(ins, text(o, "module"), text(o, "thunk")),
             ..ev(
                 "roofline",
                 format!(
@@ -170,9 +172,113 @@ pub(super) fn memory(ins: &Inputs, _: &Context) -> Outcome {
     })
 }
 
-pub(super) fn host_device_copies(_: &Inputs, _: &Context) -> Outcome {
-    Outcome::NoData(
-        "copies between host and device outside XLA modules are not in the frames this build reads"
-            .into(),
+/// The time devices idle just before host-to-device copies between modules [ms] (`ops`'
+/// transfers).
+pub(super) fn waiting_for_copies(ops: &Value) -> f64 {
+    ops.get("transfers")
+        .filter(|t| t["measured"] == true)
+        .map_or(0.0, |t| {
+            rows(t, "by_kind")
+                .iter()
+                .filter(|k| text(k, "kind") == "HtoD")
+                .filter_map(|k| num(k, &["idle_before_ms"]))
+                .sum()
+        })
+}
+
+pub(super) fn host_device_copies(ins: &Inputs, cx: &Context) -> Outcome {
+    let Some(ops) = &ins.ops else {
+        return Outcome::NoData("no ops output".into());
+    };
+    let Some(t) = ops.get("transfers").filter(|t| t["measured"] == true) else {
+        return Outcome::NoData(
+            "the archive does not say which copies ran between modules (an nsys-jax archive, \
+             or one made before this was recorded: analyze its .nsys-rep again)"
+                .into(),
+        );
+    };
+    let host: Vec<&Value> = rows(t, "by_kind")
+        .iter()
+        .filter(|k| matches!(text(k, "kind"), "HtoD" | "DtoH"))
+        .collect();
+    if host.is_empty() {
+        return Outcome::Quiet("no copy between host and device between modules".into());
+    }
+    let copying: f64 = host.iter().filter_map(|k| num(k, &["ms"])).sum();
+    // The device idles while the host prepares a copy it then waits for (a pageable
+    // array's staging, making the array): prefetching hides that too.
+    let waiting = waiting_for_copies(ops);
+    let ms = copying + waiting;
+    let steps = ins
+        .roofline
+        .as_ref()
+        .and_then(|r| num(r, &["step", "steps"]))
+        .filter(|&s| s > 0.0);
+    let mut evidence = Vec::new();
+    for k in &host {
+        let (n, b) = (
+            num(k, &["count"]).unwrap_or(0.0),
+            num(k, &["bytes"]).unwrap_or(0.0),
+        );
+        let per_step = steps.map_or(String::new(), |s| {
+            format!(", {} per step and device", bytes(b / s / cx.devices as f64))
+        });
+        evidence.push(ev(
+            "ops",
+            format!(
+                "{}: {} copies, {}{per_step}, {} between modules at {}",
+                text(k, "kind"),
+                count(n),
+                bytes(b),
+                duration_ms(num(k, &["ms"]).unwrap_or(0.0)),
+                num(k, &["gb_s"]).map_or("—".into(), |g| format!("{} GB/s", sig3(g)))
+            ),
+        ));
+    }
+    if waiting > 0.0 {
+        evidence.push(ev(
+            "ops",
+            format!(
+                "the GPU idles {} just before the host-to-device copies: the host preparing \
+                 them (a pageable array's staging copy, making the array)",
+                duration_ms(waiting)
+            ),
+        ));
+    }
+    let dtoh = host.iter().any(|k| text(k, "kind") == "DtoH");
+    let mut remedies = vec![
+        remedy(
+            "Copy the next batch while this step runs: jax.device_put the next input before \
+             calling the step (double buffering), or a prefetching input pipeline",
+            "a copy the step waits for runs alone on the GPU; issued a step ahead it overlaps \
+             the previous step's computation",
+        ),
+        remedy(
+            "Keep the loop's data on the device: jax.Arrays rather than numpy arrays as state \
+             and inputs, and donated buffers (jax.jit(..., donate_argnums=...))",
+            "every numpy argument is copied to the device at every call",
+        ),
+        remedy(
+            "Copy from pinned host memory (memory_kind='pinned_host', or a pinned staging \
+             buffer) when data must move every step",
+            "pageable memory is copied through a staging buffer at a fraction of the link's \
+             bandwidth; the measured GB/s says which",
+        ),
+    ];
+    if dtoh {
+        remedies.push(remedy(
+            "Read results back less often: keep metrics on the device and fetch them every N steps",
+            "each device-to-host read is a copy the host then waits for",
+        ));
+    }
+    cx.finding(
+        "host-device-copies",
+        format!(
+            "Copies between host and device, and the waits for them, take {} of the steady state",
+            pc(cx.percent(ms))
+        ),
+        ms,
+        evidence,
+        remedies,
     )
 }

@@ -83,6 +83,18 @@ pub(super) fn host_bound(ins: &Inputs, cx: &Context) -> Outcome {
             duration_ms(t)
         ),
     )];
+    // Idle time right before host-to-device copies is the copies' finding.
+    let waiting = super::hardware::waiting_for_copies(ops);
+    if waiting > 0.0 {
+        evidence.push(ev(
+            "ops",
+            format!(
+                "of which {} just before host-to-device copies (left to host-device-copies)",
+                duration_ms(waiting)
+            ),
+        ));
+    }
+    let at_stake = (idle - waiting).max(0.0);
     // The short-module pattern: most executions are of modules that run for microseconds.
     let modules = ins.summary.as_ref().map_or(&[][..], |s| rows(s, "modules"));
     let executions: f64 = modules.iter().filter_map(|m| num(m, &["executions"])).sum();
@@ -166,7 +178,7 @@ pub(super) fn host_bound(ins: &Inputs, cx: &Context) -> Outcome {
     if !dispatch {
         remedies.swap(0, 2);
     }
-    cx.finding("host-bound", title, idle, evidence, remedies)
+    cx.finding("host-bound", title, at_stake, evidence, remedies)
 }
 
 /// A module shorter than this [ms] cannot cover the cost of dispatching it.

@@ -60,6 +60,9 @@ pub struct Evidence {
     /// The JAX name of the op (`op_name` metadata: the Python function path).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub op_name: Option<String>,
+    /// The Python line of the op (`file:line`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// Something to try, and why it helps.
@@ -206,6 +209,16 @@ pub(crate) fn ev(analysis: &str, text: String) -> Evidence {
         analysis: analysis.to_string(),
         ..Evidence::default()
     }
+}
+
+/// The Python line `ops` gives for `thunk` of `module` (among its longest thunks).
+pub(crate) fn source_of(ins: &Inputs, module: &str, thunk: &str) -> Option<String> {
+    let ops = ins.ops.as_ref()?;
+    rows(ops, "top_thunks")
+        .iter()
+        .find(|t| text(t, "module") == module && text(t, "thunk") == thunk)
+        .map(|t| text(t, "source").to_string())
+        .filter(|s| !s.is_empty())
 }
 
 /// The ms of an `ops` category.
