@@ -144,8 +144,8 @@ pub fn modules_by_program(programs: &Programs) -> BTreeMap<String, Vec<&HloModul
 /// The innermost Python line of an instruction (`file:line`): its stack's last frame, else
 /// its metadata's source file and line; "" without either.
 fn source_line(m: &HloModuleInfo, i: &crate::formats::hlo::HloInstructionInfo) -> String {
-    match m.stack(i.stack_frame_id).pop() {
-        Some((file, line, _)) => format!("{file}:{line}"),
+    match m.innermost(i.stack_frame_id) {
+        Some((file, line)) => format!("{file}:{line}"),
         None if !i.source_file().is_empty() => format!("{}:{}", i.source_file(), i.source_line),
         None => String::new(),
     }

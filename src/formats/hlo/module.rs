@@ -82,6 +82,22 @@ impl HloModuleInfo {
             .collect()
     }
 
+    /// The innermost frame of a 1-based frame id as `(file, line)` (None for 0, an unknown
+    /// id or a frame without a location), without building the stack.
+    pub fn innermost(&self, frame_id: i64) -> Option<(&str, i64)> {
+        let nth = |len: usize, id: i64| {
+            usize::try_from(id)
+                .ok()?
+                .checked_sub(1)
+                .filter(|&i| i < len)
+        };
+        let index = &self.stack_frames;
+        let frame = &index.frames[nth(index.frames.len(), frame_id)?];
+        let loc = &index.file_locations[nth(index.file_locations.len(), frame.file_location_id)?];
+        let file = &index.file_names[nth(index.file_names.len(), loc.file_name_id)?];
+        Some((file.as_str(), loc.line))
+    }
+
     fn stack_with_columns(&self, frame_id: i64) -> Vec<(String, i64, i64, String)> {
         fn nth<T>(items: &[T], id: i64) -> Option<&T> {
             usize::try_from(id)
