@@ -44,13 +44,16 @@ pub fn copy_kind(k: i64) -> &'static str {
     }
 }
 
+/// (device, start, end, bytes, kind) of one copy or set.
+type Row = (i64, i64, i64, i64, &'static str);
+
 /// The copies and sets of an export that no CUDA graph launched, in start order (None when
 /// the export has neither table).
 pub fn from_export(t: &ExportTables) -> Result<Option<RecordBatch>> {
     if t.memcpy.is_none() && t.memset.is_none() {
         return Ok(None);
     }
-    let mut rows: Vec<(i64, i64, i64, i64, &'static str)> = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
     for (table, batch) in [(MEMCPY, &t.memcpy), (MEMSET, &t.memset)] {
         let Some(b) = batch else { continue };
         let col = |c: &str| -> Result<Option<Int64Array>> {
@@ -97,7 +100,7 @@ pub fn from_export(t: &ExportTables) -> Result<Option<RecordBatch>> {
         }
     }
     rows.sort_unstable_by_key(|r| (r.1, r.0));
-    let col = |f: &dyn Fn(&(i64, i64, i64, i64, &str)) -> i64| -> ArrayRef {
+    let col = |f: &dyn Fn(&Row) -> i64| -> ArrayRef {
         Arc::new(Int64Array::from_iter_values(rows.iter().map(f)))
     };
     Ok(Some(RecordBatch::try_new(

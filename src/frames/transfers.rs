@@ -203,7 +203,8 @@ pub fn sums(
         .column_by_name(IDLE_BEFORE)
         .unwrap()
         .as_primitive::<Int64Type>();
-    let mut by: BTreeMap<(i32, String), (TransferSum, Vec<(i64, i64)>)> = BTreeMap::new();
+    type Spans = Vec<(i64, i64)>;
+    let mut by: BTreeMap<(i32, String), (TransferSum, Spans)> = BTreeMap::new();
     let mut all: BTreeMap<i32, Vec<(i64, i64)>> = BTreeMap::new();
     for i in 0..frame.num_rows() {
         let d = dev.value(i);
