@@ -332,6 +332,15 @@ fn the_pax_archives_are_diagnosed_from_the_notebooks_numbers() {
         .unwrap();
     assert_eq!(hb["at_stake_ms"], idle["ms"]);
     assert!(rules(&d).contains(&"stragglers"), "{:?}", rules(&d));
+    // Each process compiled jit__threefry_split_original twice (module_0011 and _0028).
+    let rc = findings(&d)
+        .iter()
+        .find(|f| f["rule"] == "recompilation")
+        .expect("recompilation");
+    assert!(
+        evidence(rc).contains("jit__threefry_split_original compiled 2 times"),
+        "{rc}"
+    );
 }
 
 /// An NVTX-only capture (compilation only, no GPU work of modules): the capture finding and
