@@ -5,12 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use arrow::array::{AsArray, RecordBatch};
-use arrow::datatypes::{Int32Type, Int64Type};
+use arrow::array::RecordBatch;
 use serde::{Deserialize, Serialize};
 
-use crate::frames::gpu::{DEVICE, PROJ_DUR, PROJ_START};
-use crate::frames::transfers::{TransferSum, sums};
+use crate::frames::transfers::{TransferSum, module_spans, sums};
 
 /// One process's copies between modules (None in `ops`' share: the archive does not say).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -22,25 +20,11 @@ pub struct TransfersPartial {
 
 /// The partial of a process from its steady module frame and its transfers frame.
 pub fn partial(module: &RecordBatch, frame: &RecordBatch) -> TransfersPartial {
-    let dev = module
-        .column_by_name(DEVICE)
-        .unwrap()
-        .as_primitive::<Int32Type>();
-    let start = module
-        .column_by_name(PROJ_START)
-        .unwrap()
-        .as_primitive::<Int64Type>();
-    let dur = module
-        .column_by_name(PROJ_DUR)
-        .unwrap()
-        .as_primitive::<Int64Type>();
-    let mut windows: BTreeMap<i32, (i64, i64)> = BTreeMap::new();
-    for i in 0..module.num_rows() {
-        let (s, e) = (start.value(i), start.value(i) + dur.value(i).max(0));
-        let w = windows.entry(dev.value(i)).or_insert((s, e));
-        w.0 = w.0.min(s);
-        w.1 = w.1.max(e);
-    }
+    // Each device's window: its first steady module start to its last end.
+    let windows: BTreeMap<i32, (i64, i64)> = module_spans(module)
+        .into_iter()
+        .filter_map(|(d, v)| Some((d, (v.first()?.0, v.last()?.1))))
+        .collect();
     let (sums, busy) = sums(frame, &windows);
     TransfersPartial {
         sums,

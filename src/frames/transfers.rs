@@ -40,9 +40,9 @@ pub static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
     ]))
 });
 
-/// The parts of `t` outside the module executions of `module` (a module frame), per device,
-/// and a note when some ordinals have no device.
-pub fn between_modules(module: &RecordBatch, t: &Transfers) -> Result<(RecordBatch, Vec<String>)> {
+/// The module executions of `module` (a module frame) per device, as sorted disjoint spans
+/// `(start, end)` [ns].
+pub fn module_spans(module: &RecordBatch) -> BTreeMap<i32, Vec<(i64, i64)>> {
     let dev = module
         .column_by_name(DEVICE)
         .unwrap()
@@ -75,6 +75,13 @@ pub fn between_modules(module: &RecordBatch, t: &Transfers) -> Result<(RecordBat
         }
         *v = merged;
     }
+    spans
+}
+
+/// The parts of `t` outside the module executions of `module` (a module frame), per device,
+/// and a note when some ordinals have no device.
+pub fn between_modules(module: &RecordBatch, t: &Transfers) -> Result<(RecordBatch, Vec<String>)> {
+    let spans = module_spans(module);
     let devices: Vec<i32> = spans.keys().copied().collect();
     let mut ordinals: Vec<i64> = t.device.values().to_vec();
     ordinals.sort_unstable();
