@@ -636,8 +636,7 @@ mod tests {
             heap_error: None,
             usage: None,
             usage_error: None,
-            raw: None,
-            cost_cache: Default::default(),
+            costs: None,
         }
     }
 

@@ -208,10 +208,6 @@ pub(super) fn decode_dump(
         }
         let mut module = hlo::decode_hlo_shared(schema, bytes.clone())
             .context(Place::member(&archive.path, member))?;
-        module.raw = Some(bytes.clone());
-        // Costed here, in the parallel decode, rather than by the first share that asks
-        // (which would keep the other processes' shares waiting); copies share the table.
-        let _ = module.costs();
         match hlo::heap::profile(&bytes) {
             Ok(h) => module.heap = h,
             Err(e) => module.heap_error = Some(format!("{member}: {e}")),

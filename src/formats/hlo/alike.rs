@@ -12,7 +12,7 @@
 //! both, so both parse into the same fields at the same offsets, and every other field that is
 //! read holds the same bytes in both.
 
-use super::plan::{ComputationField, FieldPlan, ModuleField, WIRE_LEN};
+use super::plan::{ComputationField, FieldPlan, InstructionField, ModuleField, WIRE_LEN};
 use super::wire::Reader;
 
 /// Runs of differing bytes looked at before giving up (decoding is then the cheaper way).
@@ -125,8 +125,11 @@ fn unread(plan: &FieldPlan, bytes: &[u8], a: usize, b: usize) -> Option<Where> {
         Some(_) => return Some(Where::Read),
     }
     let (number, _) = field_holding(bytes, instruction, a, b)?;
-    Some(match plan.instruction.get(number) {
-        None => Where::Unread,
+    Some(match plan.instruction.get(number).map(|s| s.action) {
+        // Autotuning writes its choices (tiles, algorithms) into backend configs; of them the
+        // cost model reads only what the program fixes, a GEMM's contracting dimensions and
+        // operand precision, which the ranks of one program share.
+        None | Some(InstructionField::BackendConfig) => Where::Unread,
         Some(_) => Where::Read,
     })
 }

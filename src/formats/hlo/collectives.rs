@@ -32,6 +32,7 @@ pub(super) fn module_info(
         fingerprint,
     } = parts;
 
+    let costs = Arc::new(super::cost::costs(&computations));
     let total = computations.iter().map(|c| c.instructions.len()).sum();
     let mut communication = Vec::with_capacity(total);
     // Per instruction (flat index, computation by computation): the flat indices of the
@@ -142,8 +143,7 @@ pub(super) fn module_info(
         heap_error: None,
         usage: None,
         usage_error: None,
-        raw: None,
-        cost_cache: Default::default(),
+        costs: Some(costs),
     })
 }
 

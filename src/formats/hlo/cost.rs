@@ -1,7 +1,8 @@
 //! What each HLO instruction of a module costs: floating-point operations, transcendental
 //! operations and the bytes its kernel moves (docs/design.md, "Cost model"), read from the
-//! after-optimizations `HloProto` with a sparse wire reader (prost's primitives; field numbers
-//! in docs/design.md, "HLO fields").
+//! after-optimizations `HloProto` as the module's decoder reads it (the fields it plans for the
+//! cost model: windows, dimension numbers, library call targets and configs, precisions;
+//! docs/design.md, "HLO fields").
 //!
 //! - `dot`: 2 × result elements × the product of the left operand's contracting dimensions
 //!   (2·B·M·N·K). cuBLAS calls (`custom-call` to `__cublas$…`) the same, with their dimension
@@ -29,9 +30,10 @@
 use std::collections::HashMap;
 
 use anyhow::{Result, anyhow, bail};
-use prost::bytes::Buf;
-use prost::encoding::{DecodeContext, WireType, decode_key, decode_varint, skip_field};
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
+
+use super::model::{Computation, Instruction, Shape};
 
 /// The units a matmul's FLOPs run on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
@@ -78,36 +80,28 @@ pub struct ModuleCosts {
     pub notes: Vec<String>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq)]
-struct Shape {
-    ty: i32,
-    dims: Vec<i64>,
-    tuple: Vec<Shape>,
-    /// Decoded from the dump (a missing shape field leaves this false).
-    present: bool,
+/// How many elements a shape holds (a tuple: all of its elements'); None for a negative
+/// dimension.
+fn elements(s: &Shape) -> Option<f64> {
+    if !s.tuple_shapes.is_empty() {
+        return s.tuple_shapes.iter().map(elements).sum();
+    }
+    s.dimensions
+        .as_slice()
+        .iter()
+        .try_fold(1f64, |n, &d| (d >= 0).then(|| n * d as f64))
 }
 
-impl Shape {
-    fn elements(&self) -> Option<f64> {
-        if !self.tuple.is_empty() {
-            return self.tuple.iter().map(Shape::elements).sum();
-        }
-        self.dims
-            .iter()
-            .try_fold(1f64, |n, &d| (d >= 0).then(|| n * d as f64))
+fn size_in_bytes(s: &Shape) -> Option<f64> {
+    if !s.tuple_shapes.is_empty() {
+        return s.tuple_shapes.iter().map(size_in_bytes).sum();
     }
+    Some((elements(s)? * bits(s.element_type)? as f64 / 8.0).ceil())
+}
 
-    fn bytes(&self) -> Option<f64> {
-        if !self.tuple.is_empty() {
-            return self.tuple.iter().map(Shape::bytes).sum();
-        }
-        Some((self.elements()? * bits(self.ty)? as f64 / 8.0).ceil())
-    }
-
-    /// The result a library call produces: its first element when it returns a tuple.
-    fn output(&self) -> &Shape {
-        self.tuple.first().unwrap_or(self)
-    }
+/// The result a library call produces: its first element when it returns a tuple.
+fn output(s: &Shape) -> &Shape {
+    s.tuple_shapes.first().unwrap_or(s)
 }
 
 /// Bits per element of an XLA `PrimitiveType` (None: a token, tuple or unknown type).
@@ -126,61 +120,42 @@ fn bits(ty: i32) -> Option<u32> {
     })
 }
 
-/// One instruction, its text borrowed from the dump.
-#[derive(Default)]
-struct Instr<'a> {
-    id: i64,
-    name: &'a str,
-    opcode: &'a str,
-    shape: Shape,
-    operands: Vec<i64>,
-    called: Vec<i64>,
-    window: Vec<i64>,
-    kernel_output_feature: Option<i64>,
-    lhs_contracting: Option<Vec<i64>>,
-    target: &'a str,
-    backend_config: &'a [u8],
-    precision: Vec<i64>,
-}
+/// Instructions that never run as a kernel of their own: no cost is kept for them.
+const NO_KERNEL: &[&str] = &[
+    "parameter",
+    "constant",
+    "get-tuple-element",
+    "tuple",
+    "bitcast",
+];
 
-/// The cost of every instruction of the module in `hlo_pb` (an `xla.HloProto`).
-pub fn module_costs(hlo_pb: &[u8]) -> Result<ModuleCosts> {
-    let mut module: Option<&[u8]> = None;
-    each_field(hlo_pb, |f, v| {
-        if f == 1 {
-            module = Some(v.bytes()?);
-        }
-        Ok(())
-    })?;
-    let module = module.ok_or_else(|| anyhow!("no module in the HLO dump"))?;
-    let mut computations: Vec<(i64, Vec<Instr>)> = Vec::new();
-    each_field(module, |f, v| {
-        if f == 3 {
-            computations.push(computation(v.bytes()?)?);
-        }
-        Ok(())
-    })?;
-    let shapes: HashMap<i64, &Shape> = computations
-        .iter()
-        .flat_map(|(_, is)| is.iter().map(|i| (i.id, &i.shape)))
-        .collect();
-    let by_id: HashMap<i64, &Vec<Instr>> = computations.iter().map(|(id, is)| (*id, is)).collect();
+/// The cost of every instruction of a module, from its decoded computations.
+pub(super) fn costs(computations: &[Computation<'_>]) -> ModuleCosts {
     let model = Model {
-        shapes,
-        computations: by_id,
+        shapes: computations
+            .iter()
+            .flat_map(|c| c.instructions.iter().map(|i| (i.id, &i.shape)))
+            .collect(),
+        computations: computations
+            .iter()
+            .map(|c| (c.id, c.instructions.as_slice()))
+            .collect(),
     };
     // Only instructions that can be a kernel of their own are kept: those of computations
     // run as such (the entry, loop bodies, branches, command buffers), not the parts of a
     // fusion or the combiners of reductions, which are costed within their caller.
-    let inner: std::collections::HashSet<i64> = computations
+    let inner: FxHashSet<i64> = computations
         .iter()
-        .flat_map(|(_, is)| is.iter())
-        .filter(|i| INLINED_CALLERS.contains(&i.opcode))
-        .flat_map(|i| i.called.iter().copied())
+        .flat_map(|c| c.instructions.iter())
+        .filter(|i| INLINED_CALLERS.contains(&&*i.opcode))
+        .flat_map(|i| i.called_computation_ids.as_slice().iter().copied())
         .collect();
     let mut out = ModuleCosts::default();
-    for (_, instrs) in computations.iter().filter(|(id, _)| !inner.contains(id)) {
-        for i in instrs {
+    for c in computations.iter().filter(|c| !inner.contains(&c.id)) {
+        for i in c.instructions.iter() {
+            if NO_KERNEL.contains(&&*i.opcode) {
+                continue;
+            }
             match model.cost(i, 0) {
                 Ok(c) => {
                     out.by_instruction.insert(i.name.to_string(), c);
@@ -190,7 +165,7 @@ pub fn module_costs(hlo_pb: &[u8]) -> Result<ModuleCosts> {
         }
     }
     out.notes.sort();
-    Ok(out)
+    out
 }
 
 /// Opcodes whose called computations are parts of their kernel, never kernels of their own.
@@ -207,9 +182,9 @@ const INLINED_CALLERS: &[&str] = &[
     "reduce-scatter",
 ];
 
-struct Model<'a> {
-    shapes: HashMap<i64, &'a Shape>,
-    computations: HashMap<i64, &'a Vec<Instr<'a>>>,
+struct Model<'m, 'a> {
+    shapes: FxHashMap<i64, &'m Shape>,
+    computations: FxHashMap<i64, &'m [Instruction<'a>]>,
 }
 
 const ELEMENTWISE: &[&str] = &[
@@ -263,52 +238,51 @@ const TRANSCENDENTAL: &[&str] = &[
     "erf",
 ];
 
-impl Model<'_> {
+impl Model<'_, '_> {
     fn shape(&self, id: i64) -> Result<&Shape> {
         self.shapes
             .get(&id)
             .copied()
-            .filter(|s| s.present)
+            .filter(|s| s.decoded)
             .ok_or_else(|| anyhow!("operand {id} has no shape"))
     }
 
-    fn cost(&self, i: &Instr, depth: u32) -> Result<Cost> {
+    fn cost(&self, i: &Instruction<'_>, depth: u32) -> Result<Cost> {
         if depth > 16 {
             bail!("computations nested too deeply");
         }
-        if !i.shape.present {
+        if !i.shape.decoded {
             bail!("no shape");
         }
         let mut c = Cost::default();
-        let result = i.shape.output();
-        let elements = || {
-            result
-                .elements()
-                .ok_or_else(|| anyhow!("a shape with negative dimensions"))
+        let result = output(&i.shape);
+        let result_elements = || {
+            elements(result).ok_or_else(|| anyhow!("a shape with negative dimensions"))
         };
-        let op = i.opcode;
-        let target = i.target;
+        let op = &*i.opcode;
+        let target = &*i.cost.target;
         if op == "dot" || (op == "custom-call" && target.starts_with("__cublas$")) {
             let (contracting, precision) = if op == "dot" {
                 let d = i
+                    .cost
                     .lhs_contracting
                     .clone()
                     .ok_or_else(|| anyhow!("a dot without dimension numbers"))?;
-                (d, i.precision.clone())
+                (d, i.cost.precision.clone())
             } else {
-                gemm_config(&i.backend_config)?
+                gemm_config(&i.cost.backend_config)?
             };
-            let lhs = self.shape(*i.operands.first().ok_or_else(|| anyhow!("no operands"))?)?;
+            let lhs = self.shape(*i.operand_ids.as_slice().first().ok_or_else(|| anyhow!("no operands"))?)?;
             let k = contracting.iter().try_fold(1f64, |k, &d| {
                 usize::try_from(d)
                     .ok()
-                    .and_then(|d| lhs.dims.get(d))
+                    .and_then(|d| lhs.dimensions.as_slice().get(d))
                     .map(|&n| k * n as f64)
                     .ok_or_else(|| anyhow!("contracting dimension {d} not in the operand"))
             })?;
-            c.flops = 2.0 * elements()? * k;
+            c.flops = 2.0 * result_elements()? * k;
             c.matmul_flops = c.flops;
-            c.math = math(lhs.ty, &precision);
+            c.math = math(lhs.element_type, &precision);
         } else if op == "convolution" || (op == "custom-call" && target.starts_with("__cudnn$conv"))
         {
             // Every form costs what its forward convolution does: 2 × the forward output's
@@ -319,7 +293,8 @@ impl Model<'_> {
             // gradient (operand 1) and writes the filter.
             let operand = |k: usize| -> Result<&Shape> {
                 self.shape(
-                    *i.operands
+                    *i.operand_ids
+                        .as_slice()
                         .get(k)
                         .ok_or_else(|| anyhow!("operand {k} missing"))?,
                 )
@@ -332,42 +307,37 @@ impl Model<'_> {
                 (result, operand(1)?)
             };
             let out_features = i
+                .cost
                 .kernel_output_feature
                 .and_then(|d| usize::try_from(d).ok())
-                .and_then(|d| filter.dims.get(d))
+                .and_then(|d| filter.dimensions.as_slice().get(d))
                 .filter(|&&n| n > 0)
                 .ok_or_else(|| anyhow!("a convolution without dimension numbers"))?;
-            let per_output = filter
-                .elements()
+            let per_output = elements(filter)
                 .ok_or_else(|| anyhow!("a shape with negative dimensions"))?
                 / *out_features as f64;
-            let out = forward_out
-                .elements()
+            let out = elements(forward_out)
                 .ok_or_else(|| anyhow!("a shape with negative dimensions"))?;
             c.flops = 2.0 * out * per_output;
             c.matmul_flops = c.flops;
             let lhs = operand(0)?;
-            c.math = math(lhs.ty, &i.precision);
+            c.math = math(lhs.element_type, &i.cost.precision);
         } else if op == "fusion" || op == "call" || op == "async-start" {
-            for comp in &i.called {
-                for inner in self
-                    .computations
-                    .get(comp)
-                    .map(|v| v.as_slice())
-                    .unwrap_or_default()
-                {
+            for comp in i.called_computation_ids.as_slice() {
+                for inner in self.computations.get(comp).copied().unwrap_or_default() {
                     c.add(&self.cost(inner, depth + 1)?);
                 }
             }
         } else if ELEMENTWISE.contains(&op) {
-            c.flops = elements()?;
+            c.flops = result_elements()?;
         } else if TRANSCENDENTAL.contains(&op) {
-            c.transcendentals = elements()?;
+            c.transcendentals = result_elements()?;
         } else if op == "reduce" {
-            let input = self.shape(*i.operands.first().ok_or_else(|| anyhow!("no operands"))?)?;
-            c.flops = input.elements().unwrap_or(0.0);
+            let first = i.operand_ids.as_slice().first();
+            let input = self.shape(*first.ok_or_else(|| anyhow!("no operands"))?)?;
+            c.flops = elements(input).unwrap_or(0.0);
         } else if op == "reduce-window" {
-            c.flops = elements()? * i.window.iter().map(|&w| w.max(1) as f64).product::<f64>();
+            c.flops = result_elements()? * i.cost.window.iter().map(|&w| w.max(1) as f64).product::<f64>();
         }
         // Bytes moved by the instruction's own kernel (inside a fusion, what the fusion
         // reads and writes counts, not its parts).
@@ -378,9 +348,9 @@ impl Model<'_> {
             } else {
                 &i.shape
             };
-            let mut bytes = written.bytes().unwrap_or(0.0);
-            for o in &i.operands {
-                bytes += self.shape(*o).ok().and_then(Shape::bytes).unwrap_or(0.0);
+            let mut bytes = size_in_bytes(written).unwrap_or(0.0);
+            for o in i.operand_ids.as_slice() {
+                bytes += self.shape(*o).ok().and_then(size_in_bytes).unwrap_or(0.0);
             }
             c.bytes = bytes;
         }
@@ -455,200 +425,18 @@ fn gemm_config(config: &[u8]) -> Result<(Vec<i64>, Vec<i64>)> {
     Ok((dims, precision))
 }
 
-// ---------------------------------------------------------------------------------------------
-// The wire reader.
-
-/// One field's value, read as its wire type allows.
-struct Value<'a> {
-    wire: WireType,
-    buf: &'a [u8],
-    at: usize,
-    len: usize,
-}
-
-impl<'a> Value<'a> {
-    fn bytes(&self) -> Result<&'a [u8]> {
-        if self.wire != WireType::LengthDelimited {
-            bail!("wrong wire type for a message field");
-        }
-        Ok(&self.buf[self.at..self.at + self.len])
-    }
-
-    /// The field's integers (one varint or a packed run of them) added to `out`.
-    fn ints_into(&self, out: &mut Vec<i64>) -> Result<()> {
-        match self.wire {
-            WireType::Varint => out.push(self.len as i64),
-            WireType::LengthDelimited => {
-                let mut b = &self.buf[self.at..self.at + self.len];
-                while b.has_remaining() {
-                    out.push(decode_varint(&mut b)? as i64);
-                }
-            }
-            _ => bail!("wrong wire type for an integer field"),
-        }
-        Ok(())
-    }
-
-    /// The first integer of a field that is one varint or a packed run of them.
-    fn int(&self) -> Result<Option<i64>> {
-        match self.wire {
-            WireType::Varint => Ok(Some(self.len as i64)),
-            WireType::LengthDelimited => {
-                let mut b = &self.buf[self.at..self.at + self.len];
-                Ok(if b.has_remaining() {
-                    Some(decode_varint(&mut b)? as i64)
-                } else {
-                    None
-                })
-            }
-            _ => bail!("wrong wire type for an integer field"),
-        }
-    }
-
-    fn str(&self) -> Result<&'a str> {
-        std::str::from_utf8(self.bytes()?).map_err(|_| anyhow!("a name that is not UTF-8"))
-    }
-}
-
-/// Calls `each` with every field of the message `bytes`. A varint's value is carried in
-/// `len` (see [`Value::ints`]).
-fn each_field<'a>(
-    bytes: &'a [u8],
-    mut each: impl FnMut(u32, Value<'a>) -> Result<()>,
-) -> Result<()> {
-    let mut b = bytes;
-    while b.has_remaining() {
-        let (tag, wire) = decode_key(&mut b)?;
-        let at = bytes.len() - b.remaining();
-        match wire {
-            WireType::Varint => {
-                let v = decode_varint(&mut b)?;
-                each(
-                    tag,
-                    Value {
-                        wire,
-                        buf: bytes,
-                        at,
-                        len: v as usize,
-                    },
-                )?;
-            }
-            WireType::LengthDelimited => {
-                let len = decode_varint(&mut b)? as usize;
-                if len > b.remaining() {
-                    bail!("a field runs past the end of its message");
-                }
-                let at = bytes.len() - b.remaining();
-                b.advance(len);
-                each(
-                    tag,
-                    Value {
-                        wire,
-                        buf: bytes,
-                        at,
-                        len,
-                    },
-                )?;
-            }
-            _ => skip_field(wire, tag, &mut b, DecodeContext::default())?,
-        }
-    }
-    Ok(())
-}
-
-fn computation(bytes: &[u8]) -> Result<(i64, Vec<Instr<'_>>)> {
-    let (mut id, mut instrs) = (0, Vec::new());
-    each_field(bytes, |f, v| {
-        match f {
-            2 => instrs.push(instruction(v.bytes()?)?),
-            5 => id = v.int()?.unwrap_or(0),
-            _ => {}
-        }
-        Ok(())
-    })?;
-    Ok((id, instrs))
-}
-
-fn instruction(bytes: &[u8]) -> Result<Instr<'_>> {
-    let mut i = Instr::default();
-    each_field(bytes, |f, v| {
-        match f {
-            1 => i.name = v.str()?,
-            2 => i.opcode = v.str()?,
-            3 => i.shape = shape(v.bytes()?, 0)?,
-            15 => {
-                each_field(v.bytes()?, |f, d| {
-                    if f == 1 {
-                        each_field(d.bytes()?, |f, s| {
-                            if f == 1 {
-                                s.ints_into(&mut i.window)?;
-                            }
-                            Ok(())
-                        })?;
-                    }
-                    Ok(())
-                })?;
-            }
-            16 => each_field(v.bytes()?, |f, d| {
-                // proto3 leaves a 0 out: present dimension numbers mean 0 until told.
-                i.kernel_output_feature.get_or_insert(0);
-                if f == 4 {
-                    i.kernel_output_feature = d.int()?;
-                }
-                Ok(())
-            })?,
-            28 => i.target = v.str()?,
-            30 => {
-                let mut lhs = Vec::new();
-                each_field(v.bytes()?, |f, d| {
-                    if f == 1 {
-                        d.ints_into(&mut lhs)?;
-                    }
-                    Ok(())
-                })?;
-                i.lhs_contracting = Some(lhs);
-            }
-            35 => i.id = v.int()?.unwrap_or(0),
-            36 => v.ints_into(&mut i.operands)?,
-            38 => v.ints_into(&mut i.called)?,
-            43 => i.backend_config = v.bytes()?,
-            51 => each_field(v.bytes()?, |f, d| {
-                if f == 1 {
-                    d.ints_into(&mut i.precision)?;
-                }
-                Ok(())
-            })?,
-            _ => {}
-        }
-        Ok(())
-    })?;
-    Ok(i)
-}
-
-fn shape(bytes: &[u8], depth: u32) -> Result<Shape> {
-    if depth > 16 {
-        bail!("shapes nested too deeply");
-    }
-    let mut s = Shape {
-        present: true,
-        ..Shape::default()
-    };
-    each_field(bytes, |f, v| {
-        match f {
-            2 => s.ty = v.int()?.unwrap_or(0) as i32,
-            3 => v.ints_into(&mut s.dims)?,
-            4 => s.tuple.push(shape(v.bytes()?, depth + 1)?),
-            _ => {}
-        }
-        Ok(())
-    })?;
-    Ok(s)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prost::encoding::WireType;
     use std::path::Path;
+
+    /// The costs the module decoder gives a dump, with the project's own schema.
+    fn module_costs(pb: &[u8]) -> Result<ModuleCosts> {
+        let schema = super::super::HloSchema::builtin()?;
+        let module = super::super::decode_hlo(&schema, pb)?;
+        Ok(module.costs().map_err(|e| anyhow!("{e}"))?.clone())
+    }
 
     fn costs_of(capture: &str) -> ModuleCosts {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR"))

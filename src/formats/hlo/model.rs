@@ -36,6 +36,19 @@ pub(super) mod field {
     pub const INSTR_COLLECTIVE_DEVICE_LIST: u32 = 87;
     pub const INSTR_IOTA_COLLECTIVE_DEVICE_LIST: u32 = 92;
     pub const INSTR_MESH_AXES_REPLICA_GROUP_LIST: u32 = 93;
+    pub const INSTR_WINDOW: u32 = 15;
+    pub const INSTR_CONVOLUTION_DIMENSION_NUMBERS: u32 = 16;
+    pub const INSTR_CUSTOM_CALL_TARGET: u32 = 28;
+    pub const INSTR_DOT_DIMENSION_NUMBERS: u32 = 30;
+    pub const INSTR_BACKEND_CONFIG: u32 = 43;
+    pub const INSTR_PRECISION_CONFIG: u32 = 51;
+    // xla.Window, xla.WindowDimension, xla.ConvolutionDimensionNumbers,
+    // xla.DotDimensionNumbers, xla.PrecisionConfig
+    pub const WINDOW_DIMENSIONS: u32 = 1;
+    pub const WINDOW_DIMENSION_SIZE: u32 = 1;
+    pub const CONV_KERNEL_OUTPUT_FEATURE: u32 = 4;
+    pub const DOT_LHS_CONTRACTING: u32 = 1;
+    pub const PRECISION_OPERANDS: u32 = 1;
     // xla.OpMetadata
     pub const META_OP_TYPE: u32 = 1;
     pub const META_OP_NAME: u32 = 2;
@@ -188,6 +201,25 @@ pub(super) struct Shape {
     pub(super) dimensions: IntList,
     pub(super) tuple_shapes: Vec<Shape>,
     pub(super) memory_space: i64,
+    /// Read from the dump (an instruction without a shape field leaves this false).
+    pub(super) decoded: bool,
+}
+
+/// What the cost model reads of an instruction beyond its shape, operands and called
+/// computations (docs/design.md, "Cost model").
+#[derive(Debug, Default)]
+pub(super) struct CostFields<'a> {
+    /// `reduce-window`'s window sizes.
+    pub(super) window: Vec<i64>,
+    /// A convolution's `kernel_output_feature_dimension` (present dimension numbers mean 0
+    /// until told: proto3 leaves a 0 out).
+    pub(super) kernel_output_feature: Option<i64>,
+    /// A dot's `lhs_contracting_dimensions`, when it has dimension numbers.
+    pub(super) lhs_contracting: Option<Vec<i64>>,
+    pub(super) target: Cow<'a, str>,
+    pub(super) backend_config: Cow<'a, [u8]>,
+    /// `PrecisionConfig.operand_precision` (2: HIGHEST).
+    pub(super) precision: Vec<i64>,
 }
 
 /// The replica groups of a collective, in whichever of XLA's encodings the dump uses.
@@ -262,6 +294,7 @@ pub(super) struct Instruction<'a> {
     pub(super) source_line: i64,
     pub(super) stack_frame_id: i64,
     pub(super) scheduling_name: Cow<'a, str>,
+    pub(super) cost: CostFields<'a>,
 }
 
 pub(super) struct Computation<'a> {

@@ -25,28 +25,17 @@ pub struct HloModuleInfo {
     /// XLA's memory usage report of the module, when the dump has one.
     pub usage: Option<UsageSummary>,
     pub usage_error: Option<String>,
-    /// The dump's bytes (shared with the decoded strings), for what is read on demand.
-    pub raw: Option<bytes::Bytes>,
-    /// What each instruction costs (docs/design.md, "Cost model"), read from `raw` on first
-    /// use (the reader of the dump asks at once), once for a module and the copies made of it
-    /// (other ranks' dumps that decode alike).
-    pub cost_cache: Arc<std::sync::OnceLock<Result<Arc<ModuleCosts>, String>>>,
+    /// What each instruction costs (docs/design.md, "Cost model"), found by the decoder
+    /// (shared by the copies made of the module: other ranks' dumps that decode alike).
+    pub costs: Option<Arc<ModuleCosts>>,
 }
 
 impl HloModuleInfo {
-    /// What each instruction costs; the error says why the dump cannot be costed (none kept,
-    /// or damaged).
+    /// What each instruction costs; the error says why the module has no costs.
     pub fn costs(&self) -> Result<&ModuleCosts, &str> {
-        self.cost_cache
-            .get_or_init(|| match &self.raw {
-                None => Err("the dump's bytes are not kept".to_string()),
-                Some(b) => super::cost::module_costs(b)
-                    .map(Arc::new)
-                    .map_err(|e| format!("{e:#}")),
-            })
-            .as_ref()
-            .map(|c| c.as_ref())
-            .map_err(String::as_str)
+        self.costs
+            .as_deref()
+            .ok_or("the module was not decoded from a dump")
     }
 
     /// The instruction with this name.

@@ -85,6 +85,8 @@ pub(super) enum Expect {
     Ints,
     Str,
     Strs,
+    /// A singular `bytes` (or, in older schemas, `string`) field, read as bytes.
+    Bytes,
     Msg,
     Msgs,
     StrMap,
@@ -97,6 +99,7 @@ impl Expect {
             Expect::Ints => "a repeated integer or enum field",
             Expect::Str => "a singular string field",
             Expect::Strs => "a repeated string field",
+            Expect::Bytes => "a singular bytes field",
             Expect::Msg => "a singular message field",
             Expect::Msgs => "a repeated message field",
             Expect::StrMap => "a map<string, string> field",
@@ -169,6 +172,18 @@ impl<A: Copy> Table<A> {
         }
     }
 
+    /// Adds `other`'s slots (its numbers are not in this table).
+    pub(super) fn extend(&mut self, other: &Table<A>) {
+        for (number, slot) in other.dense.iter().enumerate() {
+            if let Some(slot) = slot {
+                self.insert(number as u32, *slot);
+            }
+        }
+        for &(number, slot) in &other.sparse {
+            self.insert(number, slot);
+        }
+    }
+
     #[inline]
     pub(super) fn get(&self, number: u32) -> Option<Slot<A>> {
         match self.dense.get(number as usize) {
@@ -226,6 +241,7 @@ pub(super) fn resolve<A: Copy + PartialEq>(
             Expect::Ints => field.is_list() && int.is_some(),
             Expect::Str => singular && string,
             Expect::Strs => field.is_list() && string,
+            Expect::Bytes => singular && (string || matches!(kind, Kind::Bytes)),
             Expect::Msg => singular && message_kind,
             Expect::Msgs => field.is_list() && message_kind,
             Expect::StrMap => {
@@ -255,6 +271,28 @@ pub(super) fn resolve<A: Copy + PartialEq>(
                 int: int.unwrap_or(IntKind::Int64),
             },
         );
+    }
+    Ok(resolved)
+}
+
+/// [`resolve`] for fields XLA has kept under one number for years (`wanted` gives it): a field
+/// the schema does not name is planned under that number when the number is free in the
+/// schema's message, or when the message itself is not in the schema. The schemas this tool
+/// wrote into its archives before the cost model name none of the cost model's fields.
+pub(super) fn resolve_known<A: Copy + PartialEq>(
+    message: Option<&MessageDescriptor>,
+    wanted: &[(&str, Expect, A, u32)],
+) -> Result<Resolved<A>> {
+    let named: Vec<(&str, Expect, A)> = wanted.iter().map(|&(n, e, a, _)| (n, e, a)).collect();
+    let mut resolved = resolve(message, &named)?;
+    for &(name, _, action, number) in wanted {
+        let known = message.is_some_and(|m| {
+            m.get_field_by_name(name).is_some() || m.get_field(number).is_some()
+        });
+        if !known {
+            let int = IntKind::Int64;
+            resolved.table.insert(number, Slot { action, int });
+        }
     }
     Ok(resolved)
 }
@@ -315,6 +353,13 @@ pub(super) enum InstructionField {
     CollectiveDeviceList,
     IotaCollectiveDeviceList,
     MeshAxesReplicaGroupList,
+    // What the cost model reads (docs/design.md, "Cost model").
+    Window,
+    ConvolutionDimensionNumbers,
+    CustomCallTarget,
+    DotDimensionNumbers,
+    BackendConfig,
+    PrecisionConfig,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -385,6 +430,15 @@ pub(super) struct FieldPlan {
     pub(super) mesh_axis: Table<()>,
     pub(super) axis_ref: Table<AxisRefField>,
     pub(super) sub_axis: Table<()>,
+    /// `Window.dimensions`, `WindowDimension.size`.
+    pub(super) window: Table<()>,
+    pub(super) window_dimension: Table<()>,
+    /// `ConvolutionDimensionNumbers.kernel_output_feature_dimension`.
+    pub(super) convolution_dimensions: Table<()>,
+    /// `DotDimensionNumbers.lhs_contracting_dimensions`.
+    pub(super) dot_dimensions: Table<()>,
+    /// `PrecisionConfig.operand_precision`.
+    pub(super) precision: Table<()>,
 }
 
 /// `ReplicaGroup.replica_ids`.
@@ -399,7 +453,7 @@ pub(super) fn resolve_iota_list(message: Option<&MessageDescriptor>) -> Result<R
 
 impl FieldPlan {
     pub(super) fn resolve(hlo_proto: &MessageDescriptor) -> Result<FieldPlan> {
-        use Expect::{Int, Ints, Msg, Msgs, Str, StrMap, Strs};
+        use Expect::{Bytes, Int, Ints, Msg, Msgs, Str, StrMap, Strs};
         let top = resolve(Some(hlo_proto), &[("hlo_module", Msg, ())])?;
         let module = top.child(()).ok_or_else(|| {
             anyhow!(
@@ -492,6 +546,35 @@ impl FieldPlan {
                 ),
             ],
         )?;
+        // The cost model's fields (docs/design.md, "Cost model").
+        let cost = resolve_known(
+            computation.child(ComputationField::Instructions),
+            &[
+                ("window", Msg, InstructionField::Window, 15),
+                (
+                    "convolution_dimension_numbers",
+                    Msg,
+                    InstructionField::ConvolutionDimensionNumbers,
+                    16,
+                ),
+                (
+                    "custom_call_target",
+                    Str,
+                    InstructionField::CustomCallTarget,
+                    28,
+                ),
+                (
+                    "dot_dimension_numbers",
+                    Msg,
+                    InstructionField::DotDimensionNumbers,
+                    30,
+                ),
+                ("backend_config", Bytes, InstructionField::BackendConfig, 43),
+                ("precision_config", Msg, InstructionField::PrecisionConfig, 51),
+            ],
+        )?;
+        let mut instruction = instruction;
+        instruction.table.extend(&cost.table);
         let shape = resolve(
             instruction.child(InstructionField::Shape),
             &[
@@ -568,6 +651,23 @@ impl FieldPlan {
             axis_ref.child(AxisRefField::SubAxisInfo),
             &[("size", Int, ())],
         )?;
+        let window = resolve_known(
+            cost.child(InstructionField::Window),
+            &[("dimensions", Msgs, (), 1)],
+        )?;
+        let window_dimension = resolve_known(window.child(()), &[("size", Int, (), 1)])?;
+        let convolution_dimensions = resolve_known(
+            cost.child(InstructionField::ConvolutionDimensionNumbers),
+            &[("kernel_output_feature_dimension", Int, (), 4)],
+        )?;
+        let dot_dimensions = resolve_known(
+            cost.child(InstructionField::DotDimensionNumbers),
+            &[("lhs_contracting_dimensions", Ints, (), 1)],
+        )?;
+        let precision = resolve_known(
+            cost.child(InstructionField::PrecisionConfig),
+            &[("operand_precision", Ints, (), 1)],
+        )?;
         Ok(FieldPlan {
             hlo_proto: top.table,
             module: module.table,
@@ -591,6 +691,11 @@ impl FieldPlan {
             mesh_axis: mesh_axis.table,
             axis_ref: axis_ref.table,
             sub_axis: sub_axis.table,
+            window: window.table,
+            window_dimension: window_dimension.table,
+            convolution_dimensions: convolution_dimensions.table,
+            dot_dimensions: dot_dimensions.table,
+            precision: precision.table,
         })
     }
 }

@@ -72,7 +72,10 @@ pub(super) fn int_field(mut msg: DynamicMessage, number: u32) -> i64 {
 }
 
 pub(super) fn take_shape(mut msg: DynamicMessage) -> Shape {
-    let mut shape = Shape::default();
+    let mut shape = Shape {
+        decoded: true,
+        ..Shape::default()
+    };
     for (number, value) in dyn_fields(&mut msg) {
         match number {
             field::SHAPE_ELEMENT_TYPE => {
@@ -196,6 +199,45 @@ pub(super) fn take_instruction(mut msg: DynamicMessage) -> Instruction<'static> 
             }
             field::INSTR_MESH_AXES_REPLICA_GROUP_LIST => {
                 instr.groups.mesh = message(value).map(|m| Box::new(read_mesh_groups(m)));
+            }
+            field::INSTR_WINDOW => {
+                if let Some(mut window) = message(value) {
+                    for (n, dims) in dyn_fields(&mut window) {
+                        if n == field::WINDOW_DIMENSIONS {
+                            instr.cost.window.extend(
+                                messages(dims).map(|d| int_field(d, field::WINDOW_DIMENSION_SIZE)),
+                            );
+                        }
+                    }
+                }
+            }
+            field::INSTR_CONVOLUTION_DIMENSION_NUMBERS => {
+                instr.cost.kernel_output_feature = message(value)
+                    .map(|d| int_field(d, field::CONV_KERNEL_OUTPUT_FEATURE));
+            }
+            field::INSTR_CUSTOM_CALL_TARGET => instr.cost.target = string(value).into(),
+            field::INSTR_DOT_DIMENSION_NUMBERS => {
+                instr.cost.lhs_contracting = message(value).map(|mut d| {
+                    dyn_fields(&mut d)
+                        .filter(|(n, _)| *n == field::DOT_LHS_CONTRACTING)
+                        .flat_map(|(_, v)| ints(&v))
+                        .collect()
+                });
+            }
+            field::INSTR_BACKEND_CONFIG => {
+                instr.cost.backend_config = match value {
+                    Value::Bytes(b) => b.to_vec().into(),
+                    v => string(v).into_bytes().into(),
+                }
+            }
+            field::INSTR_PRECISION_CONFIG => {
+                if let Some(mut p) = message(value) {
+                    for (n, v) in dyn_fields(&mut p) {
+                        if n == field::PRECISION_OPERANDS {
+                            instr.cost.precision.extend(ints(&v));
+                        }
+                    }
+                }
             }
             _ => {}
         }
