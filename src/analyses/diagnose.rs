@@ -40,7 +40,10 @@ type Source = (&'static dyn Registered, pruned::Keep<'static>);
 /// rules read (rows longest first, so the first few hundred hold the evidence).
 fn sources() -> [Source; 7] {
     [
-        (&summary::SummaryAnalysis, &[("modules", None)]),
+        (
+            &summary::SummaryAnalysis,
+            &[("modules", None), ("steady", None)],
+        ),
         (
             &ops::OpsAnalysis,
             &[

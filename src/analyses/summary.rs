@@ -12,7 +12,8 @@ use crate::analyses::{
     Analysis, NoParams, ProcessView, Reads, Reduced, RunShares, Share, ShareUse,
 };
 use crate::frames::gpu::{
-    NAME, NUM_THUNKS, PROGRAM_EXECUTION, PROGRAM_ID, PROGRAM_NAME, PROJ_DUR, THUNK_EXECUTION,
+    NAME, NUM_THUNKS, PROGRAM_EXECUTION, PROGRAM_ID, PROGRAM_NAME, PROJ_DUR, PROJ_START,
+    THUNK_EXECUTION,
 };
 use crate::frames::warmup::Steady;
 use crate::report::{Cell, HtmlTable, Section};
@@ -45,6 +46,19 @@ pub struct ModuleRow {
 pub struct Summary {
     pub modules: Vec<ModuleRow>,
     pub compilation: CompilationTables,
+    /// Per process with a steady state: when it ran (what happened on the host then, a
+    /// compilation say, cost the steady state).
+    #[serde(default)]
+    pub steady: Vec<SteadyWindow>,
+}
+
+/// A process's steady state: from the start of its first steady module execution to the end
+/// of its last, on the profile's clock [ms].
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct SteadyWindow {
+    pub process: String,
+    pub start_ms: f64,
+    pub end_ms: f64,
 }
 
 impl crate::engine::value::JsonValue for Summary {}
@@ -63,6 +77,8 @@ pub struct SummaryPartial {
     pub instances: Option<Vec<InstanceSpread>>,
     /// Remarks, prefixed with the process.
     pub notes: Vec<String>,
+    #[serde(default)]
+    pub window: Option<SteadyWindow>,
 }
 
 impl crate::engine::value::JsonValue for SummaryPartial {}
@@ -100,6 +116,19 @@ pub fn partial(steady: &Steady) -> SummaryPartial {
         .column_by_name(PROJ_DUR)
         .unwrap()
         .as_primitive::<Int64Type>();
+    let start = m
+        .column_by_name(PROJ_START)
+        .unwrap()
+        .as_primitive::<Int64Type>();
+    let first = start.values().iter().min();
+    let last = (0..m.num_rows())
+        .map(|i| start.value(i) + dur.value(i))
+        .max();
+    let window = first.zip(last).map(|(&a, b)| SteadyWindow {
+        process: String::new(),
+        start_ms: a as f64 * 1e-6,
+        end_ms: b as f64 * 1e-6,
+    });
     let modules = group_by(m.num_rows(), |i| prog.value(i))
         .into_iter()
         .map(|(p, idx)| ModuleSamples {
@@ -113,6 +142,7 @@ pub fn partial(steady: &Steady) -> SummaryPartial {
         modules,
         instances: instance_spreads(&steady.communication),
         notes: steady.notes.clone(),
+        window,
     }
 }
 
@@ -390,6 +420,9 @@ impl Share for SummaryShare {
             });
         };
         let mut part = partial(steady);
+        if let Some(w) = &mut part.window {
+            w.process = p.label.to_string();
+        }
         let mut notes = p.frame_notes.to_vec();
         notes.append(&mut part.notes);
         part.notes = notes;
@@ -425,6 +458,7 @@ impl Analysis for SummaryAnalysis {
             result: Summary {
                 modules: module_rows(&partials),
                 compilation: reduce_summary(&compile),
+                steady: partials.iter().filter_map(|p| p.window.clone()).collect(),
             },
         })
     }

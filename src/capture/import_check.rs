@@ -52,9 +52,10 @@ impl ImportDiagnostics {
              the failing call is missing from the report, so the analyses find too few module \
              executions, or none. Likely cause: the CUDA driver is newer than this Nsight \
              Systems knows (CUDA 13 with Nsight Systems 2023.4 makes such calls while JAX \
-             starts and compiles). Remedy: start the capture after compilation \
+             starts and while XLA autotunes). Remedy: start the capture after compilation \
              (--capture-range=cudaProfilerApi and cudaProfilerStart() after the first steps), \
-             or profile with a newer Nsight Systems.",
+             compile without autotuning (XLA_FLAGS=--xla_gpu_autotune_level=0) when \
+             compilation must be in the capture, or profile with a newer Nsight Systems.",
             self.report,
             self.source,
             self.errors.join("; ")

@@ -2,7 +2,9 @@
 JAX compiles `jit_grow` again each time, inside the profiled range.
 
 Ground truth: STEPS + WARMUP compilations of `jit_grow`, each a distinct program (another
-fingerprint); compile time most of each step.
+fingerprint); compile time most of each step. Captured with XLA_FLAGS=--xla_gpu_autotune_level=0
+(capture.sh): the autotuner's CUDA 13 driver calls are beyond what Nsight Systems 2023.4 can
+import.
 """
 import jax
 import jax.numpy as jnp

@@ -23,6 +23,40 @@ fn compilations(c: &Value) -> BTreeMap<(String, String), Vec<&Value>> {
     by
 }
 
+/// How much of a compilation ran inside its process's steady state [ms]; None when the
+/// summary does not say when the steady state was.
+fn in_steady(windows: &[(String, f64, f64)], r: &Value) -> f64 {
+    let (Some(start), Some(wall)) = (num(r, &["start_ms"]), num(r, &["wall_s"])) else {
+        return 0.0;
+    };
+    let end = start + wall * 1e3;
+    windows
+        .iter()
+        .filter(|(p, ..)| p == text(r, "process"))
+        .map(|&(_, a, b)| (end.min(b) - start.max(a)).max(0.0))
+        .sum()
+}
+
+/// The steady-state windows the summary gives (process, start, end) [ms].
+fn windows(ins: &Inputs) -> Option<Vec<(String, f64, f64)>> {
+    let w: Vec<_> = rows(ins.summary.as_ref()?, "steady")
+        .iter()
+        .filter_map(|w| {
+            let (a, b) = (num(w, &["start_ms"])?, num(w, &["end_ms"])?);
+            Some((text(w, "process").to_string(), a, b))
+        })
+        .collect();
+    (!w.is_empty()).then_some(w)
+}
+
+/// The time compilations ran inside the steady state [ms] (the host compiled instead of
+/// giving the GPU work); None when the inputs do not say.
+pub(super) fn compiling_in_steady(ins: &Inputs) -> Option<f64> {
+    let windows = windows(ins)?;
+    let c = ins.compilation.as_ref()?;
+    Some(rows(c, "compilations").iter().map(|r| in_steady(&windows, r)).sum())
+}
+
 pub(super) fn recompilation(ins: &Inputs, cx: &Context) -> Outcome {
     let Some(c) = &ins.compilation else {
         return Outcome::NoData("no compilation output".into());
@@ -45,8 +79,19 @@ pub(super) fn recompilation(ins: &Inputs, cx: &Context) -> Outcome {
             * 1e3
     };
     again.sort_by(|a, b| extra(&b.1).total_cmp(&extra(&a.1)));
-    let at_stake: f64 = again.iter().map(|(_, v)| extra(v)).sum();
-    let evidence: Vec<Evidence> = again
+    let later: f64 = again.iter().map(|(_, v)| extra(v)).sum();
+    // What the steady state paid: the later compilations' time inside it, when known (a
+    // recompilation during start-up costs the steady state nothing).
+    let windows = windows(ins);
+    let at_stake = match &windows {
+        Some(w) => again
+            .iter()
+            .flat_map(|(_, v)| v.iter().skip(1))
+            .map(|r| in_steady(w, r))
+            .sum(),
+        None => later,
+    };
+    let mut evidence: Vec<Evidence> = again
         .iter()
         .take(5)
         .map(|((p, m), v)| Evidence {
@@ -61,13 +106,23 @@ pub(super) fn recompilation(ins: &Inputs, cx: &Context) -> Outcome {
             )
         })
         .collect();
+    if windows.is_some() {
+        evidence.push(ev(
+            "compilation",
+            format!(
+                "{} of those compilations ran inside the steady state (the host compiled, the \
+                 GPU waited)",
+                duration_ms(at_stake)
+            ),
+        ));
+    }
     let title = format!(
         "{} recompiled: {} of compilation after the first",
         match again.len() {
             1 => again[0].0.1.clone(),
             n => format!("{n} modules"),
         },
-        duration_ms(at_stake)
+        duration_ms(later)
     );
     let remedies = vec![
         remedy(

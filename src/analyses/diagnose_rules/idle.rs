@@ -94,7 +94,20 @@ pub(super) fn host_bound(ins: &Inputs, cx: &Context) -> Outcome {
             ),
         ));
     }
-    let at_stake = (idle - waiting).max(0.0);
+    // Idle time while the host compiled is the compilation rules' finding.
+    let compiling = super::compile::compiling_in_steady(ins)
+        .unwrap_or(0.0)
+        .min((idle - waiting).max(0.0));
+    if compiling > 0.0 {
+        evidence.push(ev(
+            "compilation",
+            format!(
+                "of which {} while the host compiled (left to recompilation and compile-time)",
+                duration_ms(compiling)
+            ),
+        ));
+    }
+    let at_stake = (idle - waiting - compiling).max(0.0);
     // The short-module pattern: most executions are of modules that run for microseconds.
     let modules = ins.summary.as_ref().map_or(&[][..], |s| rows(s, "modules"));
     let executions: f64 = modules.iter().filter_map(|m| num(m, &["executions"])).sum();
