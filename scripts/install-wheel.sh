@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # install-wheel.sh DIR
 #
-# Builds the project's wheel with maturin (the binary plus the `nsys_jax_pipe` Python package,
-# as `pip install nsys-jax-pipe` gets it) and installs it into a fresh virtual environment DIR,
-# with polars for the frames; prints the path of that environment's python on stdout
-# (progress goes to stderr). maturin itself lives in DIR/.build-env, apart from the
-# environment under test; the wheel is left in DIR/wheels/. Running it again rebuilds the
-# wheel from the current sources and reinstalls it.
+# Builds the project's release wheel for x86-64 Linux, manylinux2014 (scripts/build-wheels.sh:
+# the binaries plus the `nsys_jax_pipe` Python package, as `pip install nsys-jax-pipe` gets
+# it) and installs it into a fresh virtual environment DIR, with polars for the frames; prints
+# the path of that environment's python on stdout (progress goes to stderr). The build tools
+# live in DIR/wheels/.build-env, apart from the environment under test; the wheel is left in
+# DIR/wheels/. Running it again rebuilds the wheel from the current sources and reinstalls it.
 #
 # Settings (environment):
 #   PYTHON             the Python that makes the environments; default python3
@@ -25,19 +25,12 @@ command -v "$python" >/dev/null || die "no $python"
 ROOT=$(cd -- "$(dirname -- "$0")/.." && pwd -P)
 mkdir -p -- "$1"
 DEST=$(cd -- "$1" && pwd -P)
-BUILD="$DEST/.build-env"
 PIP=(--quiet --disable-pip-version-check)
 
-if [[ ! -x "$BUILD/bin/maturin" ]]; then
-	log "installing maturin into $BUILD"
-	"$python" -m venv "$BUILD" >&2 || die "$python -m venv failed (on Debian: apt-get install python3-venv)"
-	"$BUILD/bin/python" -m pip install "${PIP[@]}" 'maturin>=1.7,<2' >&2 || die "pip install maturin failed"
-fi
-rm -rf -- "$DEST/wheels"
-log "building the wheel (cargo build --release)"
-(cd "$ROOT" && "$BUILD/bin/maturin" build --release --out "$DEST/wheels" >&2) || die "maturin build failed"
-wheel=$(ls "$DEST"/wheels/nsys_jax_pipe-*.whl) || die "no wheel in $DEST/wheels"
-log "built $(basename "$wheel")"
+log "building the manylinux2014 x86-64 wheel (scripts/build-wheels.sh)"
+wheel=$(bash "$ROOT/scripts/build-wheels.sh" "$DEST/wheels" x86_64-unknown-linux-gnu) ||
+	die "building the wheel failed"
+[[ -f $wheel ]] || die "no wheel built"
 
 if [[ ! -x "$DEST/bin/python" ]]; then
 	log "making a virtual environment in $DEST"

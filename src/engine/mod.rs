@@ -18,6 +18,7 @@ pub mod node;
 pub mod pace;
 pub mod packs;
 pub mod remote;
+mod remote_store;
 pub mod runlog;
 pub mod signing;
 pub mod store;

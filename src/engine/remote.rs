@@ -1,6 +1,7 @@
 //! The remote tier of the cache: the store's entries, byte for byte and under the same names,
 //! in object storage (S3 and S3-compatible servers, Google Cloud Storage, Azure Blob Storage,
-//! a shared file system) through the `object_store` crate. The local store is the first tier
+//! a shared file system) through the `object_store` crate (S3, GCS and Azure each behind its
+//! cargo feature, `s3`, `gcs`, `azure`, all on by default; HTTPS and signing on ring). The local store is the first tier
 //! and this the second (docs/design.md, "The shared cache"):
 //!
 //! - read-through: an entry missing locally is fetched, verified like a local one (length and
@@ -14,13 +15,12 @@
 //!   write is one warning and the run goes on reading.
 
 use super::pace::Pace;
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// Uploads in flight at once (each holds its entry in memory until it is sent).
 const IN_FLIGHT: usize = 16;
@@ -110,7 +110,7 @@ impl Remote {
     /// `AZURE_*`). Nothing is contacted here: a store that cannot be reached is found out (and
     /// warned about) at its first use.
     pub fn open(url: &str) -> Result<Remote> {
-        let (store, prefix) = build(url).with_context(|| format!("cache URL {url}"))?;
+        let (store, prefix) = super::remote_store::build(url).with_context(|| format!("cache URL {url}"))?;
         let var = |v: &str| std::env::var(v).ok().filter(|s| !s.trim().is_empty());
         let signer = var(SIGNING_KEY_VAR)
             .map(|p| super::signing::SigningKey::load(std::path::Path::new(&p)))
@@ -699,100 +699,6 @@ fn short_error(e: &object_store::Error) -> String {
     let s = cause.to_string();
     let s = s.split(" (os error").next().unwrap_or(&s);
     s.replace('\n', " ").chars().take(200).collect()
-}
-
-/// Bounded retries: a store that does not answer costs seconds, not minutes (with
-/// [`CONNECT_TIMEOUT`] and [`READ_TIMEOUT`], a request that gets no byte fails within about
-/// 7 s, and the remote tier is then left for the rest of the run).
-fn retry() -> object_store::RetryConfig {
-    object_store::RetryConfig {
-        backoff: object_store::BackoffConfig {
-            init_backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_secs(1),
-            base: 2.0,
-        },
-        max_retries: 2,
-        retry_timeout: Duration::from_secs(4),
-    }
-}
-
-/// How long a connection may take to open.
-const CONNECT_TIMEOUT: &str = "3s";
-/// How long a request may wait for its first byte, or between two bytes: a server that
-/// accepts and never answers, or stalls mid-answer.
-const READ_TIMEOUT: &str = "3s";
-
-type Built = (Arc<dyn ObjectStore>, ObjectPath);
-
-fn build(url: &str) -> Result<Built> {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        bail!("not a URL (s3://bucket/prefix, gs://…, az://…, file:///path)");
-    };
-    let prefix_of = |rest: &str| -> Result<ObjectPath> {
-        let p = rest.split_once('/').map(|(_, p)| p).unwrap_or("");
-        Ok(ObjectPath::parse(p.trim_matches('/'))?)
-    };
-    use object_store::ClientConfigKey::{ConnectTimeout, ReadTimeout, Timeout};
-    match scheme {
-        "s3" | "s3a" => {
-            use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey as K};
-            // Our defaults first, then the user's AWS_* variables over them.
-            let mut b = AmazonS3Builder::new()
-                .with_retry(retry())
-                .with_config(K::Client(Timeout), "60s")
-                .with_config(K::Client(ConnectTimeout), CONNECT_TIMEOUT)
-                .with_config(K::Client(ReadTimeout), READ_TIMEOUT);
-            let mut endpoint = None;
-            for (k, v) in std::env::vars() {
-                if let Some(key) = k.strip_prefix("AWS_").map(|_| k.to_ascii_lowercase())
-                    && let Ok(key) = key.parse::<K>()
-                {
-                    if key == K::Endpoint {
-                        endpoint = Some(v.clone());
-                    }
-                    b = b.with_config(key, v);
-                }
-            }
-            // An endpoint the user named with http:// is meant to be used over http.
-            if endpoint.is_some_and(|e| e.starts_with("http://")) {
-                b = b.with_allow_http(true);
-            }
-            let store = b.with_url(url).build()?;
-            Ok((Arc::new(store), prefix_of(rest)?))
-        }
-        "gs" => {
-            use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey as K};
-            let store = GoogleCloudStorageBuilder::from_env()
-                .with_retry(retry())
-                .with_config(K::Client(ConnectTimeout), CONNECT_TIMEOUT)
-                .with_config(K::Client(ReadTimeout), READ_TIMEOUT)
-                .with_url(url)
-                .build()?;
-            Ok((Arc::new(store), prefix_of(rest)?))
-        }
-        "az" | "azure" | "abfs" | "abfss" => {
-            use object_store::azure::{AzureConfigKey as K, MicrosoftAzureBuilder};
-            let store = MicrosoftAzureBuilder::from_env()
-                .with_retry(retry())
-                .with_config(K::Client(ConnectTimeout), CONNECT_TIMEOUT)
-                .with_config(K::Client(ReadTimeout), READ_TIMEOUT)
-                .with_url(url)
-                .build()?;
-            Ok((Arc::new(store), prefix_of(rest)?))
-        }
-        "file" => {
-            let dir = std::path::Path::new(rest);
-            if !dir.is_absolute() {
-                bail!("a file:// URL names an absolute folder (file:///shared/cache)");
-            }
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
-            let store = object_store::local::LocalFileSystem::new_with_prefix(dir)?
-                .with_automatic_cleanup(true);
-            Ok((Arc::new(store), ObjectPath::default()))
-        }
-        other => bail!("unknown scheme {other}:// (s3, gs, az or file)"),
-    }
 }
 
 #[cfg(test)]
