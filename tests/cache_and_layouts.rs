@@ -213,7 +213,10 @@ fn zip_extracted_folder_and_combined_folder_agree() {
 fn unlabelled(path: &std::path::Path) -> String {
     let mut v = json(path);
     for w in v["steady"].as_array_mut().into_iter().flatten() {
-        assert!(w["process"].as_str().is_some_and(|p| p.contains("proc")), "{w}");
+        assert!(
+            w["process"].as_str().is_some_and(|p| p.contains("proc")),
+            "{w}"
+        );
         w["process"] = serde_json::Value::Null;
     }
     serde_json::to_string_pretty(&v).unwrap()

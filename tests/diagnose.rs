@@ -355,7 +355,12 @@ fn the_pax_archives_are_diagnosed_from_the_notebooks_numbers() {
     // The steady state (the first execution of each module left out) spans the training
     // step's compilation: most of the GPU's idle time is the host compiling, the compile-time
     // finding's; host-bound keeps the rest.
-    assert_eq!(rules(&d)[..2], ["compile-time", "host-bound"], "{:?}", rules(&d));
+    assert_eq!(
+        rules(&d)[..2],
+        ["compile-time", "host-bound"],
+        "{:?}",
+        rules(&d)
+    );
     let hb = &findings(&d)[1];
     let idle = ops["by_category"]
         .as_array()
@@ -379,12 +384,18 @@ fn the_pax_archives_are_diagnosed_from_the_notebooks_numbers() {
                 .iter()
                 .find(|w| w["process"] == c["process"])
                 .unwrap();
-            let (a, b) = (w["start_ms"].as_f64().unwrap(), w["end_ms"].as_f64().unwrap());
+            let (a, b) = (
+                w["start_ms"].as_f64().unwrap(),
+                w["end_ms"].as_f64().unwrap(),
+            );
             (end.min(b) - start.max(a)).max(0.0)
         })
         .sum();
     assert!(compiling > 0.5 * idle, "{compiling} of {idle}");
-    assert!(rel(hb["at_stake_ms"].as_f64().unwrap(), idle - compiling) < 1e-9, "{hb}");
+    assert!(
+        rel(hb["at_stake_ms"].as_f64().unwrap(), idle - compiling) < 1e-9,
+        "{hb}"
+    );
     assert!(evidence(hb).contains("while the host compiled"), "{hb}");
     assert!(rules(&d).contains(&"stragglers"), "{:?}", rules(&d));
     // Each process compiled jit__threefry_split_original twice (module_0011 and _0028).

@@ -110,7 +110,8 @@ impl Remote {
     /// `AZURE_*`). Nothing is contacted here: a store that cannot be reached is found out (and
     /// warned about) at its first use.
     pub fn open(url: &str) -> Result<Remote> {
-        let (store, prefix) = super::remote_store::build(url).with_context(|| format!("cache URL {url}"))?;
+        let (store, prefix) =
+            super::remote_store::build(url).with_context(|| format!("cache URL {url}"))?;
         let var = |v: &str| std::env::var(v).ok().filter(|s| !s.trim().is_empty());
         let signer = var(SIGNING_KEY_VAR)
             .map(|p| super::signing::SigningKey::load(std::path::Path::new(&p)))

@@ -23,8 +23,8 @@ fn compilations(c: &Value) -> BTreeMap<(String, String), Vec<&Value>> {
     by
 }
 
-/// How much of a compilation ran inside its process's steady state [ms]; None when the
-/// summary does not say when the steady state was.
+/// How much of a compilation ran inside its process's steady state [ms] (0 when the row does
+/// not say when it ran).
 fn in_steady(windows: &[(String, f64, f64)], r: &Value) -> f64 {
     let (Some(start), Some(wall)) = (num(r, &["start_ms"]), num(r, &["wall_s"])) else {
         return 0.0;
@@ -54,7 +54,12 @@ fn windows(ins: &Inputs) -> Option<Vec<(String, f64, f64)>> {
 pub(super) fn compiling_in_steady(ins: &Inputs) -> Option<f64> {
     let windows = windows(ins)?;
     let c = ins.compilation.as_ref()?;
-    Some(rows(c, "compilations").iter().map(|r| in_steady(&windows, r)).sum())
+    Some(
+        rows(c, "compilations")
+            .iter()
+            .map(|r| in_steady(&windows, r))
+            .sum(),
+    )
 }
 
 pub(super) fn recompilation(ins: &Inputs, cx: &Context) -> Outcome {

@@ -256,9 +256,8 @@ impl Model<'_, '_> {
         }
         let mut c = Cost::default();
         let result = output(&i.shape);
-        let result_elements = || {
-            elements(result).ok_or_else(|| anyhow!("a shape with negative dimensions"))
-        };
+        let result_elements =
+            || elements(result).ok_or_else(|| anyhow!("a shape with negative dimensions"));
         let op = &*i.opcode;
         let target = &*i.cost.target;
         if op == "dot" || (op == "custom-call" && target.starts_with("__cublas$")) {
@@ -272,7 +271,12 @@ impl Model<'_, '_> {
             } else {
                 gemm_config(&i.cost.backend_config)?
             };
-            let lhs = self.shape(*i.operand_ids.as_slice().first().ok_or_else(|| anyhow!("no operands"))?)?;
+            let lhs = self.shape(
+                *i.operand_ids
+                    .as_slice()
+                    .first()
+                    .ok_or_else(|| anyhow!("no operands"))?,
+            )?;
             let k = contracting.iter().try_fold(1f64, |k, &d| {
                 usize::try_from(d)
                     .ok()
@@ -316,8 +320,8 @@ impl Model<'_, '_> {
             let per_output = elements(filter)
                 .ok_or_else(|| anyhow!("a shape with negative dimensions"))?
                 / *out_features as f64;
-            let out = elements(forward_out)
-                .ok_or_else(|| anyhow!("a shape with negative dimensions"))?;
+            let out =
+                elements(forward_out).ok_or_else(|| anyhow!("a shape with negative dimensions"))?;
             c.flops = 2.0 * out * per_output;
             c.matmul_flops = c.flops;
             let lhs = operand(0)?;
@@ -337,7 +341,12 @@ impl Model<'_, '_> {
             let input = self.shape(*first.ok_or_else(|| anyhow!("no operands"))?)?;
             c.flops = elements(input).unwrap_or(0.0);
         } else if op == "reduce-window" {
-            c.flops = result_elements()? * i.cost.window.iter().map(|&w| w.max(1) as f64).product::<f64>();
+            c.flops = result_elements()?
+                * i.cost
+                    .window
+                    .iter()
+                    .map(|&w| w.max(1) as f64)
+                    .product::<f64>();
         }
         // Bytes moved by the instruction's own kernel (inside a fusion, what the fusion
         // reads and writes counts, not its parts).

@@ -286,9 +286,8 @@ pub(super) fn resolve_known<A: Copy + PartialEq>(
     let named: Vec<(&str, Expect, A)> = wanted.iter().map(|&(n, e, a, _)| (n, e, a)).collect();
     let mut resolved = resolve(message, &named)?;
     for &(name, _, action, number) in wanted {
-        let known = message.is_some_and(|m| {
-            m.get_field_by_name(name).is_some() || m.get_field(number).is_some()
-        });
+        let known = message
+            .is_some_and(|m| m.get_field_by_name(name).is_some() || m.get_field(number).is_some());
         if !known {
             let int = IntKind::Int64;
             resolved.table.insert(number, Slot { action, int });
@@ -570,7 +569,12 @@ impl FieldPlan {
                     30,
                 ),
                 ("backend_config", Bytes, InstructionField::BackendConfig, 43),
-                ("precision_config", Msg, InstructionField::PrecisionConfig, 51),
+                (
+                    "precision_config",
+                    Msg,
+                    InstructionField::PrecisionConfig,
+                    51,
+                ),
             ],
         )?;
         let mut instruction = instruction;

@@ -212,8 +212,8 @@ pub(super) fn take_instruction(mut msg: DynamicMessage) -> Instruction<'static> 
                 }
             }
             field::INSTR_CONVOLUTION_DIMENSION_NUMBERS => {
-                instr.cost.kernel_output_feature = message(value)
-                    .map(|d| int_field(d, field::CONV_KERNEL_OUTPUT_FEATURE));
+                instr.cost.kernel_output_feature =
+                    message(value).map(|d| int_field(d, field::CONV_KERNEL_OUTPUT_FEATURE));
             }
             field::INSTR_CUSTOM_CALL_TARGET => instr.cost.target = string(value).into(),
             field::INSTR_DOT_DIMENSION_NUMBERS => {

@@ -492,22 +492,34 @@ pub(super) fn decode_instruction<'a>(
                 )?,
                 InstructionField::Window => {
                     let window = &mut instr.cost.window;
-                    fields(value.bytes()?, &plan.window, inner, "xla.Window", |(), d| {
-                        let at = inner + 1;
-                        let name = "xla.WindowDimension";
-                        fields(d.bytes()?, &plan.window_dimension, at, name, |(), size| {
-                            window.push(size.int()?);
-                            Ok(())
-                        })
-                    })?
+                    fields(
+                        value.bytes()?,
+                        &plan.window,
+                        inner,
+                        "xla.Window",
+                        |(), d| {
+                            let at = inner + 1;
+                            let name = "xla.WindowDimension";
+                            fields(d.bytes()?, &plan.window_dimension, at, name, |(), size| {
+                                window.push(size.int()?);
+                                Ok(())
+                            })
+                        },
+                    )?
                 }
                 InstructionField::ConvolutionDimensionNumbers => {
                     let feature = instr.cost.kernel_output_feature.insert(0);
                     let name = "xla.ConvolutionDimensionNumbers";
-                    fields(value.bytes()?, &plan.convolution_dimensions, inner, name, |(), d| {
-                        *feature = d.int()?;
-                        Ok(())
-                    })?
+                    fields(
+                        value.bytes()?,
+                        &plan.convolution_dimensions,
+                        inner,
+                        name,
+                        |(), d| {
+                            *feature = d.int()?;
+                            Ok(())
+                        },
+                    )?
                 }
                 InstructionField::CustomCallTarget => {
                     instr.cost.target = Cow::Borrowed(value.str()?)
@@ -515,9 +527,13 @@ pub(super) fn decode_instruction<'a>(
                 InstructionField::DotDimensionNumbers => {
                     let lhs = instr.cost.lhs_contracting.insert(Vec::new());
                     let name = "xla.DotDimensionNumbers";
-                    fields(value.bytes()?, &plan.dot_dimensions, inner, name, |(), d| {
-                        d.ints(|v| lhs.extend(v))
-                    })?
+                    fields(
+                        value.bytes()?,
+                        &plan.dot_dimensions,
+                        inner,
+                        name,
+                        |(), d| d.ints(|v| lhs.extend(v)),
+                    )?
                 }
                 InstructionField::BackendConfig => {
                     instr.cost.backend_config = Cow::Borrowed(value.bytes()?)
