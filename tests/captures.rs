@@ -112,6 +112,7 @@ fn expected_members(report: &Path, dump: &Path, gpu: bool) -> Vec<String> {
         "device-metadata.parquet".into(),
         "protos/xla/xla_data.proto".into(),
         "protos/xla/service/hlo.proto".into(),
+        "nsys-jax-pipe/nvtx-user.parquet".into(),
     ];
     if gpu {
         want.push("nvtx_gpu_proj_trace/trace.parquet".into());

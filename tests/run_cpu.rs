@@ -105,3 +105,95 @@ fn run_profiles_a_jax_program_on_the_cpu_with_the_real_nsys() {
     ));
     assert!(Path::new(&tmp.path().join("again/summary.json")).is_file());
 }
+
+/// A JAX program annotated with the `nvtx` package (0.2.17) as users write it: nested ranges in
+/// the default domain and in one of its own, a range with no work, marks. Under Nsight
+/// Systems 2023.4 the package drops every one of them unless `run` works around its domain
+/// check (README, "User NVTX ranges"): with the workaround all of them reach the archive,
+/// counted as opened; with `--no-nvtx-workaround` none does.
+const NVTX_PROGRAM: &str = r#"
+import time
+import jax
+import jax.numpy as jnp
+import nvtx
+
+
+@jax.jit
+def step(w, x):
+    return jnp.tanh(x @ w).sum()
+
+
+w = jnp.ones((64, 64))
+x = jnp.ones((8, 64))
+with nvtx.annotate("epoch"):
+    for i in range(4):
+        with nvtx.annotate("train_step"):
+            with nvtx.annotate("data", domain="myapp"):
+                time.sleep(0.001)
+            step(w, x).block_until_ready()
+        nvtx.mark("checkpoint")
+print("annotated steps done")
+"#;
+
+#[test]
+#[cfg_attr(
+    not(all(test_nsys, test_jax)),
+    ignore = "needs nsys with its importer and a Python with JAX and nvtx"
+)]
+fn run_records_the_nvtx_packages_ranges() {
+    let Some(nsys) = nsys() else { return };
+    let Some(python) = crate::common::testutil::jax_python() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let program = tmp.path().join("annotated.py");
+    std::fs::write(&program, NVTX_PROGRAM).unwrap();
+    let user_rows = |extra: &[&str], name: &str| {
+        let out = tmp.path().join(name);
+        let o = std::process::Command::new(bin())
+            .args(["run", "-q", "--no-analysis", "--nsys"])
+            .arg(&nsys)
+            .arg("-o")
+            .arg(&out)
+            .args(extra)
+            .args(["--trace=nvtx", "--"])
+            .arg(&python)
+            .arg(&program)
+            .env("NSYS_JAX_PIPE_CACHE", tmp.path().join("cache"))
+            .output()
+            .unwrap();
+        assert_ok(&o);
+        assert!(String::from_utf8_lossy(&o.stdout).contains("annotated steps done"));
+        let zip = out.with_extension("zip");
+        let b = nsys_jax_pipe::api::read_parquet(zip_read(&zip, "nsys-jax-pipe/nvtx-user.parquet"))
+            .unwrap();
+        let col = |c: &str| {
+            b.column_by_name(c)
+                .unwrap()
+                .as_any()
+                .downcast_ref::<arrow::array::StringArray>()
+                .unwrap()
+                .iter()
+                .map(|s| s.unwrap().to_string())
+                .collect::<Vec<_>>()
+        };
+        let mut rows: Vec<String> = col("Kind")
+            .into_iter()
+            .zip(col("Domain"))
+            .zip(col("Name"))
+            .map(|((k, d), n)| format!("{k} {d}:{n}"))
+            .collect();
+        rows.sort();
+        rows
+    };
+    let mut want = vec!["PushPop :epoch".to_string()];
+    want.extend(std::iter::repeat_n("PushPop :train_step".to_string(), 4));
+    want.extend(std::iter::repeat_n("PushPop myapp:data".to_string(), 4));
+    want.extend(std::iter::repeat_n("Mark :checkpoint".to_string(), 4));
+    want.sort();
+    assert_eq!(user_rows(&[], "with"), want);
+    assert_eq!(
+        user_rows(&["--no-nvtx-workaround"], "without"),
+        Vec::<String>::new()
+    );
+}

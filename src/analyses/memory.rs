@@ -16,6 +16,7 @@ use arrow::array::AsArray;
 use arrow::datatypes::Int64Type;
 use serde::{Deserialize, Serialize};
 
+use crate::analyses::memory_timeline::{DeviceHeld, HeldPartial, OtherKind};
 use crate::analyses::ops::modules_by_program;
 use crate::analyses::summary::short_id;
 use crate::analyses::{
@@ -171,7 +172,53 @@ pub fn partial(steady: &Steady, programs: &Programs) -> MemoryPartial {
 #[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct Memory {
     pub modules: Vec<ModuleMemory>,
+    /// What each process held on its devices over the run (`--cuda-memory-usage=true`);
+    /// None when no process's profile recorded it.
+    #[serde(default)]
+    pub held: Option<Held>,
     pub notes: Vec<String>,
+}
+
+/// Memory over time of the run's processes.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Held {
+    /// One per process and device, in process order.
+    pub devices: Vec<HeldDevice>,
+    /// Processes whose profile has no memory events.
+    pub not_recorded: usize,
+}
+
+/// One device of one process, with its process's steady state and host allocations.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct HeldDevice {
+    pub process: usize,
+    #[serde(flatten)]
+    pub held: DeviceHeld,
+    pub steady: Option<(i64, i64)>,
+    pub other: Vec<OtherKind>,
+}
+
+/// How to record memory over time, for a run without it.
+pub const HOW_TO_RECORD: &str = "device memory over time was not recorded: profile with `nsys-jax-pipe run --memory` (nsys profile --cuda-memory-usage=true)";
+
+/// The run's memory over time from each process's partial.
+pub fn reduce_held(parts: &[&HeldPartial]) -> Option<Held> {
+    let mut devices = Vec::new();
+    for (process, p) in parts.iter().enumerate() {
+        for d in &p.devices {
+            devices.push(HeldDevice {
+                process,
+                held: d.clone(),
+                steady: p.steady,
+                other: p.other.clone(),
+            });
+        }
+    }
+    let not_recorded = parts.iter().filter(|p| !p.measured).count();
+    (!devices.is_empty()).then_some(Held {
+        devices,
+        not_recorded,
+    })
 }
 
 /// The reduce: each program once (processes that dumped it differently are noted), longest
@@ -229,7 +276,11 @@ pub fn reduce(parts: &[&MemoryPartial]) -> Memory {
             .cmp(&a.steady_ns)
             .then(a.program_id.cmp(&b.program_id))
     });
-    Memory { modules, notes }
+    Memory {
+        modules,
+        held: None,
+        notes,
+    }
 }
 
 /// Bytes readably (decimal units, as the notebook's GB).
@@ -297,6 +348,148 @@ impl Share for MemoryShare {
     }
 }
 
+/// The share of memory over time: one process's memory events.
+pub struct MemoryHeldShare;
+
+impl Share for MemoryHeldShare {
+    const KIND: &'static str = "memory-held-partial";
+    const FILE: &'static str = file!();
+    const READS: Reads = Reads::Gpu;
+    const DEVICES: bool = true;
+    type Param = ();
+    type Value = HeldPartial;
+
+    fn map(&self, p: &ProcessView, _: &()) -> Result<HeldPartial> {
+        let steady = p.steady.and_then(|s| steady_window(&s.module));
+        match p.memory_usage {
+            Some(events) => {
+                crate::analyses::memory_timeline::partial(events, &(p.devices)()?, steady)
+            }
+            None => Ok(HeldPartial::default()),
+        }
+    }
+}
+
+/// First start to last end of the steady module executions [ns].
+fn steady_window(module: &arrow::array::RecordBatch) -> Option<(i64, i64)> {
+    use crate::frames::gpu::PROJ_START;
+    let start = module
+        .column_by_name(PROJ_START)?
+        .as_primitive_opt::<Int64Type>()?;
+    let dur = module
+        .column_by_name(PROJ_DUR)?
+        .as_primitive_opt::<Int64Type>()?;
+    let first = start.values().iter().min()?;
+    let last = start
+        .values()
+        .iter()
+        .zip(dur.values())
+        .map(|(s, d)| s + d)
+        .max()?;
+    Some((*first, last))
+}
+
+/// Memory over time in the report: per device, the held memory against the device's size
+/// with the steady state shaded, and the table of peaks.
+fn held_section(sec: &mut Section, held: Option<&Held>) -> Result<()> {
+    use crate::report::{Cell, HtmlTable, charts};
+    use crate::units::bytes;
+    sec.heading("Device memory over time");
+    let Some(h) = held else {
+        sec.para(&format!(
+            "Not recorded: {}.",
+            HOW_TO_RECORD.trim_start_matches("device memory over time was not recorded: ")
+        ));
+        return Ok(());
+    };
+    sec.para(
+        "What each process held on each device (allocations minus frees, as Nsight Systems \
+         records them with --cuda-memory-usage=true). Memory held before the capture began \
+         shows at its start; XLA's preallocated pool is named.",
+    );
+    let mut t = HtmlTable::new(&[
+        "process",
+        "device",
+        "held at start",
+        "preallocated pool",
+        "peak",
+        "peak at",
+        "allocations",
+        "frees",
+        "growth steps",
+    ]);
+    for d in &h.devices {
+        let x = &d.held;
+        t.row(vec![
+            Cell::count(d.process as u64),
+            Cell::text(x.device.to_string()),
+            Cell::num(bytes(x.held_at_start as f64), x.held_at_start as f64),
+            Cell::opt(x.preallocated.map(|b| b as f64), bytes),
+            Cell::num(bytes(x.peak_bytes as f64), x.peak_bytes as f64),
+            Cell::ms((x.peak_ns - x.start_ns) as f64 / 1e6),
+            Cell::text(format!(
+                "{} ({})",
+                x.allocations,
+                bytes(x.allocated_bytes as f64)
+            )),
+            Cell::text(format!("{} ({})", x.frees, bytes(x.freed_bytes as f64))),
+            Cell::count(x.growth_steps),
+        ]);
+    }
+    sec.table(&t);
+    for d in h.devices.iter().take(8) {
+        let x = &d.held;
+        let ms = |ns: i64| (ns - x.start_ns) as f64 / 1e6;
+        let points = x.curve.iter().map(|&(t, b)| (ms(t), b as f64)).collect();
+        sec.chart(charts::steps_over_time(
+            &[charts::Series {
+                name: format!("process {} device {} held", d.process, x.device),
+                points,
+            }],
+            d.steady.map(|(a, b)| ("steady state", ms(a), ms(b))),
+            x.capacity.map(|c| ("device memory", c as f64)),
+            ("time since the capture's start [ms]", &|v| {
+                format!("{v:.0}")
+            }),
+            ("held", &|v| bytes(v)),
+        )?);
+    }
+    Ok(())
+}
+
+/// Terminal lines of memory over time.
+fn render_held(h: &Held) -> String {
+    let mut t = Table::new(&[
+        "process/device",
+        "held at start",
+        "peak (at)",
+        "allocs / frees",
+        "growth",
+    ]);
+    for d in &h.devices {
+        let x = &d.held;
+        let start = match x.preallocated {
+            Some(p) => format!("{} (pool {})", bytes(x.held_at_start), bytes(p)),
+            None => bytes(x.held_at_start),
+        };
+        t.row(vec![
+            format!("{}/{}", d.process, x.device),
+            start,
+            format!(
+                "{} ({})",
+                bytes(x.peak_bytes),
+                crate::units::duration_ms((x.peak_ns - x.start_ns) as f64 / 1e6)
+            ),
+            format!("{} / {}", x.allocations, x.frees),
+            x.growth_steps.to_string(),
+        ]);
+    }
+    format!(
+        "Device memory held over the run (--cuda-memory-usage):\n{}",
+        t.render()
+    )
+}
+
 /// The `memory` analysis.
 pub struct MemoryAnalysis;
 
@@ -307,13 +500,27 @@ impl Analysis for MemoryAnalysis {
     type Result = Memory;
 
     fn shares(&self, _: &NoParams) -> Vec<ShareUse> {
-        vec![ShareUse::of(&MemoryShare, &())]
+        vec![
+            ShareUse::of(&MemoryShare, &()),
+            ShareUse::of(&MemoryHeldShare, &()),
+        ]
     }
 
     fn reduce(&self, run: &dyn RunShares, _: &NoParams) -> Result<Reduced<Memory>> {
         let parts = run.all(&MemoryShare, &())?;
         let refs: Vec<&MemoryPartial> = parts.iter().map(|p| p.as_ref()).collect();
-        let result = reduce(&refs);
+        let mut result = reduce(&refs);
+        let held = run.all(&MemoryHeldShare, &())?;
+        let held: Vec<&HeldPartial> = held.iter().map(|p| p.as_ref()).collect();
+        result.held = reduce_held(&held);
+        match &result.held {
+            None => result.notes.push(HOW_TO_RECORD.to_string()),
+            Some(h) if h.not_recorded > 0 => result.notes.push(format!(
+                "{} without memory events: {HOW_TO_RECORD}",
+                crate::table::count(h.not_recorded, "process", "processes")
+            )),
+            Some(_) => {}
+        }
         Ok(Reduced {
             notes: result.notes.clone(),
             result,
@@ -321,11 +528,17 @@ impl Analysis for MemoryAnalysis {
     }
 
     fn render(&self, m: &Memory) -> String {
-        render(m)
+        let mut out = render(m);
+        if let Some(h) = &m.held {
+            out.push_str(&render_held(h));
+        }
+        out
     }
 
     fn sections(&self, m: &Memory) -> Result<Vec<Section>> {
-        Ok(vec![section(m)?])
+        let mut sec = section(m)?;
+        held_section(&mut sec, m.held.as_ref())?;
+        Ok(vec![sec])
     }
 }
 

@@ -1,7 +1,7 @@
 //! The built-in analyses, by name.
 
 use super::{
-    Registered, communication, compilation, diagnose, memory, ops, pgle, roofline, sources,
+    Registered, communication, compilation, diagnose, memory, ops, pgle, ranges, roofline, sources,
     stragglers, summary,
 };
 
@@ -16,6 +16,7 @@ pub static REGISTRY: &[&dyn Registered] = &[
     &sources::SourcesAnalysis,
     &pgle::PgleAnalysis,
     &memory::MemoryAnalysis,
+    &ranges::RangesAnalysis,
     &roofline::RooflineAnalysis,
     &diagnose::DiagnoseAnalysis,
     #[cfg(test)]

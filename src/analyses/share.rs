@@ -41,6 +41,14 @@ pub struct ProcessView<'a> {
     /// [`Reads::Gpu`]: the copies and sets between modules (`frames::transfers`); None when
     /// the archive does not say.
     pub transfers: Option<&'a RecordBatch>,
+    /// [`Reads::Gpu`]: every module execution, warm-up included (the module frame).
+    pub modules: Option<&'a RecordBatch>,
+    /// [`Reads::Gpu`]: the program's own NVTX ranges and marks (`formats::user_nvtx`); None
+    /// when the archive does not say.
+    pub user_nvtx: Option<&'a RecordBatch>,
+    /// [`Reads::Gpu`]: the memory allocations and frees (`formats::memory_usage`); None when
+    /// the archive does not say.
+    pub memory_usage: Option<&'a RecordBatch>,
     /// [`Reads::Compile`]: the compile frame; None without push/pop ranges.
     pub compile: Option<&'a RecordBatch>,
     /// [`Reads::Gpu`]: the decoded HLO of the process's programs (decoded on first use).

@@ -254,6 +254,36 @@ fn has_module_gpu_work(
     }))
 }
 
+/// The import errors of a report in which no XLA module execution has GPU work (None when
+/// some has).
+pub fn of_report(
+    engine: &Engine,
+    nsys: &Nsys,
+    report: &Path,
+    report_key: &Key,
+) -> Result<Option<Vec<String>>> {
+    if has_module_gpu_work(engine, nsys, report, report_key)? {
+        return Ok(None);
+    }
+    Ok(Some(from_report(engine, nsys, report, report_key)?))
+}
+
+/// The report member of an archive whose members derived from reports are derived from it
+/// ([`Archive::derive_from_report`]), with its content key.
+fn embedded_report_key(engine: &Engine, archive: &Archive) -> Result<Option<(String, Key)>> {
+    let Some(report) = archive.embedded_report() else {
+        return Ok(None);
+    };
+    if !crate::formats::archive::FROM_REPORT
+        .iter()
+        .any(|m| archive.is_from_report(m))
+    {
+        return Ok(None);
+    }
+    let key = crate::formats::archive::keys::member_key(engine, archive, report)?;
+    Ok(Some((report.to_string(), key)))
+}
+
 /// What is known of an incomplete import of each of `processes` (archive, stem): the
 /// [`MEMBER`] of an archive, or, for a report in which no XLA module execution has GPU work,
 /// what the report records. Processes found complete are left out, and so are repeats.
@@ -271,22 +301,52 @@ pub fn of_processes(
         let found = if archive.is_capture() {
             let nsys = nsys()?;
             let key = engine.file_key(&archive.path)?;
-            if has_module_gpu_work(engine, &nsys, &archive.path, &key)? {
-                None
-            } else {
-                Some(ImportDiagnostics {
-                    report: archive
-                        .path
-                        .file_name()
-                        .map(|f| f.to_string_lossy().into_owned())
-                        .unwrap_or_default(),
-                    source: "report".into(),
-                    errors: from_report(engine, &nsys, &archive.path, &key)?,
-                })
-            }
+            of_report(engine, &nsys, &archive.path, &key)?.map(|errors| ImportDiagnostics {
+                report: archive
+                    .path
+                    .file_name()
+                    .map(|f| f.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                source: "report".into(),
+                errors,
+            })
         } else if let Some(m) = archive.resolve(MEMBER, stem.as_deref()) {
             let what = format!("{}: {m}", archive.path.display());
             Some(ImportDiagnostics::from_json(&archive.read(&m)?, &what)?)
+        } else if let Some((report, key)) = embedded_report_key(engine, archive)? {
+            // An archive with its report but none of this project's members (nsys-jax's):
+            // the report says, as a capture's does.
+            let nsys = nsys()?;
+            let trace = super::producer(
+                crate::formats::archive::TRACE,
+                &super::export_key(&key, &nsys),
+            )
+            .expect("the trace is derived");
+            let diagnostics = super::keys::ImportDiagnosticsNode {
+                report: key,
+                nsys_version: nsys.version_key,
+            };
+            let stored = engine.is_stored(&trace) && engine.is_stored(&diagnostics);
+            let errors = super::embedded::with_report(archive, &report, stored, |path| {
+                of_report(engine, &nsys, path, &key)
+            });
+            match errors {
+                Ok(errors) => errors.map(|errors| ImportDiagnostics {
+                    report,
+                    source: "report".into(),
+                    errors,
+                }),
+                // A damaged report costs what it would tell (the frames say what is lost);
+                // the analyses go on.
+                Err(e) => {
+                    tracing::warn!(
+                        "{}: the report inside ({report}) could not be read ({}): whether Nsight Systems imported the capture whole is not known",
+                        archive.path.display(),
+                        crate::error::one_line(&e)
+                    );
+                    None
+                }
+            }
         } else {
             None
         };

@@ -4,7 +4,8 @@
 use crate::engine::value::{Bytes, Files, Tables, Value};
 use crate::engine::{Keep, Key, KeyBuilder, Node, kinds, node_kind};
 use crate::formats::archive::{
-    DEVICE_METADATA, GRAPH_OPS, PUSHPOP_PARQUET, SYSTEM_METADATA, THREAD_METADATA, TRACE, TRANSFERS,
+    DEVICE_METADATA, GRAPH_OPS, MEMORY_USAGE, PUSHPOP_PARQUET, SYSTEM_METADATA, THREAD_METADATA,
+    TRACE, TRANSFERS, USER_NVTX,
 };
 use arrow::array::RecordBatch;
 use std::sync::Mutex;
@@ -34,6 +35,8 @@ pub enum Producer {
     Pushpop,
     /// Thread, system and device metadata.
     Metadata,
+    /// The program's own NVTX ranges and marks, and its memory allocations over time.
+    Events,
 }
 
 impl Producer {
@@ -43,6 +46,7 @@ impl Producer {
             Producer::Projection => &kinds::PROJECTION,
             Producer::Pushpop => &kinds::PUSHPOP,
             Producer::Metadata => &kinds::METADATA,
+            Producer::Events => &kinds::USER_EVENTS,
         }
     }
 
@@ -52,6 +56,7 @@ impl Producer {
             TRACE | GRAPH_OPS | TRANSFERS => Some(Producer::Projection),
             PUSHPOP_PARQUET => Some(Producer::Pushpop),
             THREAD_METADATA | SYSTEM_METADATA | DEVICE_METADATA => Some(Producer::Metadata),
+            USER_NVTX | MEMORY_USAGE => Some(Producer::Events),
             _ => None,
         }
     }

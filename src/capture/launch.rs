@@ -419,9 +419,16 @@ pub fn profile(
     program: &[OsString],
     work: &Path,
     stem: &str,
+    python_hook: Option<&Path>,
 ) -> Result<Profiled> {
     let dump = work.join("dump");
-    let (vars, warnings) = program_env(|k| std::env::var(k).ok(), &dump.to_string_lossy());
+    let (mut vars, warnings) = program_env(|k| std::env::var(k).ok(), &dump.to_string_lossy());
+    if let Some(dir) = python_hook {
+        vars.push((
+            "PYTHONPATH".into(),
+            super::nvtx_hook::python_path(dir, std::env::var("PYTHONPATH").ok().as_deref()),
+        ));
+    }
     for w in warnings {
         eprintln!("nsys-jax-pipe: warning: {w}");
     }

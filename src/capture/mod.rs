@@ -21,18 +21,22 @@
 
 pub mod compat;
 pub mod early;
+pub mod embedded;
 pub mod import_check;
 pub mod keys;
 pub mod launch;
 pub mod nsys;
+pub mod nvtx_hook;
 pub mod projection;
 
 use crate::engine::value::{Bytes, Files, Tables};
 use crate::engine::{Engine, Key, KeyBuilder, Node, kinds};
-use crate::formats::archive::{self, Archive, GRAPH_OPS, PUSHPOP_PARQUET, TRACE, TRANSFERS};
+use crate::formats::archive::{
+    self, Archive, GRAPH_OPS, MEMORY_USAGE, PUSHPOP_PARQUET, TRACE, TRANSFERS, USER_NVTX,
+};
 use crate::formats::archive_writer::Entry;
 use crate::formats::nsys_export::{self, ExportTables};
-use crate::formats::{graph_ops, metadata, pushpop, trace, transfers};
+use crate::formats::{graph_ops, memory_usage, metadata, pushpop, trace, transfers, user_nvtx};
 use anyhow::{Context, Result, bail};
 use early::EarlyExport;
 use keys::{DerivedNode, DumpXzNode, ExportNode, Producer};
@@ -275,6 +279,16 @@ fn derived(
                 vec![(PUSHPOP_PARQUET.to_string(), file)]
             }
             Producer::Metadata => metadata::metadata_files(&t).with_context(|| what("metadata"))?,
+            Producer::Events => {
+                let user = projection::user_nvtx(&t).with_context(|| what("user NVTX ranges"))?;
+                let mut files = vec![(USER_NVTX.to_string(), user_nvtx::write(&user)?)];
+                if let Some(m) =
+                    memory_usage::from_export(&t).with_context(|| what("memory usage"))?
+                {
+                    files.push((MEMORY_USAGE.to_string(), memory_usage::write(&m)?));
+                }
+                files
+            }
         };
         Ok(keys::Derived {
             files: Files(files),

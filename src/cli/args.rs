@@ -319,6 +319,15 @@ pub(super) struct RunArgs {
     /// `compare`.
     #[arg(long)]
     pub label: Option<String>,
+    /// Record every device memory allocation and free (nsys profile
+    /// --cuda-memory-usage=true), for the memory analysis's memory over time.
+    #[arg(long)]
+    pub memory: bool,
+    /// Leave the `nvtx` Python package as it is: without this, `run` makes its domains real
+    /// under Nsight Systems releases that would otherwise drop its ranges (README, "User
+    /// NVTX ranges").
+    #[arg(long)]
+    pub no_nvtx_workaround: bool,
     #[command(flatten)]
     pub cache_url: CacheUrl,
     #[command(flatten)]

@@ -109,7 +109,14 @@ pub(super) fn archive(a: ArchiveArgs, plan: Plan) -> Result<i32> {
 pub(super) fn run(a: RunArgs, plan: Plan) -> Result<i32> {
     let req = commands::run::RunRequest {
         program: a.program.clone(),
-        nsys_args: a.nsys_args.clone(),
+        nsys_args: {
+            let mut n = a.nsys_args.clone();
+            if a.memory && !n.iter().any(|t| t.starts_with("--cuda-memory-usage")) {
+                n.push("--cuda-memory-usage=true".into());
+            }
+            n
+        },
+        nvtx_workaround: !a.no_nvtx_workaround,
         output: a.output.clone(),
         force: a.force,
         condition: a.condition.clone(),

@@ -115,6 +115,9 @@ pub fn main_with(argv: Vec<std::ffi::OsString>) -> i32 {
         .try_init();
     std::panic::set_hook(Box::new(|info| {
         eprintln!("nsys-jax-pipe: internal error: {info}");
+        if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
+            eprintln!("{}", std::backtrace::Backtrace::force_capture());
+        }
     }));
     match std::panic::catch_unwind(|| dispatch(cli, &plan)) {
         Ok(Ok(code)) => code,

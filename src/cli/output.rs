@@ -16,7 +16,8 @@ pub(super) fn finish(
 ) -> Result<()> {
     let mut out = std::io::stdout().lock();
     if !quiet {
-        for (name, text) in texts {
+        // An analysis with nothing to say (`ranges` without user ranges) prints nothing.
+        for (name, text) in texts.iter().filter(|(_, t)| !t.trim().is_empty()) {
             writeln!(out, "──── {name} ────\n{text}")?;
         }
     }

@@ -155,6 +155,7 @@ mod tests {
                 "sources",
                 "memory",
                 "roofline",
+                "ranges",
                 "diagnose"
             ]
         );

@@ -17,6 +17,8 @@ pub struct RunRequest {
     pub program: Vec<OsString>,
     /// Options for `nsys profile`.
     pub nsys_args: Vec<String>,
+    /// Make the `nvtx` package's domains real under Nsight Systems ([`crate::capture::nvtx_hook`]).
+    pub nvtx_workaround: bool,
     /// The archive's name, as nsys-jax takes it (`%q{VAR}` expanded); None: a new
     /// `nsys-jax-report-XXXXXX.zip` in the current folder.
     pub output: Option<String>,
@@ -166,7 +168,18 @@ pub fn run(a: &RunRequest, ui: &dyn Ui) -> Result<Ran> {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "report".into());
-    let profiled = launch::profile(&nsys.path, &options, &a.program, work.path(), &stem)?;
+    let hook = match a.nvtx_workaround {
+        true => Some(crate::capture::nvtx_hook::write(work.path())?),
+        false => None,
+    };
+    let profiled = launch::profile(
+        &nsys.path,
+        &options,
+        &a.program,
+        work.path(),
+        &stem,
+        hook.as_deref(),
+    )?;
     let succeeded = launch::run_succeeded(profiled.exit_code, shutdown_signal);
     match (profiled.exit_code, succeeded) {
         (0, _) => {}

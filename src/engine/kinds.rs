@@ -118,6 +118,7 @@ catalogue! {
         PROJECTION = "projection" in ["capture/mod.rs"];
         PUSHPOP = "pushpop" in ["capture/mod.rs"];
         METADATA = "metadata" in ["capture/mod.rs"];
+        USER_EVENTS = "user-events" in ["capture/mod.rs"];
         /// The key of one derived member (a key, not a stored node).
         DERIVED_MEMBER = "derived-member" in ["capture/mod.rs"];
         /// One dump file, xz-compressed.

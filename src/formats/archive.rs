@@ -22,12 +22,24 @@ pub const GRAPH_OPS: &str = "nsys-jax-pipe/graph-ops.parquet";
 /// The memory copies and sets outside CUDA graphs (a member nsys-jax's readers ignore).
 pub const TRANSFERS: &str = "nsys-jax-pipe/gpu-transfers.parquet";
 
+/// The program's own NVTX ranges and marks (a member nsys-jax's readers ignore).
+pub const USER_NVTX: &str = "nsys-jax-pipe/nvtx-user.parquet";
+/// Device memory allocations and frees over time (a member nsys-jax's readers ignore).
+pub const MEMORY_USAGE: &str = "nsys-jax-pipe/gpu-memory-usage.parquet";
+
+/// The members this project derives from a report that an archive holding its report without
+/// them (one made by nsys-jax, or by an older version of this project) gets from that report
+/// ([`Archive::derive_from_report`]).
+pub const FROM_REPORT: [&str; 4] = [GRAPH_OPS, TRANSFERS, USER_NVTX, MEMORY_USAGE];
+
 /// The members of an archive that are computed from the report (`nsys export` and what is
 /// built from it) rather than copied.
-pub const DERIVED: [&str; 7] = [
+pub const DERIVED: [&str; 9] = [
     TRACE,
     GRAPH_OPS,
     TRANSFERS,
+    USER_NVTX,
+    MEMORY_USAGE,
     PUSHPOP_PARQUET,
     THREAD_METADATA,
     SYSTEM_METADATA,
@@ -51,6 +63,8 @@ pub struct Archive {
     members: BTreeMap<String, (u64, usize, u64)>,
     /// Member keys computed while the archive was keyed whole ([`keys::read_content_key`]).
     read_keys: std::sync::OnceLock<std::collections::BTreeMap<String, crate::engine::Key>>,
+    /// Members of [`FROM_REPORT`] the archive lacks and its own report gives.
+    from_report: std::collections::BTreeSet<String>,
 }
 
 impl std::fmt::Debug for Archive {
@@ -98,6 +112,7 @@ impl Archive {
                 source: Source::Dir,
                 members,
                 read_keys: Default::default(),
+                from_report: Default::default(),
             });
         }
         if !md.is_file() {
@@ -149,6 +164,7 @@ impl Archive {
             source: Source::Zip(Mutex::new(zip)),
             members,
             read_keys: Default::default(),
+            from_report: Default::default(),
         })
     }
 
@@ -183,6 +199,7 @@ impl Archive {
             },
             members,
             read_keys: Default::default(),
+            from_report: Default::default(),
         })
     }
 
@@ -239,7 +256,50 @@ impl Archive {
     }
 
     pub fn has(&self, member: &str) -> bool {
-        self.members.contains_key(member)
+        self.members.contains_key(member) || self.from_report.contains(member)
+    }
+
+    /// The report inside a one-process archive (nsys-jax keeps it): its only top-level
+    /// `.nsys-rep` member, beside a GPU projection. None for captures and combined archives.
+    pub fn embedded_report(&self) -> Option<&str> {
+        if self.is_capture() || !self.members.contains_key(TRACE) {
+            return None;
+        }
+        let mut reports = self
+            .members
+            .keys()
+            .filter(|m| !m.contains('/') && (m.ends_with(".nsys-rep") || m.ends_with(".qdrep")));
+        let only = reports.next()?;
+        reports.next().is_none().then_some(only.as_str())
+    }
+
+    /// The members of [`FROM_REPORT`] this archive lacks although it holds its report, for
+    /// an archive written by nsys-jax or by a version of this project older than the user
+    /// ranges (every archive written since has [`USER_NVTX`], and the other members only
+    /// where the report has such events).
+    pub fn missing_from_report(&self) -> Vec<&'static str> {
+        if self.members.contains_key(USER_NVTX) || self.embedded_report().is_none() {
+            return Vec::new();
+        }
+        FROM_REPORT
+            .into_iter()
+            .filter(|m| !self.members.contains_key(*m))
+            .collect()
+    }
+
+    /// Let the members of [`Archive::missing_from_report`] be derived from the archive's
+    /// report (the graph exports it; [`Archive::read`] of them is an error).
+    pub fn derive_from_report(&mut self) {
+        self.from_report = self
+            .missing_from_report()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+    }
+
+    /// Whether `member` is derived from the archive's own report.
+    pub fn is_from_report(&self, member: &str) -> bool {
+        self.from_report.contains(member)
     }
 
     /// Members under `dir/` (one level or deeper).

@@ -1,16 +1,19 @@
 //! File formats: one module per format.
 pub mod archive;
 pub mod archive_writer;
+pub mod columns;
 pub mod gpus;
 pub mod graph_ops;
 pub mod hlo;
 pub mod limits;
+pub mod memory_usage;
 pub mod metadata;
 pub mod nsys_export;
 pub mod pushpop;
 pub mod thunk_metadata;
 pub mod trace;
 pub mod transfers;
+pub mod user_nvtx;
 pub mod xz;
 
 use anyhow::Result;

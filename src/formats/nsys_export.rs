@@ -49,9 +49,12 @@ pub const TARGET_INFO_GPU: &str = "TARGET_INFO_GPU";
 pub const TARGET_INFO_NVTX_CUDA_DEVICE: &str = "TARGET_INFO_NVTX_CUDA_DEVICE";
 /// The machine's environment (CPU, OS, driver, ...).
 pub const TARGET_INFO_SYSTEM_ENV: &str = "TARGET_INFO_SYSTEM_ENV";
+/// `CUDA_GPU_MEMORY_USAGE_EVENTS`: device allocations and frees (with
+/// `--cuda-memory-usage=true` only).
+pub const MEMORY_USAGE: &str = "CUDA_GPU_MEMORY_USAGE_EVENTS";
 
 /// Every table [`read_export_dir`] reads, which is also what [`export`] asks nsys for.
-pub const TABLES: [&str; 10] = [
+pub const TABLES: [&str; 11] = [
     NVTX_EVENTS,
     STRING_IDS,
     RUNTIME,
@@ -62,6 +65,7 @@ pub const TABLES: [&str; 10] = [
     TARGET_INFO_GPU,
     TARGET_INFO_NVTX_CUDA_DEVICE,
     TARGET_INFO_SYSTEM_ENV,
+    MEMORY_USAGE,
 ];
 
 /// The tables of one exported report. Only `NVTX_EVENTS` is required; the others are `None`
@@ -90,6 +94,8 @@ pub struct ExportTables {
     pub target_info_nvtx_cuda_device: Option<RecordBatch>,
     /// All columns (`globalVid, devStateName, name, nameEnum, value`).
     pub target_info_system_env: Option<RecordBatch>,
+    /// `start, globalPid, deviceId, address, bytes, memKind, memoryOperationType`.
+    pub memory_usage: Option<RecordBatch>,
 }
 
 impl ExportTables {
@@ -109,6 +115,7 @@ impl ExportTables {
                 &self.target_info_nvtx_cuda_device,
             ),
             (TARGET_INFO_SYSTEM_ENV, &self.target_info_system_env),
+            (MEMORY_USAGE, &self.memory_usage),
         ] {
             if let Some(b) = t {
                 out.push((name.to_string(), b.clone()));
@@ -131,6 +138,7 @@ impl ExportTables {
             target_info_gpu: get(TARGET_INFO_GPU),
             target_info_nvtx_cuda_device: get(TARGET_INFO_NVTX_CUDA_DEVICE),
             target_info_system_env: get(TARGET_INFO_SYSTEM_ENV),
+            memory_usage: get(MEMORY_USAGE),
         })
     }
 
@@ -197,6 +205,7 @@ const NVTX_COLS: &[Col] = &[
     int("domainId"),
     int_req("globalTid"),
     int("endGlobalTid"),
+    int("category"),
 ];
 const STRING_COLS: &[Col] = &[int_req("id"), text_req("value")];
 const RUNTIME_COLS: &[Col] = &[
@@ -228,6 +237,15 @@ const MEM_COLS: &[Col] = &[
     int("bytes"),
     int("copyKind"),
 ];
+const MEMORY_USAGE_COLS: &[Col] = &[
+    int_req("start"),
+    int_req("globalPid"),
+    int_req("deviceId"),
+    int_req("address"),
+    int_req("bytes"),
+    int_req("memKind"),
+    int_req("memoryOperationType"),
+];
 const THREAD_COLS: &[Col] = &[int_req("nameId"), int("priority"), int_req("globalTid")];
 
 /// Reads the tables of an arrowdir or parquetdir export (see the module notes).
@@ -244,7 +262,7 @@ pub fn read_export_dir(dir: &Path) -> Result<ExportTables> {
     let (nvtx, runtime, kernel, small) = std::thread::scope(|s| {
         let nvtx = s.spawn(|| read_table(dir, NVTX_EVENTS, Some(NVTX_COLS)));
         let runtime = s.spawn(|| read_table(dir, RUNTIME, Some(RUNTIME_COLS)));
-        let small = || -> Result<[Option<RecordBatch>; 7]> {
+        let small = || -> Result<[Option<RecordBatch>; 8]> {
             Ok([
                 read_table(dir, STRING_IDS, Some(STRING_COLS))?,
                 read_table(dir, MEMCPY, Some(MEM_COLS))?,
@@ -253,6 +271,7 @@ pub fn read_export_dir(dir: &Path) -> Result<ExportTables> {
                 read_table(dir, TARGET_INFO_GPU, None)?,
                 read_table(dir, TARGET_INFO_NVTX_CUDA_DEVICE, None)?,
                 read_table(dir, TARGET_INFO_SYSTEM_ENV, None)?,
+                read_table(dir, MEMORY_USAGE, Some(MEMORY_USAGE_COLS))?,
             ])
         };
         let (kernel, small) = (read_table(dir, KERNEL, Some(KERNEL_COLS)), small());
@@ -285,6 +304,7 @@ pub fn read_export_dir(dir: &Path) -> Result<ExportTables> {
         gpu,
         nvtx_cuda_device,
         system_env,
+        memory_usage,
     ] = small?;
     Ok(ExportTables {
         nvtx_events,
@@ -297,6 +317,7 @@ pub fn read_export_dir(dir: &Path) -> Result<ExportTables> {
         target_info_gpu: gpu,
         target_info_nvtx_cuda_device: nvtx_cuda_device,
         target_info_system_env: system_env,
+        memory_usage,
     })
 }
 
@@ -598,7 +619,8 @@ mod tests {
                 "textId",
                 "domainId",
                 "globalTid",
-                "endGlobalTid"
+                "endGlobalTid",
+                "category"
             ]
         );
         let g = int64_column(nvtx, NVTX_EVENTS, "globalTid").unwrap();

@@ -140,25 +140,8 @@ impl Transfers {
 /// file.
 pub fn read(bytes: Vec<u8>) -> Result<Transfers> {
     let b = super::read_parquet(bytes)?;
-    let int = |c: &str| -> Result<Int64Array> {
-        let Some(a) = b.column_by_name(c) else {
-            bail!("no column {c:?}");
-        };
-        let Some(a) = a.as_primitive_opt::<Int64Type>() else {
-            bail!("column {c:?} is {}, not int64", a.data_type());
-        };
-        if a.null_count() > 0 {
-            bail!("column {c:?} has nulls");
-        }
-        Ok(a.clone())
-    };
-    let kind = match b.column_by_name(KIND) {
-        Some(a) if a.data_type() == &DataType::Utf8 && a.null_count() == 0 => {
-            a.as_string::<i32>().clone()
-        }
-        Some(a) => bail!("column {KIND:?} is not non-null utf8 ({})", a.data_type()),
-        None => bail!("no column {KIND:?}"),
-    };
+    let int = |c: &str| super::columns::int64(&b, c, false);
+    let kind = super::columns::utf8(&b, KIND)?;
     let t = Transfers {
         device: int(DEVICE)?,
         start: int(START)?,

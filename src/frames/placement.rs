@@ -15,10 +15,10 @@ pub const UNPLACED: i32 = -1;
 pub fn has_unplaced(tables: &[(String, RecordBatch)]) -> bool {
     use arrow::array::AsArray;
     tables.iter().any(|(_, b)| {
+        // Only frames' 32-bit device columns (see [`place`]).
         b.column_by_name(DEVICE).is_some_and(|c| {
-            c.as_primitive::<arrow::datatypes::Int32Type>()
-                .values()
-                .contains(&UNPLACED)
+            c.as_primitive_opt::<arrow::datatypes::Int32Type>()
+                .is_some_and(|d| d.values().contains(&UNPLACED))
         })
     })
 }
@@ -29,13 +29,19 @@ pub fn place(tables: &[(String, RecordBatch)], device: i32) -> Result<Vec<(Strin
     tables
         .iter()
         .map(|(name, b)| {
-            let Some(i) = b.schema().index_of(DEVICE).ok() else {
+            // Frames name devices in 32-bit columns; a table that names them otherwise (the
+            // memory-usage events' CUDA ids) is not placed.
+            let Some(devices) = b.schema().index_of(DEVICE).ok().and_then(|i| {
+                Some((
+                    i,
+                    b.column(i)
+                        .as_primitive_opt::<arrow::datatypes::Int32Type>()?,
+                ))
+            }) else {
                 return Ok((name.clone(), b.clone()));
             };
-            let placed: Int32Array = b
-                .column(i)
-                .as_primitive::<arrow::datatypes::Int32Type>()
-                .unary(|d| if d == UNPLACED { device } else { d });
+            let (i, devices) = devices;
+            let placed: Int32Array = devices.unary(|d| if d == UNPLACED { device } else { d });
             let mut columns = b.columns().to_vec();
             columns[i] = Arc::new(placed);
             Ok((name.clone(), RecordBatch::try_new(b.schema(), columns)?))

@@ -43,6 +43,8 @@ fn gpu_frames_node(db: &dyn Graph, p: Process) -> Result<Option<GpuFramesNode>, 
         threads: member_key(db, p, archive::THREAD_METADATA)?.map(|t| t.1),
         programs: programs_key(db, p)?,
         transfers: member_key(db, p, archive::TRANSFERS)?.map(|t| t.1),
+        user_nvtx: member_key(db, p, archive::USER_NVTX)?.map(|t| t.1),
+        memory_usage: member_key(db, p, archive::MEMORY_USAGE)?.map(|t| t.1),
     }))
 }
 
@@ -64,17 +66,15 @@ fn thunk_metadata_members(
 
 /// What opens a process's command buffers up: its graph operations and thunk metadata.
 fn graph_inputs(db: &Db, p: Process) -> Result<GraphInputs> {
+    let mut notes = Vec::new();
     let ops = match p.resolve(db, archive::GRAPH_OPS) {
-        Some(m) => Some(in_member(
-            db,
-            p,
-            &m,
-            graph_ops::read(read_member(db, p, &m)?),
-        )?),
+        Some(m) => match optional_member(db, p, &m, &mut notes)? {
+            Some(bytes) => Some(in_member(db, p, &m, graph_ops::read(bytes))?),
+            None => None,
+        },
         None => None,
     };
     let mut metadata = BTreeMap::new();
-    let mut notes = Vec::new();
     for (file, member, id, _) in thunk_metadata_members(db, p)? {
         let raw = read_member(db, p, &member)?;
         let bytes = if file.ends_with(".xz") {
@@ -99,6 +99,43 @@ fn graph_inputs(db: &Db, p: Process) -> Result<GraphInputs> {
         metadata,
         notes,
     })
+}
+
+/// A member's bytes; for one derived from the archive's own report, None with a note when
+/// that report cannot be exported (damaged: what it would give is lost, the rest goes on).
+fn optional_member(
+    db: &Db,
+    p: Process,
+    member: &str,
+    notes: &mut Vec<String>,
+) -> Result<Option<Vec<u8>>> {
+    let archive = p.archive_ref(db);
+    match read_member(db, p, member) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if archive.is_from_report(member) => {
+            let lost: Vec<&str> = archive::FROM_REPORT
+                .into_iter()
+                .filter(|m| archive.is_from_report(m))
+                .map(|m| match m {
+                    archive::GRAPH_OPS => "the kernels of its CUDA graphs",
+                    archive::TRANSFERS => "its copies between modules",
+                    archive::USER_NVTX => "its user NVTX ranges",
+                    _ => "its memory events",
+                })
+                .collect();
+            let note = format!(
+                "the report inside ({}) could not be read ({}): {} are not known",
+                archive.embedded_report().unwrap_or("?"),
+                crate::error::one_line(&e),
+                lost.join(", ")
+            );
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Whether the GPU frames of `p` are stored (false without any).
@@ -233,11 +270,32 @@ fn own_gpu_frames(db: &Db, p: Process, node: &GpuFramesNode) -> Result<Out<Table
         }?;
         let mut notes = f.notes.0;
         let mut tables = vec![("module".into(), f.module), ("thunk".into(), f.thunk)];
-        if let Some(m) = p.resolve(db, archive::TRANSFERS) {
-            let t = in_member(db, p, &m, formats::transfers::read(read_member(db, p, &m)?))?;
+        if let Some(m) = p.resolve(db, archive::TRANSFERS)
+            && let Some(bytes) = optional_member(db, p, &m, &mut notes)?
+        {
+            let t = in_member(db, p, &m, formats::transfers::read(bytes))?;
             let (frame, more) = frames::transfers::between_modules(&tables[0].1, &t)?;
             notes.extend(more);
             tables.push(("transfers".into(), frame));
+        }
+        // The program's own ranges and the memory events, as the members hold them.
+        for (member, table, read) in [
+            (
+                archive::USER_NVTX,
+                "user_nvtx",
+                formats::user_nvtx::read as fn(Vec<u8>) -> anyhow::Result<RecordBatch>,
+            ),
+            (
+                archive::MEMORY_USAGE,
+                "memory_usage",
+                formats::memory_usage::read,
+            ),
+        ] {
+            if let Some(m) = p.resolve(db, member)
+                && let Some(bytes) = optional_member(db, p, &m, &mut notes)?
+            {
+                tables.push((table.into(), in_member(db, p, &m, read(bytes))?));
+            }
         }
         tables.push(("notes".into(), notes_batch(&notes)));
         Ok(Tables(tables))

@@ -140,7 +140,14 @@ pub fn open_runs(
     let (archives, file_keys): (Vec<Arc<Archive>>, Vec<Key>) = inputs
         .par_iter()
         .map(|i| {
-            let a = open_input(i)?;
+            let mut a = open_input(i)?;
+            // An archive that holds its report but none of the members this project derives
+            // from reports (nsys-jax's) gets them from the report, where an nsys can export it.
+            if !a.missing_from_report().is_empty()
+                && capture::nsys::find(&engine, nsys_flag.as_deref()).is_ok()
+            {
+                a.derive_from_report();
+            }
             let key = input_key(&engine, &a)?;
             Ok((Arc::new(a), key))
         })

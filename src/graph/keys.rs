@@ -118,6 +118,10 @@ pub struct GpuFramesNode {
     pub programs: Key,
     /// The copies and sets outside CUDA graphs (None when the input has none).
     pub transfers: Option<Key>,
+    /// The program's own NVTX ranges and marks (None when the input has none).
+    pub user_nvtx: Option<Key>,
+    /// The memory allocations and frees over time (None when the input has none).
+    pub memory_usage: Option<Key>,
 }
 node_kind!(GpuFramesNode, kinds::GPU_FRAMES, Volatile, Tables);
 impl GpuFramesNode {
@@ -132,6 +136,8 @@ impl GpuFramesNode {
             .input(&self.threads.unwrap_or(NONE))
             .input(&self.programs)
             .input(&self.transfers.unwrap_or(NONE))
+            .input(&self.user_nvtx.unwrap_or(NONE))
+            .input(&self.memory_usage.unwrap_or(NONE))
     }
 }
 

@@ -36,7 +36,29 @@ pub fn member_keys(db: &dyn Graph, a: InputArchive) -> NodeResult<MemberKeys> {
             Ok(MemberKeys(out))
         }
     }))?;
-    Ok(Out { key, value })
+    let from_report: Vec<&str> = archive::FROM_REPORT
+        .into_iter()
+        .filter(|m| archive.is_from_report(m))
+        .collect();
+    if from_report.is_empty() {
+        return Ok(Out { key, value });
+    }
+    // Members derived from the archive's own report: keyed from the report's key and the
+    // nsys version, as a capture's are (nothing is exported here).
+    let report = archive.embedded_report().expect("derived from the report");
+    let nsys = fail(db.ctx.nsys())?;
+    let export = capture::export_key(&fail(value.get(report))?, nsys);
+    let mut keys = value.as_ref().clone();
+    let mut kb = KeyBuilder::of(&kinds::CAPTURE_MEMBERS).input(&key);
+    for m in from_report {
+        let k = capture::derived_member_key(m, &export).expect("derived member");
+        kb = kb.param(m, k.0);
+        keys.0.insert(m.to_string(), k);
+    }
+    Ok(Out {
+        key: kb.finish(),
+        value: Arc::new(keys),
+    })
 }
 
 /// Member keys of a capture: content keys of the report and dump files, and the keys of the
@@ -76,7 +98,21 @@ pub(super) fn member_key(
 }
 
 pub(super) fn read_member(db: &Db, p: Process, member: &str) -> Result<Vec<u8>> {
-    read_archive_member(db, &p.archive_ref(db), member)
+    let archive = p.archive_ref(db);
+    if archive.is_from_report(member) {
+        let report = archive.embedded_report().expect("derived from the report");
+        let keys = member_keys(db, p.archive(db)).map_err(anyhow::Error::from)?;
+        let bytes = capture::embedded::derived(
+            db.engine(),
+            db.ctx.nsys()?,
+            &archive,
+            report,
+            &keys.value.get(report)?,
+            member,
+        )?;
+        return or_empty(member, bytes);
+    }
+    read_archive_member(db, &archive, member)
 }
 
 /// The bytes of a member of an input: read from the archive, or for a member a capture
@@ -112,6 +148,16 @@ pub fn derived_member(db: &Db, archive: &Archive, member: &str) -> Result<Option
     let report_key = engine.file_key(&archive.path)?;
     let bytes =
         capture::derived_member(engine, db.ctx.nsys()?, &archive.path, &report_key, member)?;
+    or_empty_table(member, bytes)
+}
+
+/// A derived member's bytes, or for a report without it, what reading it gives: an empty
+/// table (no graph kernels, copies, user ranges or memory events), or nothing.
+fn or_empty(member: &str, bytes: Option<Vec<u8>>) -> Result<Vec<u8>> {
+    Ok(or_empty_table(member, bytes)?.unwrap_or_default())
+}
+
+fn or_empty_table(member: &str, bytes: Option<Vec<u8>>) -> Result<Option<Vec<u8>>> {
     match (bytes, member) {
         (None, archive::TRACE) => Ok(Some(capture::empty_trace()?)),
         (None, archive::GRAPH_OPS) => Ok(Some(crate::formats::graph_ops::write(
@@ -120,6 +166,14 @@ pub fn derived_member(db: &Db, archive: &Archive, member: &str) -> Result<Option
         // A report without copy or set tables ran none.
         (None, archive::TRANSFERS) => Ok(Some(crate::formats::transfers::write(
             &arrow::array::RecordBatch::new_empty(crate::formats::transfers::SCHEMA.clone()),
+        )?)),
+        (None, archive::USER_NVTX) => Ok(Some(crate::formats::user_nvtx::write(
+            &arrow::array::RecordBatch::new_empty(crate::formats::user_nvtx::SCHEMA.clone()),
+        )?)),
+        // A report without memory-usage events reads as an empty table: the analyses say how
+        // to record them, as for an archive without the member.
+        (None, archive::MEMORY_USAGE) => Ok(Some(crate::formats::memory_usage::write(
+            &arrow::array::RecordBatch::new_empty(crate::formats::memory_usage::SCHEMA.clone()),
         )?)),
         (b, _) => Ok(b),
     }

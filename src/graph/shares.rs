@@ -96,6 +96,9 @@ pub fn share_any(
             steady: None,
             frame_notes: &none,
             transfers: None,
+            modules: None,
+            user_nvtx: None,
+            memory_usage: None,
             compile: None,
             programs: &decoded,
             devices: &devices,
@@ -110,6 +113,9 @@ pub fn share_any(
                 view.steady = Some(&steady);
                 view.frame_notes = &notes;
                 view.transfers = g.value.get("transfers");
+                view.modules = g.value.get("module");
+                view.user_nvtx = g.value.get("user_nvtx");
+                view.memory_usage = g.value.get("memory_usage");
                 share.map_view(&view, param)
             }
             Reads::Compile => {

@@ -322,6 +322,92 @@ pub fn lines(
     })
 }
 
+/// A quantity over time: each series is drawn as steps (its value holds until its next
+/// point), `band` shades an interval of x (named in the legend), `limit` draws a labelled
+/// horizontal line (a capacity).
+pub fn steps_over_time(
+    series: &[Series],
+    band: Option<(&str, f64, f64)>,
+    limit: Option<(&str, f64)>,
+    (x_desc, x_fmt): (&str, Fmt),
+    (y_desc, y_fmt): (&str, Fmt),
+) -> Result<String> {
+    let all = || series.iter().flat_map(|s| s.points.iter());
+    let (mut x0, mut x1) = all().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+        (a.min(p.0), b.max(p.0))
+    });
+    if let Some((_, b0, b1)) = band {
+        (x0, x1) = (x0.min(b0), x1.max(b1));
+    }
+    if !x0.is_finite() {
+        (x0, x1) = (0.0, 1.0);
+    }
+    if x1 <= x0 {
+        x1 = x0 + 1.0;
+    }
+    let pad = 0.02 * (x1 - x0);
+    let (x0, x1) = (x0 - pad, x1 + pad);
+    let top = all()
+        .map(|p| p.1)
+        .fold(limit.map_or(0.0, |l| l.1), f64::max);
+    let y1 = upper(top);
+    let mut names: Vec<String> = series.iter().map(|s| s.name.clone()).collect();
+    names.extend(band.map(|b| b.0.to_string()));
+    names.extend(limit.map(|l| l.0.to_string()));
+    let legend_h = legend_height(&names);
+    draw(380 + legend_h, |root| {
+        let (legend_area, area) = root.split_vertically(legend_h);
+        let mut chart = ChartBuilder::on(&area)
+            .margin(10)
+            .margin_right(30)
+            .x_label_area_size(40)
+            .y_label_area_size(80)
+            .build_cartesian_2d(x0..x1, 0.0..y1)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_label_formatter(&|v| x_fmt(*v))
+            .y_label_formatter(&|v| y_fmt(*v))
+            .x_desc(x_desc)
+            .y_desc(y_desc)
+            .draw()
+            .map_err(err)?;
+        let k_band = series.len();
+        if let Some((_, b0, b1)) = band {
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(b0, 0.0), (b1, y1)],
+                    color(k_band).mix(0.15).filled(),
+                )))
+                .map_err(err)?;
+        }
+        for (k, s) in series.iter().enumerate() {
+            let pts: Vec<(f64, f64)> = sorted(&s.points).collect();
+            let mut stepped = Vec::with_capacity(pts.len() * 2);
+            for (i, &(x, y)) in pts.iter().enumerate() {
+                if i > 0 {
+                    stepped.push((x, pts[i - 1].1));
+                }
+                stepped.push((x, y));
+            }
+            chart
+                .draw_series(LineSeries::new(stepped, color(k).stroke_width(2)))
+                .map_err(err)?;
+        }
+        if let Some((_, y)) = limit {
+            let k = k_band + usize::from(band.is_some());
+            chart
+                .draw_series(LineSeries::new(
+                    [(x0, y), (x1, y)],
+                    color(k).stroke_width(1),
+                ))
+                .map_err(err)?;
+        }
+        draw_legend(&legend_area, &names)?;
+        Ok(())
+    })
+}
+
 fn sorted(points: &[(f64, f64)]) -> impl Iterator<Item = (f64, f64)> {
     let mut p: Vec<(f64, f64)> = points
         .iter()

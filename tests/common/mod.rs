@@ -39,6 +39,8 @@ pub const PER_PROCESS_KINDS: &[&str] = &[
     "ops-partial",
     "stacks-partial",
     "memory-partial",
+    "memory-held-partial",
+    "ranges-partial",
     "stragglers-partial",
     "roofline-partial",
 ];

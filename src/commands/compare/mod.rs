@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::analyses::communication::CommunicationShare;
 use crate::analyses::compilation::{CompilationsShare, RangeSumsShare};
+use crate::analyses::ranges::RangesShare;
 use crate::analyses::summary::SummaryShare;
 use crate::analyses::thunks::ThunkShare;
 use crate::analyses::{Share, ShareUse};
@@ -65,6 +66,10 @@ pub struct Settings {
     pub min_samples: usize,
     /// The families whose regressions fail the comparison.
     pub gate: BTreeSet<Family>,
+    /// Thresholds of single metrics, by `family:key` (`range:train_step`); a metric named
+    /// here fails the comparison when it regresses, whatever its family's gate.
+    #[serde(default)]
+    pub keyed: BTreeMap<String, f64>,
     pub stats: StatSettings,
 }
 
@@ -82,6 +87,7 @@ impl Default for Settings {
             gate: [Family::Module, Family::Compile, Family::Bandwidth]
                 .into_iter()
                 .collect(),
+            keyed: BTreeMap::new(),
             stats: StatSettings::default(),
         }
     }
@@ -93,6 +99,14 @@ impl Settings {
             .get(&f)
             .copied()
             .unwrap_or(DEFAULT_THRESHOLD)
+    }
+
+    /// The threshold of one metric (its own, else its family's) and whether it gates.
+    pub fn threshold_of(&self, f: Family, key: &str) -> (f64, bool) {
+        match self.keyed.get(&format!("{}:{key}", f.name())) {
+            Some(&t) => (t, true),
+            None => (self.threshold(f), self.gate.contains(&f)),
+        }
     }
 }
 
@@ -380,10 +394,11 @@ fn judge(
                     .copied()
                     .unwrap_or(0.0)
             });
-            let threshold = s.threshold(row.family) + n.unwrap_or(0.0);
+            let (own, gates) = s.threshold_of(row.family, &row.key);
+            let threshold = own + n.unwrap_or(0.0);
             Judged {
                 verdict: verdict(row, s, threshold),
-                gates: s.gate.contains(&row.family),
+                gates,
                 threshold,
                 noise: n,
                 row: row.clone(),
@@ -620,6 +635,18 @@ fn families(
         })?,
     );
 
+    // The program's own NVTX ranges (none in most profiles).
+    let (br, hr) = (
+        shares(db, base, &RangesShare, &())?,
+        shares(db, head, &RangesShare, &())?,
+    );
+    out.insert(
+        Family::Range,
+        family_node(db, Family::Range, &keys(&br), &keys(&hr), "", st, || {
+            Ok((samples::ranges(&values(&br)), samples::ranges(&values(&hr))))
+        })?,
+    );
+
     Ok((out, changed))
 }
 
@@ -705,7 +732,16 @@ impl SettingsFile {
         }
         for (name, t) in &self.thresholds_percent {
             check_percent(*t)?;
-            s.thresholds.insert(parse_family(name)?, t / 100.0);
+            match name.split_once(':') {
+                // One metric: `range:train_step`.
+                Some((family, key)) if !key.is_empty() => {
+                    let f = parse_family(family)?;
+                    s.keyed.insert(format!("{}:{key}", f.name()), t / 100.0);
+                }
+                _ => {
+                    s.thresholds.insert(parse_family(name)?, t / 100.0);
+                }
+            }
         }
         if let Some(a) = self.alpha {
             if !(a > 0.0 && a < 1.0) {

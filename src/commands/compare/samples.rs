@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::analyses::communication::CommunicationPartial;
 use crate::analyses::compilation::{Compilations, RangeSums};
+use crate::analyses::ranges::RangesPartial;
 use crate::analyses::summary::SummaryPartial;
 pub use crate::analyses::thunks::ThunkPartial;
 
@@ -34,10 +35,12 @@ pub enum Family {
     /// Achieved TFLOP/s of one thunk per module execution (its FLOPs from the HLO over its
     /// time): slower at the same work shows here, more work in more time does not.
     Rate,
+    /// Wall time of one instance of a user NVTX range (`nvtx.annotate("train_step")`).
+    Range,
 }
 
 impl Family {
-    pub const ALL: [Family; 8] = [
+    pub const ALL: [Family; 9] = [
         Family::Module,
         Family::Wait,
         Family::Thunk,
@@ -46,6 +49,7 @@ impl Family {
         Family::Pass,
         Family::Bandwidth,
         Family::Rate,
+        Family::Range,
     ];
 
     pub fn name(self) -> &'static str {
@@ -58,6 +62,7 @@ impl Family {
             Family::Pass => "pass",
             Family::Bandwidth => "bandwidth",
             Family::Rate => "rate",
+            Family::Range => "range",
         }
     }
 
@@ -111,6 +116,27 @@ pub fn modules(parts: &[&SummaryPartial]) -> Vec<Series> {
                 })
                 .values
                 .extend(m.durations_ns.iter().map(|&d| d as f64 / NS_PER_MS));
+        }
+    }
+    by.into_values().collect()
+}
+
+/// Wall time of each instance of each user NVTX range [ms], by its label (`domain:name`),
+/// wherever it nests.
+pub fn ranges(parts: &[&RangesPartial]) -> Vec<Series> {
+    let mut by: BTreeMap<String, Series> = BTreeMap::new();
+    for part in parts {
+        for p in &part.paths {
+            let label = crate::analyses::ranges::label(&p.domain, &p.name);
+            by.entry(label.clone())
+                .or_insert_with(|| Series {
+                    program_id: None,
+                    module: None,
+                    key: label,
+                    values: vec![],
+                })
+                .values
+                .extend(p.wall.iter().map(|&d| d as f64 / NS_PER_MS));
         }
     }
     by.into_values().collect()

@@ -35,6 +35,56 @@ fn member_hasher(method: zip::CompressionMethod, size: u64, compressed: u64) -> 
     h
 }
 
+/// The content key of one stored zip member (as [`MemberKeys::compute_zip`] keys it).
+fn zip_member_key<R: std::io::Read + std::io::Seek>(
+    archive: &Archive,
+    zip: &mut zip::ZipArchive<R>,
+    name: &str,
+    size: u64,
+    index: usize,
+    compressed: u64,
+) -> Result<Key> {
+    let mut entry = zip.by_index_raw(index).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: cannot read member {name} ({e})",
+            archive.path.display()
+        )
+    })?;
+    let mut h = member_hasher(entry.compression(), size, compressed);
+    let n = std::io::copy(&mut (&mut entry).take(compressed), &mut h).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: member {name} is corrupt or truncated ({e})",
+            archive.path.display()
+        )
+    })?;
+    if n != compressed {
+        bail!(
+            "{}: member {name} is truncated ({n} of {compressed} bytes)",
+            archive.path.display()
+        );
+    }
+    Ok(Key(*h.finalize().as_bytes()))
+}
+
+/// The content key of one member of a zip or folder archive, as the member keys of the whole
+/// archive have it.
+pub fn member_key(engine: &crate::engine::Engine, archive: &Archive, name: &str) -> Result<Key> {
+    if let Some(k) = archive.read_keys.get().and_then(|k| k.get(name)) {
+        return Ok(*k);
+    }
+    match &archive.source {
+        Source::Zip(zip) => {
+            let &(size, index, compressed) = archive
+                .members
+                .get(name)
+                .with_context(|| format!("{}: has no member {name}", archive.path.display()))?;
+            let mut zip = zip.lock().unwrap();
+            zip_member_key(archive, &mut zip, name, size, index, compressed)
+        }
+        _ => engine.file_key(&archive.path.join(name)),
+    }
+}
+
 impl MemberKeys {
     /// Keys of a zip's members: those computed when the archive was keyed from its bytes in
     /// memory, else each member's stored bytes streamed through the hash.
@@ -48,26 +98,8 @@ impl MemberKeys {
         let mut zip = zip.lock().unwrap();
         let mut out = BTreeMap::new();
         for (name, &(size, index, compressed)) in &archive.members {
-            let mut entry = zip.by_index_raw(index).map_err(|e| {
-                anyhow::anyhow!(
-                    "{}: cannot read member {name} ({e})",
-                    archive.path.display()
-                )
-            })?;
-            let mut h = member_hasher(entry.compression(), size, compressed);
-            let n = std::io::copy(&mut (&mut entry).take(compressed), &mut h).map_err(|e| {
-                anyhow::anyhow!(
-                    "{}: member {name} is corrupt or truncated ({e})",
-                    archive.path.display()
-                )
-            })?;
-            if n != compressed {
-                bail!(
-                    "{}: member {name} is truncated ({n} of {compressed} bytes)",
-                    archive.path.display()
-                );
-            }
-            out.insert(name.clone(), Key(*h.finalize().as_bytes()));
+            let key = zip_member_key(archive, &mut zip, name, size, index, compressed)?;
+            out.insert(name.clone(), key);
         }
         Ok(MemberKeys(out))
     }

@@ -1,6 +1,8 @@
+use super::events::NVTX_DOMAIN_CREATE;
 use super::*;
 use crate::formats::nsys_export::testing;
 use arrow::array::AsArray;
+use arrow::array::StringArray;
 use arrow::datatypes::Int64Type;
 use std::collections::HashMap;
 use std::path::Path;
@@ -96,6 +98,7 @@ fn tables(events: &[Ev], api: &[(i64, i64, i64, i64)], ops: &[(i64, i64, i64)]) 
         target_info_gpu: None,
         target_info_nvtx_cuda_device: None,
         target_info_system_env: None,
+        memory_usage: None,
     }
 }
 
