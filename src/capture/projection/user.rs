@@ -32,11 +32,14 @@ use crate::formats::user_nvtx::{MARK, PUSH_POP, SCHEMA, START_END};
 pub const NVTX_MARK: i64 = 34;
 
 /// Whether a range or mark of `domain` (None: the default domain) named `text` is the
-/// program's own rather than XLA's or NCCL's.
+/// program's own rather than XLA's or NCCL's (XLA names its ranges `Xla...:`/`Thunk:` in its
+/// `TSL` domain; a build that used the default domain is recognised by those names).
 pub fn is_user(domain: Option<&str>, text: &str) -> bool {
     match domain {
         Some(d) => d != "TSL" && d != "NCCL",
-        None => !text.starts_with("nccl"),
+        None => {
+            !(text.starts_with("nccl") || text.starts_with("Thunk:#") || text.starts_with("Xla"))
+        }
     }
 }
 
@@ -297,4 +300,24 @@ fn optional(t: &ExportTables, column: &str) -> Result<Optional> {
         Some(_) => Some(int64_column(b, NVTX_EVENTS, column)?),
         None => None,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_user;
+
+    #[test]
+    fn xla_and_nccl_ranges_are_not_the_users() {
+        assert!(is_user(None, "train_step"));
+        assert!(is_user(Some("myapp"), "XlaModule:#x#"));
+        for (d, t) in [
+            (Some("TSL"), "XlaModule:#hlo_module=jit_step#"),
+            (Some("NCCL"), "ncclGroupEnd"),
+            (None, "ncclAllReduce"),
+            (None, "XlaModule:#hlo_module=jit_step#"),
+            (None, "Thunk:#hlo_op=fusion#"),
+        ] {
+            assert!(!is_user(d, t), "{d:?} {t}");
+        }
+    }
 }
