@@ -294,21 +294,7 @@ pub fn lines(
                     .map_err(err)?;
             }
         } else {
-            let mut chart = ChartBuilder::on(&area)
-                .margin(10)
-                .margin_right(30)
-                .x_label_area_size(40)
-                .y_label_area_size(80)
-                .build_cartesian_2d(x0..x1, 0.0..y1)
-                .map_err(err)?;
-            chart
-                .configure_mesh()
-                .x_label_formatter(&|v| x_fmt(*v))
-                .y_label_formatter(&|v| y_fmt(*v))
-                .x_desc(x_desc)
-                .y_desc(y_desc)
-                .draw()
-                .map_err(err)?;
+            let mut chart = linear_axes(&area, x0..x1, y1, (x_desc, x_fmt), (y_desc, y_fmt))?;
             for (k, s) in series.iter().enumerate() {
                 chart
                     .draw_series(LineSeries::new(sorted(&s.points), color(k)))
@@ -320,6 +306,32 @@ pub fn lines(
         }
         Ok(())
     })
+}
+
+/// Linear axes over `x` and `0..y1` with their labels, drawn on `area`.
+fn linear_axes<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    x: std::ops::Range<f64>,
+    y1: f64,
+    (x_desc, x_fmt): (&str, Fmt),
+    (y_desc, y_fmt): (&str, Fmt),
+) -> Result<ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>> {
+    let mut chart = ChartBuilder::on(area)
+        .margin(10)
+        .margin_right(30)
+        .x_label_area_size(40)
+        .y_label_area_size(80)
+        .build_cartesian_2d(x, 0.0..y1)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_label_formatter(&|v| x_fmt(*v))
+        .y_label_formatter(&|v| y_fmt(*v))
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .draw()
+        .map_err(err)?;
+    Ok(chart)
 }
 
 /// A quantity over time: each series is drawn as steps (its value holds until its next
@@ -357,21 +369,7 @@ pub fn steps_over_time(
     let legend_h = legend_height(&names);
     draw(380 + legend_h, |root| {
         let (legend_area, area) = root.split_vertically(legend_h);
-        let mut chart = ChartBuilder::on(&area)
-            .margin(10)
-            .margin_right(30)
-            .x_label_area_size(40)
-            .y_label_area_size(80)
-            .build_cartesian_2d(x0..x1, 0.0..y1)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_label_formatter(&|v| x_fmt(*v))
-            .y_label_formatter(&|v| y_fmt(*v))
-            .x_desc(x_desc)
-            .y_desc(y_desc)
-            .draw()
-            .map_err(err)?;
+        let mut chart = linear_axes(&area, x0..x1, y1, (x_desc, x_fmt), (y_desc, y_fmt))?;
         let k_band = series.len();
         if let Some((_, b0, b1)) = band {
             chart

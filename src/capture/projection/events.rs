@@ -224,3 +224,31 @@ impl Namer {
         out.append_value(self.text(row));
     }
 }
+
+/// `(process, correlation id, start, end)` of every GPU operation (kernels, CUDA-graph
+/// kernels, memcpys, memsets) with all four known, in table order.
+pub(super) fn gpu_ops(t: &ExportTables) -> Result<Vec<(i64, i64, i64, i64)>> {
+    let mut ops = Vec::new();
+    for (table, batch) in [
+        (KERNEL, &t.kernel),
+        (MEMCPY, &t.memcpy),
+        (MEMSET, &t.memset),
+    ] {
+        let Some(b) = batch else { continue };
+        let start = int64_column(b, table, "start")?;
+        let end = int64_column(b, table, "end")?;
+        let corr = int64_column(b, table, "correlationId")?;
+        let gpid = int64_column(b, table, "globalPid")?;
+        for i in 0..b.num_rows() {
+            if corr.is_valid(i) && gpid.is_valid(i) && start.is_valid(i) && end.is_valid(i) {
+                ops.push((
+                    gpid.value(i) & PROCESS_MASK,
+                    corr.value(i),
+                    start.value(i),
+                    end.value(i),
+                ));
+            }
+        }
+    }
+    Ok(ops)
+}

@@ -43,7 +43,7 @@ pub use user::user_nvtx;
 use ranges::{PROCESS_MASK, Range, range_id};
 use tree::{Tree, thread_groups};
 
-use crate::formats::nsys_export::{ExportTables, KERNEL, MEMCPY, MEMSET, RUNTIME, int64_column};
+use crate::formats::nsys_export::{ExportTables, RUNTIME, int64_column};
 
 pub use events::{NVTX_PUSH_POP, NVTX_START_END, NVTX_TEXT_PUSH_POP, NVTX_TEXT_START_END};
 
@@ -253,29 +253,7 @@ struct Call {
 /// The API calls that launched GPU ops (kernels, CUDA-graph kernels, memcpys, memsets),
 /// sorted by (thread, start).
 fn calls_with_ops(t: &ExportTables) -> Result<Vec<Call>> {
-    // (process, correlation id, start, end) of every GPU op.
-    let mut ops: Vec<(i64, i64, i64, i64)> = Vec::new();
-    for (table, batch) in [
-        (KERNEL, &t.kernel),
-        (MEMCPY, &t.memcpy),
-        (MEMSET, &t.memset),
-    ] {
-        let Some(b) = batch else { continue };
-        let start = int64_column(b, table, "start")?;
-        let end = int64_column(b, table, "end")?;
-        let corr = int64_column(b, table, "correlationId")?;
-        let gpid = int64_column(b, table, "globalPid")?;
-        for i in 0..b.num_rows() {
-            if corr.is_valid(i) && gpid.is_valid(i) && start.is_valid(i) && end.is_valid(i) {
-                ops.push((
-                    gpid.value(i) & PROCESS_MASK,
-                    corr.value(i),
-                    start.value(i),
-                    end.value(i),
-                ));
-            }
-        }
-    }
+    let mut ops = events::gpu_ops(t)?;
     let Some(b) = &t.runtime else {
         return Ok(Vec::new());
     };

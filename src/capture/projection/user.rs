@@ -18,14 +18,12 @@ use anyhow::Result;
 use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 
 use super::events::{
-    NVTX_PUSH_POP, NVTX_START_END, NVTX_TEXT_PUSH_POP, NVTX_TEXT_START_END, Nvtx, capture_end, pid,
-    tid,
+    NVTX_PUSH_POP, NVTX_START_END, NVTX_TEXT_PUSH_POP, NVTX_TEXT_START_END, Nvtx, capture_end,
+    gpu_ops, pid, tid,
 };
 use super::ranges::{PROCESS_MASK, Range, range_id};
 use super::tree::Tree;
-use crate::formats::nsys_export::{
-    ExportTables, KERNEL, MEMCPY, MEMSET, NVTX_EVENTS, RUNTIME, int64_column,
-};
+use crate::formats::nsys_export::{ExportTables, NVTX_EVENTS, RUNTIME, int64_column};
 use crate::formats::user_nvtx::{MARK, PUSH_POP, SCHEMA, START_END};
 
 /// `eventType` of an NVTX mark.
@@ -55,29 +53,7 @@ struct Launches {
 
 impl Launches {
     fn new(t: &ExportTables) -> Result<Self> {
-        let mut ops: Vec<(i64, i64, i64, i64)> = Vec::new();
-        for (table, batch) in [
-            (KERNEL, &t.kernel),
-            (MEMCPY, &t.memcpy),
-            (MEMSET, &t.memset),
-        ] {
-            let Some(b) = batch else { continue };
-            let start = int64_column(b, table, "start")?;
-            let end = int64_column(b, table, "end")?;
-            let corr = int64_column(b, table, "correlationId")?;
-            let gpid = int64_column(b, table, "globalPid")?;
-            for i in 0..b.num_rows() {
-                use arrow::array::Array;
-                if corr.is_valid(i) && gpid.is_valid(i) {
-                    ops.push((
-                        gpid.value(i) & PROCESS_MASK,
-                        corr.value(i),
-                        start.value(i),
-                        end.value(i),
-                    ));
-                }
-            }
-        }
+        let mut ops = gpu_ops(t)?;
         ops.sort_unstable();
         let mut keys = Vec::new();
         let mut offsets = Vec::new();
