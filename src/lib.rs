@@ -10,7 +10,8 @@
 //! - [`analyses`]: one module per analysis, and [`capture`]: a report and XLA dump turned into
 //!   archive members, profiling a program under Nsight Systems;
 //! - [`graph`]: the salsa query graph that wires every node together;
-//! - [`commands`]: `run`, `archive`, `analyze`, `combine`, `compare` as functions of requests;
+//! - [`commands`]: `run`, `archive`, `analyze`, `combine`, `compare`, `history` as functions of
+//!   requests;
 //! - [`cli`]: the front-end: arguments in, results printed.
 //!
 //! The library is the command line's: [`cli`] is its entry point. [`api`] holds what the
@@ -37,11 +38,14 @@ pub(crate) mod units;
 
 /// What the integration tests and benchmarks read directly, besides running the binary:
 /// archive members (the command-buffer graph table, parquet tables), HLO protos, the inputs
-/// of analysis scripts, and the registry's analysis names.
+/// of analysis scripts, the registry's analysis names, and a history's series of points.
 pub mod api {
     pub use crate::analyses::external::materialize;
+    pub use crate::commands::history::points::PointData;
+    pub use crate::commands::history::series as history_series;
     pub use crate::formats::archive::Archive;
     pub use crate::formats::{graph_ops, hlo, read_parquet};
+    pub use crate::stats::changepoint::Params as ChangePointParams;
 
     /// The built-in analyses, in the registry's order.
     pub fn analysis_names() -> Vec<&'static str> {

@@ -1,4 +1,6 @@
-//! Small statistics helpers (pandas conventions: sample std with ddof=1).
+//! Small statistics helpers (pandas conventions: sample std with ddof=1), and change points.
+
+pub mod changepoint;
 
 /// Mean, or None for an empty slice.
 pub fn mean(xs: &[f64]) -> Option<f64> {

@@ -14,6 +14,7 @@ const DEFAULT_SECTIONS: &[&str] = &[
     "findings",
     "overview",
     "modules",
+    "provenance",
     "communication",
     "compilation",
     "ops",

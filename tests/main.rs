@@ -37,3 +37,4 @@ mod synthetic;
 mod terminal;
 mod user_view;
 mod watch;
+mod why_history;

@@ -7,6 +7,8 @@ use std::path::Path;
 
 const PROGRAM: &str = r#"
 import os
+# Set by the program itself, before JAX reads it.
+os.environ["XLA_FLAGS"] += " --xla_cpu_use_thunk_runtime=true"
 import jax
 import jax.numpy as jnp
 
@@ -96,14 +98,52 @@ fn run_profiles_a_jax_program_on_the_cpu_with_the_real_nsys() {
         serde_json::from_slice(&zip_read(&zip, "analysis/compilation/compilation.json")).unwrap();
     assert!(compilation["compilations"].is_array(), "{compilation}");
     assert!(tmp.path().join("report.html").is_file());
-    // The archive analyses like any other.
-    assert_ok(&analyze(
+    // What the run was: the JAX the program imported, the flags it ran with (given and set
+    // by itself), the command and the Nsight Systems.
+    let jax_version = String::from_utf8(
+        std::process::Command::new(&python)
+            .args(["-c", "import jax; print(jax.__version__)"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .to_string();
+    assert!(!jax_version.is_empty());
+    let record: serde_json::Value =
+        serde_json::from_slice(&zip_read(&zip, "nsys-jax-pipe/run-metadata.json")).unwrap();
+    let py = &record["python"][0];
+    assert_eq!(py["imported"]["jax"], jax_version.as_str(), "{record}");
+    let seen = py["environment"]["XLA_FLAGS"].as_str().unwrap();
+    assert!(
+        seen.contains("--xla_cpu_enable_fast_math=false")
+            && seen.contains("--xla_cpu_use_thunk_runtime=true"),
+        "{seen}"
+    );
+    assert_eq!(
+        record["environment"]["JAX_ENABLE_COMPILATION_CACHE"],
+        "false"
+    );
+    assert_eq!(py["backend"]["platform"], "cpu", "{record}");
+    assert!(record["command"][1].as_str().unwrap().ends_with("step.py"));
+    assert!(record["nsys_version"].as_str().unwrap().starts_with("20"));
+    // The archive analyses like any other, and says what the run was.
+    let again = analyze(
         &tmp.path().join("cache2"),
         &tmp.path().join("again"),
-        &["-q"],
+        &[],
         &[zip.clone()],
-    ));
+    );
+    assert_ok(&again);
+    let text = String::from_utf8_lossy(&again.stdout);
+    assert!(text.contains(&format!("jax {jax_version}")), "{text}");
+    assert!(text.contains("--xla_cpu_use_thunk_runtime=true"), "{text}");
     assert!(Path::new(&tmp.path().join("again/summary.json")).is_file());
+    let prov: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("again/provenance.json")).unwrap())
+            .unwrap();
+    assert_eq!(prov["facts"]["imported jax"], jax_version.as_str());
 }
 
 /// A JAX program annotated with the `nvtx` package (0.2.17) as users write it: nested ranges in

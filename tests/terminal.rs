@@ -3,7 +3,8 @@
 
 use crate::common::*;
 
-/// Runs of digits (with `.` and `,`) longer than 8 characters.
+/// Runs of digits (with `.` and `,`) longer than 8 characters; a version (two dots or more:
+/// `470.141.03`) is not a number.
 fn long_numbers(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
@@ -12,7 +13,7 @@ fn long_numbers(text: &str) -> Vec<String> {
             cur.push(c);
         } else {
             let n = cur.trim_end_matches(['.', ',']);
-            if n.len() > 8 {
+            if n.len() > 8 && n.matches('.').count() < 2 {
                 out.push(n.to_string());
             }
             cur.clear();
@@ -65,4 +66,5 @@ fn long_numbers_are_found() {
         ["123456789", "0.000352573"]
     );
     assert!(long_numbers("6f8097e242d8 12.3 ms, 1,234").is_empty());
+    assert!(long_numbers("driver 470.141.03, nsys 2023.4.4.54").is_empty());
 }

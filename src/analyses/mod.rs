@@ -13,6 +13,7 @@ pub mod memory_timeline;
 pub mod ops;
 mod output;
 pub mod pgle;
+pub mod provenance;
 pub mod range_sums;
 pub mod ranges;
 pub mod registry;

@@ -1,14 +1,15 @@
 //! The built-in analyses, by name.
 
 use super::{
-    Registered, communication, compilation, diagnose, memory, ops, pgle, ranges, roofline, sources,
-    stragglers, summary,
+    Registered, communication, compilation, diagnose, memory, ops, pgle, provenance, ranges,
+    roofline, sources, stragglers, summary,
 };
 
 /// The built-in analyses. Adding one is a new file in this folder implementing [`super::Analysis`]
 /// and a line here.
 pub static REGISTRY: &[&dyn Registered] = &[
     &summary::SummaryAnalysis,
+    &provenance::ProvenanceAnalysis,
     &communication::CommunicationAnalysis,
     &compilation::CompilationAnalysis,
     &stragglers::StragglersAnalysis,

@@ -27,6 +27,9 @@ pub enum Reads {
     Gpu,
     /// The compile frame (push/pop ranges of the compiler).
     Compile,
+    /// What the archive says of the run: `run`'s record and the report's system and GPU
+    /// facts (`formats::run_metadata::Provenance`).
+    Provenance,
 }
 
 /// One process as a share's map step sees it.
@@ -51,6 +54,8 @@ pub struct ProcessView<'a> {
     pub memory_usage: Option<&'a RecordBatch>,
     /// [`Reads::Compile`]: the compile frame; None without push/pop ranges.
     pub compile: Option<&'a RecordBatch>,
+    /// [`Reads::Provenance`]: what the archive says of the run.
+    pub provenance: Option<&'a crate::formats::run_metadata::Provenance>,
     /// [`Reads::Gpu`]: the decoded HLO of the process's programs (decoded on first use).
     pub programs: &'a (dyn Fn() -> Result<Arc<Programs>> + 'a),
     /// For a share that reads them ([`Share::DEVICES`]): what the archive's device metadata
@@ -135,7 +140,7 @@ impl<S: Share> Node for ShareNode<'_, S> {
         let kb = kb.input(&self.inputs.frames);
         let kb = match S::READS {
             Reads::Gpu => kb.input(&self.inputs.context),
-            Reads::Compile => kb,
+            Reads::Compile | Reads::Provenance => kb,
         };
         kb.param("param", &self.inputs.param)
             .param("label", &self.inputs.label)

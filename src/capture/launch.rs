@@ -382,6 +382,11 @@ pub struct Profiled {
     pub wall: std::time::Duration,
     /// The end of what nsys and the program printed (both streams; see [`forward`]).
     pub output: String,
+    /// The recorded variables (`formats::run_metadata::recorded_variable`) as the program
+    /// was given them.
+    pub environment: std::collections::BTreeMap<String, String>,
+    /// When nsys started [s since the Unix epoch].
+    pub started_unix_s: u64,
 }
 
 /// How much of the output is kept for reading nsys's messages (they come last).
@@ -419,15 +424,24 @@ pub fn profile(
     program: &[OsString],
     work: &Path,
     stem: &str,
-    python_hook: Option<&Path>,
+    python_hook: Option<(&Path, Vec<(String, String)>)>,
 ) -> Result<Profiled> {
     let dump = work.join("dump");
     let (mut vars, warnings) = program_env(|k| std::env::var(k).ok(), &dump.to_string_lossy());
-    if let Some(dir) = python_hook {
+    let mut environment: std::collections::BTreeMap<String, String> = std::env::vars()
+        .filter(|(k, _)| crate::formats::run_metadata::recorded_variable(k))
+        .collect();
+    environment.extend(
+        vars.iter()
+            .filter(|(k, _)| crate::formats::run_metadata::recorded_variable(k))
+            .cloned(),
+    );
+    if let Some((dir, hook_vars)) = python_hook {
         vars.push((
             "PYTHONPATH".into(),
-            super::nvtx_hook::python_path(dir, std::env::var("PYTHONPATH").ok().as_deref()),
+            super::python_hook::python_path(dir, std::env::var("PYTHONPATH").ok().as_deref()),
         ));
+        vars.extend(hook_vars);
     }
     for w in warnings {
         eprintln!("nsys-jax-pipe: warning: {w}");
@@ -442,6 +456,10 @@ pub fn profile(
         .collect();
     eprintln!("nsys-jax-pipe: profiling: nsys profile {}", shown.join(" "));
     let start = std::time::Instant::now();
+    let started_unix_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     use std::os::unix::process::CommandExt;
     // nsys relays the program's output through pipes of its own (nsys-tee), so reading its
     // streams here changes nothing for the program; they are copied on at once.
@@ -506,6 +524,8 @@ pub fn profile(
         exit_code: exit_code(status),
         wall,
         output,
+        environment,
+        started_unix_s,
     })
 }
 

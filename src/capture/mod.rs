@@ -26,8 +26,9 @@ pub mod import_check;
 pub mod keys;
 pub mod launch;
 pub mod nsys;
-pub mod nvtx_hook;
 pub mod projection;
+pub mod provenance;
+pub mod python_hook;
 
 use crate::engine::value::{Bytes, Files, Tables};
 use crate::engine::{Engine, Key, KeyBuilder, Node, kinds};
@@ -51,6 +52,8 @@ pub struct CaptureInput {
     pub dump: Option<PathBuf>,
     /// How the dump folder was chosen, for the run output.
     pub dump_note: String,
+    /// The run's record (`formats::run_metadata`), when `run` made the capture.
+    pub metadata: Option<PathBuf>,
 }
 
 /// Whether `path` names an Nsight Systems report.
@@ -67,6 +70,7 @@ pub fn find_dump(report: &Path, flag: Option<&Path>) -> Result<CaptureInput> {
         report: report.to_path_buf(),
         dump,
         dump_note: note,
+        metadata: None,
     };
     if let Some(d) = flag {
         if !d.is_dir() {
@@ -549,6 +553,12 @@ pub fn archive_contents(
         ));
     }
     let mut entries = vec![report];
+    if archive.has(crate::formats::run_metadata::MEMBER) {
+        entries.push(Entry::deflated(
+            crate::formats::run_metadata::MEMBER,
+            archive.read(crate::formats::run_metadata::MEMBER)?,
+        ));
+    }
     entries.extend(derived);
     entries.extend(dump);
     for (path, bytes) in crate::formats::hlo::builtin_proto_sources() {
@@ -560,7 +570,11 @@ pub fn archive_contents(
 
 /// Open a capture as an archive (see [`Archive::open_capture`]).
 pub fn open(input: &CaptureInput) -> Result<Archive> {
-    Archive::open_capture(&input.report, input.dump.as_deref())
+    Archive::open_capture(
+        &input.report,
+        input.dump.as_deref(),
+        input.metadata.as_deref(),
+    )
 }
 
 #[cfg(test)]

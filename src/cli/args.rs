@@ -453,6 +453,61 @@ pub(super) struct CompareArgs {
     pub quiet: Quiet,
 }
 
+pub(super) const HISTORY_AFTER_HELP: &str = "\
+Each run is a label of the cache (`analyze --label NAME`, `run --label NAME`), local or shared;
+with --label-prefix, every label starting with it, in the order they were recorded. Each
+metric's series has one point per run (the median of its samples, with its quartiles); change
+points are found with E-Divisive means and Welch's t-test (deterministic; see --max-p,
+--min-change, --min-size), each shown with the commits on either side and, for a module, the
+ops whose time changed between the two runs.
+
+Writes OUTDIR/history.json, OUTDIR/history.md and OUTDIR/pipeline-run.json.";
+
+#[derive(clap::Args, Debug)]
+#[command(mut_arg("quiet", |a| a.help("Print only the first line (the files are still written)")))]
+pub(super) struct HistoryArgs {
+    /// The runs, by label, oldest first.
+    #[arg(value_name = "LABEL")]
+    pub labels: Vec<String>,
+    /// Every label starting with this, in the order they were recorded.
+    #[arg(
+        long = "label-prefix",
+        value_name = "PREFIX",
+        conflicts_with = "labels"
+    )]
+    pub label_prefix: Option<String>,
+    /// A metric family (module, wait, compile, bandwidth, mfu) or one metric
+    /// (`module:jit_train_step`). Repeatable; all when not given.
+    #[arg(long = "metric", value_name = "METRIC")]
+    pub metrics: Vec<String>,
+    /// Largest p-value of a change point [default: 0.0001].
+    #[arg(long = "max-p")]
+    pub max_p: Option<f64>,
+    /// Smallest change of a change point, in percent [default: 1].
+    #[arg(long = "min-change", value_name = "PERCENT")]
+    pub min_change: Option<f64>,
+    /// Runs needed on each side of a change point [default: 5].
+    #[arg(long = "min-size")]
+    pub min_size: Option<usize>,
+    /// Smallest change of a change point in units of the series' run-to-run noise
+    /// [default: 2].
+    #[arg(long = "min-effect")]
+    pub min_effect: Option<f64>,
+    /// Output folder.
+    #[arg(short, long, default_value = "nsys-jax-pipe-history")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub html: Html,
+    #[command(flatten)]
+    pub nsys: NsysPath,
+    #[command(flatten)]
+    pub cache: CacheArgs,
+    #[command(flatten)]
+    pub explain: Explain,
+    #[command(flatten)]
+    pub quiet: Quiet,
+}
+
 #[derive(clap::Args, Debug)]
 #[command(
     mut_arg("analysis_args", |a| a.help("An argument of the analysis named before it: KEY=VALUE for a built-in one (e.g. --analysis compilation --analysis-arg detail=true), passed to a script before the archive folder. Repeatable")),

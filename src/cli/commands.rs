@@ -1,6 +1,6 @@
 //! Each command's arguments turned into its request, the command run, its result printed.
 
-use super::args::{AnalyzeArgs, ArchiveArgs, CombineArgs, CompareArgs, RunArgs};
+use super::args::{AnalyzeArgs, ArchiveArgs, CombineArgs, CompareArgs, HistoryArgs, RunArgs};
 use super::output::finish;
 use super::terminal::Terminal;
 use crate::commands::{self, analyze::AnalyzeRequest};
@@ -239,6 +239,69 @@ pub(super) fn compare(a: CompareArgs) -> Result<i32> {
         &done.summary(),
     )?;
     Ok(done.report.exit_code)
+}
+
+pub(super) fn history(a: HistoryArgs) -> Result<i32> {
+    let mut params = crate::stats::changepoint::Params::default();
+    if let Some(p) = a.max_p {
+        if !(p > 0.0 && p < 1.0) {
+            bail!("--max-p must be between 0 and 1 (got {p})");
+        }
+        params.max_p = p;
+    }
+    if let Some(c) = a.min_change {
+        if !(c.is_finite() && c >= 0.0) {
+            bail!("--min-change is a percentage >= 0 (got {c})");
+        }
+        params.min_change = c / 100.0;
+    }
+    if let Some(n) = a.min_size {
+        if n < 2 {
+            bail!("--min-size must be at least 2 (got {n})");
+        }
+        params.min_size = n;
+    }
+    if let Some(e) = a.min_effect {
+        if !(e.is_finite() && e >= 0.0) {
+            bail!("--min-effect must be a number >= 0 (got {e})");
+        }
+        params.min_effect = e;
+    }
+    if a.labels.is_empty() && a.label_prefix.is_none() {
+        bail!("give the runs' labels, or --label-prefix PREFIX");
+    }
+    let req = commands::history::HistoryRequest {
+        labels: a.labels.clone(),
+        prefix: a.label_prefix.clone(),
+        metrics: a.metrics.clone(),
+        params,
+        output: a.output.clone(),
+        html: a.html.html.clone(),
+        nsys: a.nsys.path.clone(),
+    };
+    let engine = a.cache.engine()?;
+    let done = commands::history::history(engine, &req, &Terminal)?;
+    let text = commands::history::render::terminal(&done.history);
+    let mut stdout = std::io::stdout().lock();
+    if a.quiet.quiet {
+        writeln!(stdout, "{}", text.lines().next().unwrap_or(""))?;
+    } else {
+        write!(stdout, "{text}")?;
+    }
+    drop(stdout);
+    crate::tmpfiles::write_atomic(
+        &done.output.join("pipeline-run.json"),
+        &serde_json::to_vec_pretty(&done.record)?,
+    )?;
+    finish(
+        &[],
+        true,
+        a.explain.explain,
+        &done.record,
+        &[],
+        &done.summary(),
+    )?;
+    Ok(0)
 }
 
 /// Writes a secret to a new file `path` readable by its owner only (an existing file is kept).

@@ -14,7 +14,7 @@ use crate::error::{EXIT_INPUT, EXIT_INTERNAL, one_line};
 use anyhow::Result;
 use args::{
     AnalyzeArgs, ArchiveArgs, COMPARE_AFTER_HELP, CacheCommand, CombineArgs, CompareArgs,
-    RUN_AFTER_HELP, RunArgs, analysis_plan,
+    HISTORY_AFTER_HELP, HistoryArgs, RUN_AFTER_HELP, RunArgs, analysis_plan,
 };
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -52,6 +52,10 @@ enum Command {
     /// statistics, and fail on a significant regression.
     #[command(after_help = COMPARE_AFTER_HELP)]
     Compare(CompareArgs),
+    /// Follow labelled runs over time: one series per metric, change points (E-Divisive means
+    /// with a t-test), the commits and ops at each.
+    #[command(after_help = HISTORY_AFTER_HELP)]
+    History(HistoryArgs),
     /// Inspect or trim the on-disk cache.
     Cache {
         #[command(subcommand)]
@@ -144,6 +148,7 @@ fn dispatch(cli: Cli, plan: &[(String, Vec<String>)]) -> Result<i32> {
         Command::Run(a) => commands::run(a, plan),
         Command::Combine(a) => commands::combine(a, plan),
         Command::Compare(a) => commands::compare(a),
+        Command::History(a) => commands::history(a),
         Command::Cache { command } => cache::cache(command).map(|()| 0),
     }
 }

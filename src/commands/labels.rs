@@ -20,6 +20,52 @@ pub struct Label {
     /// Their `--dump` folders, if any were given.
     #[serde(default)]
     pub dumps: Vec<PathBuf>,
+    /// When the label was recorded [ms since the Unix epoch] (0: before this was kept).
+    #[serde(default)]
+    pub recorded_unix_ms: i64,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The labels whose names start with `prefix`, local and remote, each once, oldest first
+/// (by when it was recorded, then by name).
+pub fn list(cache: &Path, remote: Option<&Remote>, prefix: &str) -> Result<Vec<String>> {
+    let mut found: std::collections::BTreeMap<String, i64> = Default::default();
+    if let Ok(entries) = std::fs::read_dir(cache.join("labels")) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(label) = name.strip_suffix(".json") else {
+                continue;
+            };
+            if !label.starts_with(prefix) || check(label).is_err() {
+                continue;
+            }
+            let at = std::fs::read(e.path())
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Label>(&b).ok())
+                .map(|l| l.recorded_unix_ms)
+                .unwrap_or(0);
+            found.insert(label.to_string(), at);
+        }
+    }
+    if let Some(remote) = remote {
+        for (name, at) in remote.list_names("labels")? {
+            if let Some(label) = name.strip_suffix(".json")
+                && label.starts_with(prefix)
+                && check(label).is_ok()
+            {
+                found.entry(label.to_string()).or_insert(at);
+            }
+        }
+    }
+    let mut v: Vec<(i64, String)> = found.into_iter().map(|(n, t)| (t, n)).collect();
+    v.sort();
+    Ok(v.into_iter().map(|(_, n)| n).collect())
 }
 
 /// A label is a file name: letters, digits, `.`, `_`, `-`, `+`, `@` (commit hashes, branch
@@ -57,6 +103,7 @@ pub fn record(
     let label = Label {
         inputs: inputs.iter().map(|p| absolute(p)).collect(),
         dumps: dumps.iter().map(|p| absolute(p)).collect(),
+        recorded_unix_ms: now_ms(),
     };
     let file = path(cache, name);
     crate::tmpfiles::write_atomic(&file, &serde_json::to_vec_pretty(&label)?)
@@ -231,6 +278,7 @@ fn find_remote(cache: &Path, remote: &Remote, name: &str) -> Result<Option<Label
     Ok(Some(Label {
         inputs: fetch(&record.inputs, "input")?,
         dumps: fetch(&record.dumps, "dump")?,
+        recorded_unix_ms: 0,
     }))
 }
 

@@ -1,4 +1,5 @@
-//! The commands: what `run`, `archive`, `analyze` (and `--watch`), `combine` and `compare` do,
+//! The commands: what `run`, `archive`, `analyze` (and `--watch`), `combine`, `compare` and
+//! `history` do,
 //! as functions of plain request structs that return what they did. They open the query graph
 //! ([`crate::graph`]), run it and write the outputs; they print nothing (what they have to say
 //! goes through a [`Ui`]). The front-end ([`crate::cli`]) turns a command line into a
@@ -12,6 +13,7 @@ pub mod analyze;
 pub mod archive;
 pub mod combine;
 pub mod compare;
+pub mod history;
 pub mod labels;
 pub mod pipeline;
 pub mod run;

@@ -149,6 +149,7 @@ mod tests {
             names,
             [
                 "summary",
+                "provenance",
                 "communication",
                 "compilation",
                 "ops",
@@ -159,7 +160,7 @@ mod tests {
                 "diagnose"
             ]
         );
-        assert_eq!(d[2].params, r#"{"detail":false}"#);
+        assert_eq!(d[3].params, r#"{"detail":false}"#);
         let p = parse("[[analysis]]\nname='x.py'\nargs=['--a']\nz=1\na='b'\n", "t").unwrap();
         assert_eq!(p[0].params, r#"{"a":"b","z":1}"#);
         assert!(p[0].is_script());

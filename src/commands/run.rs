@@ -168,17 +168,28 @@ pub fn run(a: &RunRequest, ui: &dyn Ui) -> Result<Ran> {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "report".into());
-    let hook = match a.nvtx_workaround {
-        true => Some(crate::capture::nvtx_hook::write(work.path())?),
-        false => None,
-    };
+    // The Python hook: what each Python process ran with, and the NVTX workaround.
+    let hook = crate::capture::python_hook::write(work.path())?;
+    let records = work.path().join("python-records");
+    std::fs::create_dir_all(&records)
+        .with_context(|| format!("{}: cannot create", records.display()))?;
+    let mut hook_vars = vec![(
+        crate::capture::python_hook::RUN_METADATA.to_string(),
+        records.display().to_string(),
+    )];
+    if a.nvtx_workaround {
+        hook_vars.push((
+            crate::capture::python_hook::NVTX_WORKAROUND.to_string(),
+            "1".to_string(),
+        ));
+    }
     let profiled = launch::profile(
         &nsys.path,
         &options,
         &a.program,
         work.path(),
         &stem,
-        hook.as_deref(),
+        Some((&hook, hook_vars)),
     )?;
     let succeeded = launch::run_succeeded(profiled.exit_code, shutdown_signal);
     match (profiled.exit_code, succeeded) {
@@ -221,10 +232,20 @@ pub fn run(a: &RunRequest, ui: &dyn Ui) -> Result<Ran> {
         );
     }
     let after = std::time::Instant::now();
+    let metadata = crate::capture::provenance::record(crate::capture::provenance::Known {
+        program: &a.program,
+        environment: profiled.environment.clone(),
+        started_unix_s: profiled.started_unix_s,
+        nsys: &nsys.path,
+        python_records: Some(&records),
+    });
+    let metadata_file = work.path().join("run-metadata.json");
+    crate::tmpfiles::write_atomic(&metadata_file, &serde_json::to_vec_pretty(&metadata)?)?;
     let inputs = vec![graph::RunInput::Capture(crate::capture::CaptureInput {
         report: profiled.report.clone(),
         dump: profiled.dump.clone(),
         dump_note: String::new(),
+        metadata: Some(metadata_file),
     })];
     let processed =
         graph::open_run(engine, &inputs, Some(nsys.path.clone())).and_then(|(db, run)| {

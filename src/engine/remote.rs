@@ -638,6 +638,26 @@ impl Remote {
         })
     }
 
+    /// The objects under `under` (relative to the prefix): each name relative to `under` and
+    /// when it was last written [ms since the Unix epoch].
+    pub fn list_names(&self, under: &str) -> Result<Vec<(String, i64)>> {
+        use futures::StreamExt;
+        let store = self.store.clone();
+        let path = self.object(under);
+        let prefix = format!("{}/", path.as_ref().trim_end_matches('/'));
+        self.rt.block_on(async move {
+            let mut out = Vec::new();
+            let mut s = store.list(Some(&path));
+            while let Some(meta) = s.next().await {
+                let meta = meta?;
+                let full = meta.location.as_ref();
+                let name = full.strip_prefix(&prefix).unwrap_or(full).to_string();
+                out.push((name, meta.last_modified.timestamp_millis()));
+            }
+            Ok(out)
+        })
+    }
+
     fn fail(&self, to: u8, e: &object_store::Error) {
         fail_state(&self.state, &self.url, to, e);
     }

@@ -53,6 +53,8 @@ enum Source {
     /// A capture: the report, the XLA dump folder (if any) and the members derived from them.
     Capture {
         dump: Option<PathBuf>,
+        /// The run's record (`run_metadata`), when `run` made the capture.
+        metadata: Option<PathBuf>,
     },
 }
 
@@ -172,7 +174,11 @@ impl Archive {
     /// as the archive it would make. Members: the report itself, `dump/<file>` for every
     /// `.pb`/`.pbtxt` of the dump (not compressed), and the [`DERIVED`] members, which the
     /// graph computes (reading them here is an error).
-    pub fn open_capture(report: &Path, dump: Option<&Path>) -> Result<Archive> {
+    pub fn open_capture(
+        report: &Path,
+        dump: Option<&Path>,
+        metadata: Option<&Path>,
+    ) -> Result<Archive> {
         let md = fs::metadata(report)
             .map_err(|e| anyhow::anyhow!("{}: {}", report.display(), io_reason(&e)))?;
         if !md.is_file() {
@@ -192,10 +198,17 @@ impl Archive {
         for d in DERIVED {
             members.insert(d.to_string(), (0, 0, 0));
         }
+        if let Some(m) = metadata {
+            let size = fs::metadata(m)
+                .map_err(|e| anyhow::anyhow!("{}: {}", m.display(), io_reason(&e)))?
+                .len();
+            members.insert(super::run_metadata::MEMBER.to_string(), (size, 0, size));
+        }
         Ok(Archive {
             path: report.to_path_buf(),
             source: Source::Capture {
                 dump: dump.map(Path::to_path_buf),
+                metadata: metadata.map(Path::to_path_buf),
             },
             members,
             read_keys: Default::default(),
@@ -223,7 +236,7 @@ impl Archive {
     /// The dump folder of a capture.
     pub fn capture_dump(&self) -> Option<&Path> {
         match &self.source {
-            Source::Capture { dump } => dump.as_deref(),
+            Source::Capture { dump, .. } => dump.as_deref(),
             _ => None,
         }
     }
@@ -234,9 +247,11 @@ impl Archive {
         match &self.source {
             Source::Zip(_) => None,
             Source::Dir => Some(self.path.join(member)),
-            Source::Capture { dump } => {
+            Source::Capture { dump, metadata } => {
                 if let Some(rel) = member.strip_prefix("dump/") {
                     dump.as_ref().map(|d| d.join(rel))
+                } else if member == super::run_metadata::MEMBER {
+                    metadata.clone()
                 } else if DERIVED.contains(&member) {
                     None
                 } else {

@@ -10,6 +10,7 @@ pub mod memory_usage;
 pub mod metadata;
 pub mod nsys_export;
 pub mod pushpop;
+pub mod run_metadata;
 pub mod thunk_metadata;
 pub mod trace;
 pub mod transfers;

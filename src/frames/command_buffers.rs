@@ -637,6 +637,7 @@ mod tests {
             usage: None,
             usage_error: None,
             costs: None,
+            entry_parameters: Vec::new(),
         }
     }
 

@@ -40,6 +40,7 @@ pub(super) fn analysis_node_of(
     let uses = fail(a.shares(params))?;
     let gpu = uses.iter().any(|u| u.share.reads() == Reads::Gpu);
     let compile = uses.iter().any(|u| u.share.reads() == Reads::Compile);
+    let provenance = uses.iter().any(|u| u.share.reads() == Reads::Provenance);
     let mut inputs = Vec::new();
     for &p in run.processes(db) {
         if gpu {
@@ -47,6 +48,9 @@ pub(super) fn analysis_node_of(
         }
         if compile {
             inputs.push(compile_frame_key(db, p)?.unwrap_or(NONE));
+        }
+        if provenance {
+            inputs.push(super::shares::provenance_key(db, p)?);
         }
         inputs.push(compiled_key(db, p)?);
     }

@@ -108,7 +108,7 @@ pub(super) fn hlo_members(db: &Db, p: Process) -> std::result::Result<Vec<HloMem
     Ok(out)
 }
 
-pub(super) fn programs_key(db: &Db, p: Process) -> std::result::Result<Key, NodeError> {
+pub fn programs_key(db: &Db, p: Process) -> std::result::Result<Key, NodeError> {
     Ok(ProgramsNode {
         schema: schema_key(db, p.archive(db))?,
         members: hlo_members(db, p)?

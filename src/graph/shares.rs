@@ -6,9 +6,10 @@ use crate::analyses::share::{AnyValue, ShareInputs, downcast};
 use crate::analyses::{AnyShare, ProcessView, Reads, Share};
 use crate::engine::Key;
 use crate::error::Place;
-use crate::formats::archive::DEVICE_METADATA;
+use crate::formats::archive::{DEVICE_METADATA, SYSTEM_METADATA};
 use crate::formats::gpus::DeviceFacts;
 use crate::formats::metadata::device_facts;
+use crate::formats::run_metadata;
 use crate::frames::gpu::Programs;
 use anyhow::{Context, Result};
 use std::sync::Arc;
@@ -60,6 +61,7 @@ pub fn share_inputs(
             (gpu_frames_key(db, p)?.unwrap_or(NONE), context)
         }
         Reads::Compile => (compile_frame_key(db, p)?.unwrap_or(NONE), NONE),
+        Reads::Provenance => (provenance_key(db, p)?, NONE),
     };
     Ok(ShareInputs {
         frames,
@@ -67,6 +69,45 @@ pub fn share_inputs(
         param: param.to_string(),
         label: p.label(db),
     })
+}
+
+/// The members what an archive says of its run is read from.
+const PROVENANCE_MEMBERS: [&str; 3] = [run_metadata::MEMBER, SYSTEM_METADATA, DEVICE_METADATA];
+
+/// The key of what an archive says of its run: its members' keys.
+pub(super) fn provenance_key(db: &Db, p: Process) -> Result<Key, NodeError> {
+    let mut keys = Vec::new();
+    for m in PROVENANCE_MEMBERS {
+        keys.push(member_key(db, p, m)?.map(|(_, k)| k.0));
+    }
+    Ok(Key::of_bytes(
+        &serde_json::to_vec(&keys).expect("plain data"),
+    ))
+}
+
+/// What `p`'s archive says of its run; a member that cannot be read is said or left out.
+fn provenance(db: &Db, p: Process) -> run_metadata::Provenance {
+    let mut out = run_metadata::Provenance::default();
+    let read = |m: &str| p.resolve(db, m).map(|m| (read_member(db, p, &m), m));
+    if let Some((bytes, m)) = read(run_metadata::MEMBER) {
+        match bytes.and_then(|b| run_metadata::read(&b)) {
+            Ok(r) => out.record = Some(r),
+            Err(e) => {
+                out.problem = Some(format!(
+                    "{}: {m}: {}",
+                    p.archive_ref(db).path.display(),
+                    crate::error::one_line(&e)
+                ))
+            }
+        }
+    }
+    if let Some((Ok(b), _)) = read(SYSTEM_METADATA) {
+        out.system = crate::formats::metadata::system_entries(b).unwrap_or_default();
+    }
+    if let Some((Ok(b), _)) = read(DEVICE_METADATA) {
+        out.gpus = crate::formats::metadata::gpu_names(b).unwrap_or_default();
+    }
+    out
 }
 
 /// Process `p`'s share (parameters as canonical JSON): stored, or computed from its frames.
@@ -100,6 +141,7 @@ pub fn share_any(
             user_nvtx: None,
             memory_usage: None,
             compile: None,
+            provenance: None,
             programs: &decoded,
             devices: &devices,
         };
@@ -116,6 +158,11 @@ pub fn share_any(
                 view.modules = g.value.get("module");
                 view.user_nvtx = g.value.get("user_nvtx");
                 view.memory_usage = g.value.get("memory_usage");
+                share.map_view(&view, param)
+            }
+            Reads::Provenance => {
+                let prov = provenance(db, p);
+                view.provenance = Some(&prov);
                 share.map_view(&view, param)
             }
             Reads::Compile => {

@@ -406,6 +406,63 @@ pub fn steps_over_time(
     })
 }
 
+/// A metric over a series of runs: each run's median as a point with its interval (a
+/// vertical bar from `lo` to `hi`), the medians joined, and a dashed vertical line before each
+/// change point (`changes`: run positions).
+pub fn runs_over_time(
+    points: &[(f64, f64, f64, f64)],
+    changes: &[f64],
+    (x_desc, x_fmt): (&str, Fmt),
+    (y_desc, y_fmt): (&str, Fmt),
+) -> Result<String> {
+    let (x0, x1) = points
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+            (a.min(p.0), b.max(p.0))
+        });
+    let (x0, x1) = if x0.is_finite() {
+        (x0 - 0.5, x1 + 0.5)
+    } else {
+        (0.0, 1.0)
+    };
+    let y1 = upper(points.iter().map(|p| p.3.max(p.1)).fold(0.0, f64::max));
+    draw(340, |root| {
+        let mut chart = linear_axes(root, x0..x1, y1, (x_desc, x_fmt), (y_desc, y_fmt))?;
+        for &c in changes {
+            let x = c - 0.5;
+            let dashes: Vec<PathElement<(f64, f64)>> = (0..20)
+                .step_by(2)
+                .map(|i| {
+                    let (a, b) = (y1 * i as f64 / 20.0, y1 * (i + 1) as f64 / 20.0);
+                    PathElement::new(vec![(x, a), (x, b)], color(2).stroke_width(2))
+                })
+                .collect();
+            chart.draw_series(dashes).map_err(err)?;
+        }
+        chart
+            .draw_series(
+                points
+                    .iter()
+                    .map(|p| PathElement::new(vec![(p.0, p.2), (p.0, p.3)], color(0).mix(0.5))),
+            )
+            .map_err(err)?;
+        chart
+            .draw_series(LineSeries::new(
+                points.iter().map(|p| (p.0, p.1)),
+                color(0).mix(0.6),
+            ))
+            .map_err(err)?;
+        chart
+            .draw_series(
+                points
+                    .iter()
+                    .map(|p| Circle::new((p.0, p.1), 3, color(0).filled())),
+            )
+            .map_err(err)?;
+        Ok(())
+    })
+}
+
 fn sorted(points: &[(f64, f64)]) -> impl Iterator<Item = (f64, f64)> {
     let mut p: Vec<(f64, f64)> = points
         .iter()

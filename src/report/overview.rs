@@ -75,12 +75,6 @@ pub fn section(o: &RunOverview) -> Section {
             facts.push((name.to_string(), v.join(", ")));
         }
     }
-    facts.push((
-        "JAX / XLA versions".into(),
-        "not recorded in the profile (neither nsys-jax archives nor Nsight Systems reports \
-         carry them)"
-            .into(),
-    ));
     facts.push(("Analyses".into(), o.analyses.join(", ")));
     let mut sec = Section::new("overview", "Overview");
     sec.raw(&super::facts_list(&facts));

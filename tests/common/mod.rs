@@ -7,6 +7,7 @@ use std::process::Output;
 
 pub mod browser;
 pub mod s3;
+pub mod scaled;
 pub mod standin;
 /// Where the test resources are (shared with the library's unit tests).
 #[path = "../../src/testutil.rs"]
@@ -33,6 +34,7 @@ pub const PER_PROCESS_KINDS: &[&str] = &[
     "compiled-programs",
     "process-facts",
     "summary-partial",
+    "provenance-partial",
     "communication-partial",
     "compile-sums",
     "compilations",

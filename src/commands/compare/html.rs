@@ -44,6 +44,7 @@ pub fn page(db: &Db, r: &Report) -> Result<Arc<Bytes>> {
                 verdict(r),
                 findings(r),
                 changes(r)?,
+                why(r),
                 thunks(r),
                 added_removed(r),
             ],
@@ -244,6 +245,59 @@ fn changes(r: &Report) -> Result<Section> {
         ));
     }
     Ok(sec)
+}
+
+/// Why: each changed module's ops and HLO diff, and what else changed between the runs.
+fn why(r: &Report) -> Section {
+    use super::explain::{env_phrase, module_phrase, op_phrase};
+    let mut sec = Section::new("why", "Why");
+    let w = &r.why;
+    if w.is_empty() {
+        sec.para(
+            "No module changed or was compiled anew, and nothing else differs between the runs.",
+        );
+        return sec;
+    }
+    let mut html = String::new();
+    for m in &w.modules {
+        html.push_str(&format!("<h3>{}</h3>\n", escape(&module_phrase(m))));
+        if !m.ops.is_empty() {
+            html.push_str("<ul>");
+            for o in &m.ops {
+                html.push_str(&format!("<li><code>{}</code></li>", escape(&op_phrase(o))));
+            }
+            html.push_str("</ul>\n");
+        }
+        if let Some(h) = &m.hlo {
+            html.push_str(&format!("<p>HLO: {}</p>\n", escape(&h.line())));
+        }
+        if let Some(n) = &m.hlo_note {
+            html.push_str(&format!("<p>HLO: {}</p>\n", escape(n)));
+        }
+    }
+    if !w.environment.changes.is_empty() {
+        html.push_str("<h3>What else changed</h3>\n<ul>");
+        for c in &w.environment.changes {
+            html.push_str(&format!("<li><code>{}</code></li>", escape(&env_phrase(c))));
+        }
+        html.push_str("</ul>\n");
+    }
+    if !(w.environment.base_recorded && w.environment.head_recorded) {
+        html.push_str("<p>Versions, XLA flags and commits are known only for archives made by <code>nsys-jax-pipe run</code>.</p>\n");
+    }
+    if !w.passes.is_empty() {
+        html.push_str("<h3>XLA passes whose time changed most</h3>\n<ul>");
+        for p in &w.passes {
+            html.push_str(&format!(
+                "<li><code>{}</code> {:+.3} ms</li>",
+                escape(&p.pass),
+                p.delta_ms
+            ));
+        }
+        html.push_str("</ul>\n");
+    }
+    sec.raw(&html);
+    sec
 }
 
 fn thunks(r: &Report) -> Section {

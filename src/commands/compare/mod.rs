@@ -14,10 +14,14 @@
 //! the exit code.
 
 pub mod command;
+pub mod explain;
 pub mod findings;
+pub mod hlo_diff;
 pub mod html;
+pub mod model;
 pub mod report;
 pub mod samples;
+pub mod settings;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,134 +34,15 @@ use crate::analyses::ranges::RangesShare;
 use crate::analyses::summary::SummaryShare;
 use crate::analyses::thunks::ThunkShare;
 use crate::analyses::{Share, ShareUse};
-use crate::engine::value::JsonValue;
 use crate::engine::{Keep, Key, KeyBuilder, Node, kinds};
 use crate::graph::{self, Db, Run};
 use crate::stats::{bootstrap_median_change, mann_whitney_p, median};
+pub use model::{
+    FamilyComparison, Matched, OneSided, Row, Settings, Stat, StatSettings, Verdict, verdict,
+    worse_by,
+};
 pub use samples::{Family, Series};
-
-/// How the statistics are computed (part of the comparison nodes' keys).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct StatSettings {
-    /// Bootstrap resamples for the confidence interval.
-    pub resamples: usize,
-    /// Confidence level of the interval.
-    pub confidence: f64,
-}
-
-impl Default for StatSettings {
-    fn default() -> Self {
-        StatSettings {
-            resamples: 2000,
-            confidence: 0.95,
-        }
-    }
-}
-
-/// When a change is a regression, and which families decide the exit code.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct Settings {
-    /// Relative change (0.05 = 5 %) in the bad direction beyond which a significant change
-    /// counts, per family.
-    pub thresholds: BTreeMap<Family, f64>,
-    /// Significance level of the Mann–Whitney test.
-    pub alpha: f64,
-    /// Fewer samples than this on either side: inconclusive.
-    pub min_samples: usize,
-    /// The families whose regressions fail the comparison.
-    pub gate: BTreeSet<Family>,
-    /// Thresholds of single metrics, by `family:key` (`range:train_step`); a metric named
-    /// here fails the comparison when it regresses, whatever its family's gate.
-    #[serde(default)]
-    pub keyed: BTreeMap<String, f64>,
-    pub stats: StatSettings,
-}
-
-pub const DEFAULT_THRESHOLD: f64 = 0.05;
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            thresholds: Family::ALL
-                .into_iter()
-                .map(|f| (f, DEFAULT_THRESHOLD))
-                .collect(),
-            alpha: 0.01,
-            min_samples: 5,
-            gate: [Family::Module, Family::Compile, Family::Bandwidth]
-                .into_iter()
-                .collect(),
-            keyed: BTreeMap::new(),
-            stats: StatSettings::default(),
-        }
-    }
-}
-
-impl Settings {
-    pub fn threshold(&self, f: Family) -> f64 {
-        self.thresholds
-            .get(&f)
-            .copied()
-            .unwrap_or(DEFAULT_THRESHOLD)
-    }
-
-    /// The threshold of one metric (its own, else its family's) and whether it gates.
-    pub fn threshold_of(&self, f: Family, key: &str) -> (f64, bool) {
-        match self.keyed.get(&format!("{}:{key}", f.name())) {
-            Some(&t) => (t, true),
-            None => (self.threshold(f), self.gate.contains(&f)),
-        }
-    }
-}
-
-/// The statistics of one metric on both sides.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct Stat {
-    pub n_base: usize,
-    pub n_head: usize,
-    pub base_median: Option<f64>,
-    pub head_median: Option<f64>,
-    /// `head_median / base_median - 1`.
-    pub change: Option<f64>,
-    /// Confidence interval of `change` (bootstrap).
-    pub ci: Option<(f64, f64)>,
-    /// Two-sided Mann–Whitney U p-value.
-    pub p_value: Option<f64>,
-}
-
-/// How a metric of BASE was paired with one of HEAD.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
-#[serde(rename_all = "snake_case")]
-pub enum Matched {
-    /// Same module fingerprint (or, outside modules, the same name).
-    Same,
-    /// The module's fingerprint changed (its HLO differs); paired by the module's name.
-    ByName,
-}
-
-/// One metric present on both sides.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct Row {
-    pub family: Family,
-    /// The module's stable id on the base side (its fingerprint), for metrics of modules.
-    pub program_id: Option<String>,
-    pub module: Option<String>,
-    pub key: String,
-    pub matched: Matched,
-    pub stat: Stat,
-}
-
-/// One family's comparison: the metrics on both sides, and those on one side only.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-pub struct FamilyComparison {
-    pub rows: Vec<Row>,
-    /// Metrics only HEAD has (`module/key` within modules).
-    pub added: Vec<String>,
-    /// Metrics only BASE has.
-    pub removed: Vec<String>,
-}
-
-impl JsonValue for FamilyComparison {}
+pub use settings::SettingsFile;
 
 fn seed_of(family: Family, module: Option<&str>, key: &str) -> u64 {
     let h = blake3::hash(format!("{}\0{}\0{key}", family.name(), module.unwrap_or("")).as_bytes());
@@ -249,6 +134,7 @@ pub fn compare_series(
         .map(|x| (by_name(x), *x))
         .collect();
     let mut removed = Vec::new();
+    let mut one_sided = Vec::new();
     for b in base_left {
         let k = by_name(b);
         match (base_names[&k] == 1 && b.module.is_some())
@@ -259,15 +145,22 @@ pub fn compare_series(
                 head_left.remove(&exact(h));
                 pairs.push((b, h, Matched::ByName));
             }
-            None => removed.push(label(b)),
+            None => {
+                removed.push(label(b));
+                one_sided.push(OneSided::of(b, false));
+            }
         }
     }
     let added = head_left.values().map(|x| label(x)).collect();
+    one_sided.extend(head_left.values().map(|x| OneSided::of(x, true)));
     let rows = pairs
         .into_iter()
         .map(|(b, h, matched)| Row {
             family,
             program_id: b.program_id.clone(),
+            head_program_id: (h.program_id != b.program_id)
+                .then(|| h.program_id.clone())
+                .flatten(),
             module: b.module.clone(),
             key: b.key.clone(),
             matched,
@@ -278,49 +171,7 @@ pub fn compare_series(
         rows,
         added,
         removed,
-    }
-}
-
-// ---------------------------------------------------------------- verdicts
-
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    Regression,
-    Improvement,
-    Inconclusive,
-    Unchanged,
-}
-
-/// The change in the bad direction (positive = worse): slower for durations, lower for
-/// bandwidth.
-pub fn worse_by(family: Family, change: f64) -> f64 {
-    if family.lower_is_better() {
-        change
-    } else {
-        -change
-    }
-}
-
-/// The verdict on one metric at threshold `t` (the family's, plus any run-to-run noise).
-pub fn verdict(row: &Row, s: &Settings, t: f64) -> Verdict {
-    let st = &row.stat;
-    if st.n_base < s.min_samples.max(2) || st.n_head < s.min_samples.max(2) {
-        return Verdict::Inconclusive;
-    }
-    let (Some(change), Some(p)) = (st.change, st.p_value) else {
-        return Verdict::Inconclusive;
-    };
-    if p >= s.alpha {
-        return Verdict::Unchanged;
-    }
-    let worse = worse_by(row.family, change);
-    if worse > t {
-        Verdict::Regression
-    } else if worse < -t {
-        Verdict::Improvement
-    } else {
-        Verdict::Unchanged
+        one_sided,
     }
 }
 
@@ -367,6 +218,9 @@ pub struct Report {
     /// The findings of `diagnose` that appeared, went away or changed severity.
     #[serde(default)]
     pub findings: findings::FindingChanges,
+    /// Why: the ops and HLO of the changed modules, and what else changed between the runs.
+    #[serde(default)]
+    pub why: explain::Why,
 }
 
 impl Report {
@@ -498,6 +352,7 @@ pub fn needs(more: Vec<ShareUse>) -> graph::Needs {
             ShareUse::of(&CommunicationShare, &()),
             ShareUse::of(&CompilationsShare, &Default::default()),
             ShareUse::of(&RangeSumsShare, &()),
+            ShareUse::of(&crate::analyses::provenance::ProvenanceShare, &()),
         ]
         .into_iter()
         .chain(more),
@@ -650,6 +505,16 @@ fn families(
     Ok((out, changed))
 }
 
+/// Every family's comparison of two runs with the default settings (for `history`), and the
+/// modules whose comparison changed.
+pub fn families_of(
+    db: &Db,
+    base: Run,
+    head: Run,
+) -> Result<(BTreeMap<Family, FamilyComparison>, BTreeSet<String>)> {
+    families(db, base, head, &Settings::default(), None)
+}
+
 /// Compare two runs held by one database; with `rerun` (another profile of the base, made
 /// the same way), each metric's base-vs-rerun change is its run-to-run noise, added to its
 /// threshold.
@@ -680,6 +545,7 @@ pub fn compare(
         );
     }
     let metrics = judge(&out, s, rerun.map(|_| &noise));
+    let why = explain::explain(db, base, head, &out, s)?;
     let regression = metrics
         .iter()
         .any(|m| m.gates && m.verdict == Verdict::Regression);
@@ -703,85 +569,7 @@ pub fn compare(
             .map(|(f, c)| (*f, c.removed.clone()))
             .collect(),
         findings: findings::changes(db, base, head),
-    })
-}
-
-/// Settings from a pipeline file's `[compare]` table, then the command line.
-#[derive(Deserialize, Debug, Default, Clone)]
-#[serde(deny_unknown_fields)]
-pub struct SettingsFile {
-    /// Percent, for every family.
-    pub threshold_percent: Option<f64>,
-    /// Percent, per family (`{ module = 3, wait = 20 }`).
-    #[serde(default)]
-    pub thresholds_percent: BTreeMap<String, f64>,
-    pub alpha: Option<f64>,
-    pub min_samples: Option<usize>,
-    pub gate: Option<Vec<String>>,
-    pub resamples: Option<usize>,
-}
-
-impl SettingsFile {
-    /// Apply on top of `s` (later files or flags override earlier ones).
-    pub fn apply(&self, s: &mut Settings) -> Result<()> {
-        if let Some(t) = self.threshold_percent {
-            check_percent(t)?;
-            for f in Family::ALL {
-                s.thresholds.insert(f, t / 100.0);
-            }
-        }
-        for (name, t) in &self.thresholds_percent {
-            check_percent(*t)?;
-            match name.split_once(':') {
-                // One metric: `range:train_step`.
-                Some((family, key)) if !key.is_empty() => {
-                    let f = parse_family(family)?;
-                    s.keyed.insert(format!("{}:{key}", f.name()), t / 100.0);
-                }
-                _ => {
-                    s.thresholds.insert(parse_family(name)?, t / 100.0);
-                }
-            }
-        }
-        if let Some(a) = self.alpha {
-            if !(a > 0.0 && a < 1.0) {
-                bail!("alpha must be between 0 and 1 (got {a})");
-            }
-            s.alpha = a;
-        }
-        if let Some(m) = self.min_samples {
-            s.min_samples = m;
-        }
-        if let Some(g) = &self.gate {
-            s.gate = g
-                .iter()
-                .filter(|x| !x.is_empty() && x.as_str() != "none")
-                .map(|x| parse_family(x))
-                .collect::<Result<_>>()?;
-        }
-        if let Some(r) = self.resamples {
-            if r < 100 {
-                bail!("resamples must be at least 100 (got {r})");
-            }
-            s.stats.resamples = r;
-        }
-        Ok(())
-    }
-}
-
-fn check_percent(t: f64) -> Result<()> {
-    if !(t.is_finite() && t >= 0.0) {
-        bail!("a threshold is a percentage >= 0 (got {t})");
-    }
-    Ok(())
-}
-
-pub fn parse_family(s: &str) -> Result<Family> {
-    Family::parse(s).ok_or_else(|| {
-        anyhow::anyhow!(
-            "unknown metric {s:?} (metrics: {})",
-            Family::ALL.map(|f| f.name()).join(", ")
-        )
+        why,
     })
 }
 

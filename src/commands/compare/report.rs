@@ -238,6 +238,7 @@ pub fn terminal(r: &Report) -> String {
         row(&mut t, j);
     }
     let mut s = format!("{}\n\n{}", headline(r), t.render());
+    s.push_str(&super::explain::terminal(&r.why));
     if r.rerun.is_some() {
         s.push_str("thresholds include each metric's run-to-run change (base against its rerun)\n");
     }
@@ -278,6 +279,7 @@ pub fn markdown(r: &Report) -> String {
         ));
     }
     s.push_str(&super::findings::markdown(&r.findings));
+    s.push_str(&super::explain::markdown(&r.why));
     let table = |s: &mut String, rows: &[&Judged]| {
         s.push_str("| metric | what | base median | head median | change | 95 % CI | p | n (base/head) | verdict |\n");
         s.push_str("|---|---|--:|--:|--:|---|--:|---|---|\n");

@@ -144,7 +144,52 @@ pub(super) fn module_info(
         usage: None,
         usage_error: None,
         costs: Some(costs),
+        entry_parameters: entry_parameters(&computations),
     })
+}
+
+/// The shapes of the entry computation's parameters: the computation no other calls (the last
+/// such in proto order, where XLA puts the entry), its `parameter` instructions in the order
+/// of the number in their names (`Arg_0.1`, `param_1`), else in proto order.
+fn entry_parameters(computations: &[Computation<'_>]) -> Vec<String> {
+    let called: HashSet<i64> = computations
+        .iter()
+        .flat_map(|c| c.instructions.iter())
+        .flat_map(|i| i.called_computation_ids.as_slice().iter().copied())
+        .collect();
+    let Some(entry) = computations.iter().rev().find(|c| !called.contains(&c.id)) else {
+        return Vec::new();
+    };
+    let mut params: Vec<(Option<u64>, String)> = entry
+        .instructions
+        .iter()
+        .filter(|i| i.opcode == "parameter")
+        .map(|i| {
+            (
+                parameter_number(&i.name),
+                super::model::shape_text(&i.shape),
+            )
+        })
+        .collect();
+    let numbers: HashSet<u64> = params.iter().filter_map(|p| p.0).collect();
+    if numbers.len() == params.len() {
+        params.sort_by_key(|p| p.0);
+    }
+    params.into_iter().map(|p| p.1).collect()
+}
+
+/// The number a parameter's name carries: `Arg_3.17` → 3, `param_2` → 2, `p1.5` → 1.
+fn parameter_number(name: &str) -> Option<u64> {
+    let stem = name.split('.').next().unwrap_or(name);
+    let digits: String = stem
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_digit())
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    digits.parse().ok()
 }
 
 /// Instructions per run: runs enough to share between threads, each with a reference count of

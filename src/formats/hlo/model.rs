@@ -195,6 +195,55 @@ impl IntList {
     }
 }
 
+/// XLA's name of a primitive type (`PrimitiveType` in xla_data.proto).
+fn type_name(t: i32) -> String {
+    let name = match t {
+        1 => "pred",
+        2 => "s8",
+        3 => "s16",
+        4 => "s32",
+        5 => "s64",
+        6 => "u8",
+        7 => "u16",
+        8 => "u32",
+        9 => "u64",
+        10 => "f16",
+        11 => "f32",
+        12 => "f64",
+        14 => "opaque",
+        15 => "c64",
+        16 => "bf16",
+        17 => "token",
+        18 => "c128",
+        19 => "f8e5m2",
+        20 => "f8e4m3fn",
+        21 => "s4",
+        22 => "u4",
+        23 => "f8e4m3b11fnuz",
+        24 => "f8e5m2fnuz",
+        25 => "f8e4m3fnuz",
+        26 => "s2",
+        27 => "u2",
+        _ => return format!("type{t}"),
+    };
+    name.to_string()
+}
+
+/// A shape as XLA prints it without layout: `f32[8,64]`, `(f32[2], s32[])`.
+pub(super) fn shape_text(s: &Shape) -> String {
+    if s.element_type == PRIMITIVE_TUPLE || !s.tuple_shapes.is_empty() {
+        let parts: Vec<String> = s.tuple_shapes.iter().map(shape_text).collect();
+        return format!("({})", parts.join(", "));
+    }
+    let dims: Vec<String> = s
+        .dimensions
+        .as_slice()
+        .iter()
+        .map(|d| d.to_string())
+        .collect();
+    format!("{}[{}]", type_name(s.element_type), dims.join(","))
+}
+
 #[derive(Debug, Default)]
 pub(super) struct Shape {
     pub(super) element_type: i32,

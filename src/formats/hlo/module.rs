@@ -28,6 +28,9 @@ pub struct HloModuleInfo {
     /// What each instruction costs (docs/design.md, "Cost model"), found by the decoder
     /// (shared by the copies made of the module: other ranks' dumps that decode alike).
     pub costs: Option<Arc<ModuleCosts>>,
+    /// The shapes of the entry computation's parameters, in order (`f32[8,64]`): what a
+    /// caller passes, and what a new compilation of the same function usually changed.
+    pub entry_parameters: Vec<String>,
 }
 
 impl HloModuleInfo {

@@ -1,0 +1,354 @@
+//! `history`: labelled runs in the cache, in the order they were recorded, as one series per
+//! metric (module step time, time waiting in collectives, compile time, collective bandwidth,
+//! MFU), each point with its samples; change points found with E-Divisive means and Welch's
+//! t-test (`stats::changepoint`; docs/design.md, "History"), each with the commits on either
+//! side and `compare`'s explanation of the runs across it. Only the runs' stored per-process
+//! shares are read: a history of cached runs re-analyses nothing.
+
+pub mod model;
+pub mod points;
+pub mod render;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+
+use crate::commands::compare::explain::ModuleWhy;
+use crate::commands::{Ui, graph_work};
+use crate::engine::Engine;
+use crate::graph::{self, Db, Run};
+use crate::stats::changepoint::{self, ChangePoint, Params};
+pub use model::{Change, History, MetricSeries, Point, RunInfo};
+use points::PointData;
+
+/// Ops of the explanation kept per change point.
+const OPS: usize = 5;
+
+/// What `history` is asked to do.
+#[derive(Debug, Clone, Default)]
+pub struct HistoryRequest {
+    /// Labels, in order; or, when empty, every label starting with `prefix`, oldest first.
+    pub labels: Vec<String>,
+    pub prefix: Option<String>,
+    /// Families (`module`) or metrics (`module:jit_step`) to follow; all when empty.
+    pub metrics: Vec<String>,
+    pub params: Params,
+    /// The folder for `history.json` and `history.md`.
+    pub output: PathBuf,
+    pub html: Option<PathBuf>,
+    pub nsys: Option<PathBuf>,
+}
+
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    let pos = q * (sorted.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
+fn point_of(run: usize, samples: &[f64]) -> Point {
+    let mut s = samples.to_vec();
+    s.sort_by(f64::total_cmp);
+    Point {
+        run,
+        median: quantile(&s, 0.5),
+        q1: quantile(&s, 0.25),
+        q3: quantile(&s, 0.75),
+        samples: samples.to_vec(),
+    }
+}
+
+/// Whether metric `m` is among those asked for.
+fn wanted(m: &str, asked: &[String]) -> bool {
+    asked.is_empty() || asked.iter().any(|a| a == m || a == points::family(m))
+}
+
+/// Runs whose modules share nothing with the modules most runs execute: not the same program.
+fn strangers(labels: &[String], data: &[PointData]) -> Vec<String> {
+    let mut count: BTreeMap<&String, usize> = BTreeMap::new();
+    for d in data {
+        for m in &d.modules {
+            *count.entry(m).or_default() += 1;
+        }
+    }
+    let common: BTreeSet<&String> = count
+        .iter()
+        .filter(|(_, n)| **n * 2 > data.len())
+        .map(|(m, _)| *m)
+        .collect();
+    if common.is_empty() {
+        return Vec::new();
+    }
+    labels
+        .iter()
+        .zip(data)
+        .filter(|(_, d)| !d.modules.is_empty() && d.modules.iter().all(|m| !common.contains(m)))
+        .map(|(l, _)| l.clone())
+        .collect()
+}
+
+/// The series and change points of the runs' measurements.
+pub fn series(
+    labels: &[String],
+    data: &[PointData],
+    asked: &[String],
+    params: &Params,
+) -> Vec<MetricSeries> {
+    let metrics: BTreeSet<&String> = data.iter().flat_map(|d| d.samples.keys()).collect();
+    let mut out = Vec::new();
+    for m in metrics.into_iter().filter(|m| wanted(m, asked)) {
+        let fam = points::family(m);
+        let pts: Vec<Point> = data
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| d.samples.get(m).map(|s| point_of(i, s)))
+            .collect();
+        let mut note = None;
+        let changes = if pts.len() < 3 {
+            note = Some(format!(
+                "{}: too few for change points",
+                crate::table::count(pts.len(), "point", "points")
+            ));
+            Vec::new()
+        } else {
+            let values: Vec<f64> = pts.iter().map(|p| p.median).collect();
+            changepoint::change_points(&values, params)
+                .into_iter()
+                .map(|c| {
+                    let (b, a) = (pts[c.index - 1].run, pts[c.index].run);
+                    let worse = if points::higher_is_better(fam) {
+                        c.change < 0.0
+                    } else {
+                        c.change > 0.0
+                    };
+                    Change {
+                        before: labels[b].clone(),
+                        after: labels[a].clone(),
+                        commit_before: data[b].commit.clone(),
+                        commit_after: data[a].commit.clone(),
+                        regression: worse,
+                        at: ChangePoint { index: a, ..c },
+                        ops: Vec::new(),
+                        hlo: None,
+                    }
+                })
+                .collect()
+        };
+        out.push(MetricSeries {
+            metric: m.clone(),
+            unit: points::unit(fam).to_string(),
+            higher_is_better: points::higher_is_better(fam),
+            points: pts,
+            changes,
+            note,
+        });
+    }
+    out
+}
+
+/// `compare`'s explanation of a module's change between two runs.
+fn explain_change(db: &Db, runs: &[Run], c: &mut Change, module: &str) -> Result<()> {
+    let (b, a) = (runs[c.at.index - 1], runs[c.at.index]);
+    let (out, _) = crate::commands::compare::families_of(db, b, a)?;
+    let s = crate::commands::compare::Settings::default();
+    let why = crate::commands::compare::explain::explain(db, b, a, &out, &s)?;
+    // The explanation keys by the module's change at the two runs; a step that the module
+    // level of the two runs alone does not show still gets its HLO diff when recompiled.
+    if let Some(m) = why.modules.iter().find(|m: &&ModuleWhy| m.module == module) {
+        c.ops = m.ops.iter().take(OPS).cloned().collect();
+        c.hlo = m.hlo.as_ref().map(|h| h.line());
+    }
+    Ok(())
+}
+
+/// The labels of the request, resolved.
+fn labels_of(req: &HistoryRequest, engine: &Engine) -> Result<Vec<String>> {
+    let Some(store) = engine.store() else {
+        bail!("history reads labelled runs from the cache: give a cache (not --no-cache)");
+    };
+    let labels = match (&req.prefix, req.labels.is_empty()) {
+        (Some(p), true) => {
+            let l = crate::commands::labels::list(store.root(), store.remote(), p)?;
+            if l.is_empty() {
+                bail!("no labelled run starts with {p:?} (label runs with `analyze --label NAME`)");
+            }
+            l
+        }
+        (None, false) => req.labels.clone(),
+        _ => bail!("give labels, or --label-prefix P (not both)"),
+    };
+    let mut seen = BTreeSet::new();
+    for l in &labels {
+        if !seen.insert(l) {
+            bail!("label {l} is given twice");
+        }
+    }
+    Ok(labels)
+}
+
+/// What `history` did.
+pub struct Histories {
+    pub history: History,
+    pub record: crate::engine::RunRecord,
+    pub output: PathBuf,
+}
+
+impl Histories {
+    pub fn summary(&self) -> String {
+        format!(
+            "wrote {} ({})",
+            self.output.display(),
+            graph_work(&self.record)
+        )
+    }
+}
+
+/// `history`: the series of the labelled runs, written to `req.output`.
+pub fn history(engine: Engine, req: &HistoryRequest, ui: &dyn Ui) -> Result<Histories> {
+    for m in &req.metrics {
+        if !points::FAMILIES.contains(&points::family(m)) {
+            bail!(
+                "--metric {m}: unknown (families: {}; or family:name)",
+                points::FAMILIES.join(", ")
+            );
+        }
+    }
+    let labels = labels_of(req, &engine)?;
+    let cache = engine.store().expect("checked").root().to_path_buf();
+    let remote = engine.store().and_then(|s| s.remote());
+    let mut sides = Vec::new();
+    for l in &labels {
+        let Some(found) = crate::commands::labels::find(&cache, remote, l)? else {
+            bail!("{l}: no run labelled so in the cache (label runs with `analyze --label {l}`)");
+        };
+        sides.push(graph::classify_inputs(&found.inputs, &found.dumps)?);
+    }
+    let (db, runs) = graph::open_runs(engine, &sides, req.nsys.clone())?;
+    for &run in &runs {
+        graph::prepare_archives(&db, run)?;
+    }
+    let needs = points::needs();
+    let mut stored = true;
+    for &run in &runs {
+        stored &= graph::shares_stored(&db, run, &needs)?;
+    }
+    if !stored {
+        let n = runs.iter().map(|r| r.processes(&db).len()).sum::<usize>() as u64;
+        let bar = ui.step("loading profiles", Some(n));
+        runs.iter()
+            .try_for_each(|&run| graph::prepare_processes(&db, run, &needs, &|| bar.advance()))?;
+    }
+    let data: Vec<PointData> = runs
+        .iter()
+        .map(|&r| points::point(&db, r))
+        .collect::<Result<_>>()?;
+    let odd = strangers(&labels, &data);
+    if !odd.is_empty() {
+        bail!(
+            "{}: no XLA module in common with most of the other runs (runs of different programs cannot make one history)",
+            odd.join(", ")
+        );
+    }
+    let mut notes = Vec::new();
+    if labels.len() < 3 {
+        notes.push(format!(
+            "{}: change points need at least 3",
+            crate::table::count(labels.len(), "run", "runs")
+        ));
+    }
+    let mut metrics = series(&labels, &data, &req.metrics, &req.params);
+    if metrics.is_empty() {
+        bail!(
+            "the runs have none of the metrics asked for ({})",
+            req.metrics.join(", ")
+        );
+    }
+    for m in &mut metrics {
+        if let Some(module) = m.metric.strip_prefix("module:").map(str::to_string) {
+            for c in &mut m.changes {
+                explain_change(&db, &runs, c, &module)?;
+            }
+        }
+    }
+    let history = History {
+        runs: labels
+            .iter()
+            .zip(&data)
+            .map(|(l, d)| RunInfo {
+                label: l.clone(),
+                commit: d.commit.clone(),
+                started_unix_s: d.started_unix_s,
+            })
+            .collect(),
+        params: req.params.clone(),
+        metrics,
+        notes,
+    };
+    let html = match &req.html {
+        Some(_) => Some(render::html(&history)?),
+        None => None,
+    };
+    let record = db.ctx.engine.finish();
+    crate::tmpfiles::write_atomic(
+        &req.output.join("history.json"),
+        &serde_json::to_vec_pretty(&history)?,
+    )?;
+    crate::tmpfiles::write_atomic(
+        &req.output.join("history.md"),
+        render::markdown(&history).as_bytes(),
+    )?;
+    if let (Some(path), Some(page)) = (&req.html, html) {
+        crate::tmpfiles::write_atomic(path, page.as_bytes())?;
+    }
+    Ok(Histories {
+        history,
+        record,
+        output: req.output.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(values: &[f64], module: &str) -> PointData {
+        PointData {
+            samples: [(format!("module:{module}"), values.to_vec())].into(),
+            modules: [module.to_string()].into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_step_is_named_by_its_runs() {
+        let labels: Vec<String> = (0..12).map(|i| format!("c{i:02}")).collect();
+        let d: Vec<PointData> = (0..12)
+            .map(|i| {
+                let level = if i < 6 { 1.0 } else { 1.1 };
+                let wobble = 0.002 * ((i * 7 % 5) as f64 - 2.0);
+                data(&[level + wobble, level + wobble + 0.001], "jit_step")
+            })
+            .collect();
+        let s = series(&labels, &d, &[], &Params::default());
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].changes.len(), 1, "{:?}", s[0].changes);
+        let c = &s[0].changes[0];
+        assert_eq!((c.before.as_str(), c.after.as_str()), ("c05", "c06"));
+        assert!(c.regression);
+        // Filtered out by the metric asked for.
+        assert!(series(&labels, &d, &["compile".into()], &Params::default()).is_empty());
+    }
+
+    #[test]
+    fn runs_of_another_program_are_named() {
+        let labels: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+        let d = vec![
+            data(&[1.0], "jit_step"),
+            data(&[1.0], "jit_step"),
+            data(&[1.0], "jit_other"),
+        ];
+        assert_eq!(strangers(&labels, &d), vec!["c".to_string()]);
+        let few = series(&labels[..2], &d[..2], &[], &Params::default());
+        assert!(few[0].note.as_deref().unwrap().contains("too few"));
+    }
+}
