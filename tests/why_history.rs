@@ -438,3 +438,69 @@ fn injected_steps_are_found_in_real_noise() {
     }
     eprintln!("{}", report.join("\n"));
 }
+
+/// Labels kept only in the shared cache (another machine labelled the runs): a history on a
+/// fresh machine lists them by prefix there, fetches their inputs and reads the same series.
+#[test]
+fn history_reads_labels_from_the_shared_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", tmp.path().join("bucket").display());
+    let there = tmp.path().join("cache-there");
+    for i in 0..4 {
+        let name = format!("s{i:02}");
+        let file = tmp.path().join(format!("{name}.zip"));
+        scaled_archive(
+            &why("one1"),
+            &file,
+            1.0 + 0.01 * i as f64,
+            &format!("{i:040x}"),
+        );
+        let o = run(&[
+            "analyze".as_ref(),
+            "-q".as_ref(),
+            "--analysis".as_ref(),
+            "summary".as_ref(),
+            "--cache-dir".as_ref(),
+            there.as_os_str(),
+            "--cache-url".as_ref(),
+            url.as_ref(),
+            "-o".as_ref(),
+            tmp.path().join("out").as_os_str(),
+            "--label".as_ref(),
+            name.as_ref(),
+            file.as_os_str(),
+        ]);
+        assert_ok(&o);
+        std::fs::remove_file(&file).unwrap();
+    }
+    let here = tmp.path().join("cache-here");
+    let out = tmp.path().join("h");
+    let o = history_cmd(&here, &out, &["--cache-url", &url, "--label-prefix", "s"]);
+    assert_ok(&o);
+    let h = json(&out.join("history.json"));
+    let runs: Vec<&str> = h["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(runs, ["s00", "s01", "s02", "s03"]);
+    assert_eq!(h["runs"][2]["commit"], format!("{:040x}", 2));
+    let m = h["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == "module:jit_train_step")
+        .unwrap();
+    let medians: Vec<f64> = m["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["median"].as_f64().unwrap())
+        .collect();
+    // The scaled copies' medians grow by the factors they were made with.
+    for (i, w) in medians.windows(2).enumerate() {
+        let want = (1.0 + 0.01 * (i + 1) as f64) / (1.0 + 0.01 * i as f64);
+        assert!((w[1] / w[0] - want).abs() < 1e-3, "{medians:?}");
+    }
+}
