@@ -242,7 +242,10 @@ fn history_finds_a_step_at_its_commit() {
     assert_ok(&o);
     let h2 = json(&tmp.path().join("x/history.json"));
     assert!(
-        h2["notes"][0].as_str().unwrap().contains("at least 3"),
+        h2["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("change points need at least 10"),
         "{h2}"
     );
     let o = history_cmd(

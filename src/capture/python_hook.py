@@ -27,9 +27,17 @@ _PACKAGES = %PACKAGES%
 _PREFIXES = %PREFIXES%
 
 
+# The folders of every copy of this hook in the process (a program profiled by a `run` inside
+# another has two on its path): each runs the sitecustomize after them all, and only the first
+# to run installs anything.
+_COPIES = sys.__dict__.setdefault("_nsys_jax_pipe_hooks", set())
+_FIRST = not _COPIES
+_COPIES.add(_HERE)
+
+
 def _chain():
     """Run the sitecustomize this file shadows, if there is one."""
-    paths = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+    paths = [p for p in sys.path if os.path.abspath(p or ".") not in _COPIES]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", paths)
     if spec is not None and spec.loader is not None:
         module = importlib.util.module_from_spec(spec)
@@ -57,6 +65,10 @@ class _Loader(importlib.abc.Loader):
     def create_module(self, spec):
         return self.inner.create_module(spec)
 
+    def __getattr__(self, name):
+        # Everything else (get_data, get_resource_reader, is_package, ...) is the real loader's.
+        return getattr(self.inner, name)
+
     def exec_module(self, module):
         self.inner.exec_module(module)
         try:
@@ -70,20 +82,25 @@ class _Finder(importlib.abc.MetaPathFinder):
 
     def __init__(self, targets):
         self.targets = targets
+        self.busy = set()
 
     def find_spec(self, name, path, target=None):
         after = self.targets.get(name)
-        if after is None:
+        if after is None or name in self.busy:
             return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                if spec.loader is not None:
-                    spec.loader = _Loader(spec.loader, after)
-                return spec
-        return None
+        self.busy.add(name)
+        try:
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(name, path, target)
+                if spec is not None:
+                    if spec.loader is not None:
+                        spec.loader = _Loader(spec.loader, after)
+                    return spec
+            return None
+        finally:
+            self.busy.discard(name)
 
 
 def _environment():
@@ -161,7 +178,7 @@ except Exception as e:
     print(f"nsys-jax-pipe: the program's own sitecustomize failed: {e}", file=sys.stderr)
 
 _targets = {}
-if (
+if _FIRST and (
     os.environ.get("NSYS_JAX_PIPE_NVTX_WORKAROUND") == "1"
     and os.environ.get("NVTX_INJECTION64_PATH")
     and _NVTX not in sys.modules
@@ -169,7 +186,7 @@ if (
     _targets[_NVTX] = _patch
 
 _folder = os.environ.get("NSYS_JAX_PIPE_RUN_METADATA")
-if _folder:
+if _FIRST and _folder:
     try:
         _record = _Record(_folder)
         _record.write()

@@ -202,4 +202,39 @@ mod tests {
         let (_, notes) = read_records(&records);
         assert!(notes[0].contains("unreadable"), "{notes:?}");
     }
+
+    /// Two copies of the hook on the path (a `run` inside another): the program imports JAX
+    /// as usual, the real loader's other methods still answer, one copy records.
+    #[test]
+    fn two_copies_of_the_hook_install_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = write(&tmp.path().join("a")).unwrap();
+        let b = write(&tmp.path().join("b")).unwrap();
+        let pkg = tmp.path().join("pkgs/jax");
+        std::fs::create_dir_all(&pkg).unwrap();
+        std::fs::write(pkg.join("__init__.py"), "__version__ = '1.2.3'\n").unwrap();
+        std::fs::write(pkg.join("data.txt"), "hello").unwrap();
+        let records = tmp.path().join("records");
+        std::fs::create_dir_all(&records).unwrap();
+        let path = format!(
+            "{}:{}:{}",
+            a.display(),
+            b.display(),
+            tmp.path().join("pkgs").display()
+        );
+        let script = "import sys, pkgutil, jax\n\
+                      n = sum(type(f).__name__ == '_Finder' for f in sys.meta_path)\n\
+                      print(jax.__version__, pkgutil.get_data('jax', 'data.txt').decode(), n)\n";
+        let o = std::process::Command::new("python3")
+            .args(["-c", script])
+            .env("PYTHONPATH", path)
+            .env(RUN_METADATA, &records)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "1.2.3 hello 1");
+        let (procs, _) = read_records(&records);
+        assert_eq!(procs.len(), 1);
+        assert_eq!(procs[0].imported["jax"], "1.2.3");
+    }
 }

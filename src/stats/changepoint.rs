@@ -51,7 +51,7 @@ pub struct ChangePoint {
     /// the next.
     pub mean_before: f64,
     pub mean_after: f64,
-    /// `mean_after / mean_before - 1`.
+    /// `mean_after / mean_before - 1` (0 when the mean before is 0).
     pub change: f64,
     pub p_value: f64,
 }
@@ -198,7 +198,7 @@ fn noise(x: &[f64], cuts: &[usize]) -> f64 {
 /// The change points of `x`, in order.
 pub fn change_points(x: &[f64], p: &Params) -> Vec<ChangePoint> {
     let min_size = p.min_size.max(2);
-    if x.len() < 2 * min_size || x.iter().any(|v| !v.is_finite()) {
+    if x.len() < min_size.saturating_mul(2) || x.iter().any(|v| !v.is_finite()) {
         return Vec::new();
     }
     let pairs = Pairs::new(x);
@@ -208,7 +208,7 @@ pub fn change_points(x: &[f64], p: &Params) -> Vec<ChangePoint> {
     let mut cuts: Vec<usize> = Vec::new();
     let mut todo = vec![(0usize, x.len())];
     while let Some((a, b)) = todo.pop() {
-        if b - a < 2 * min_size {
+        if b - a < min_size.saturating_mul(2) {
             continue;
         }
         let Some(t) = best_split(&pairs, a, b, min_size) else {

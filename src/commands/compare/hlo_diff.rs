@@ -3,8 +3,9 @@
 //! collectives by kind and message size, and the shapes of the entry computation's
 //! parameters (the usual cause of a new compilation).
 //!
-//! Instructions inside fusions are counted once, as their fusion: what runs as kernels is
-//! compared, not the fused computations' bodies (their opcodes make each fusion's signature).
+//! Instructions inside fusions (and the computations reductions, sorts and scatters call) are
+//! counted once, as their caller: what runs as kernels is compared, not the fused
+//! computations' bodies (their opcodes make each fusion's signature).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -113,10 +114,12 @@ struct Profile {
 }
 
 fn profile(m: &HloModuleInfo) -> Profile {
+    // The computations a fusion, a reduction, a sort or a scatter calls are parts of its kernel.
+    let inlined = crate::formats::hlo::cost::INLINED_CALLERS;
     let fused: BTreeSet<u32> = m
         .instructions
         .iter()
-        .filter(|i| i.opcode() == "fusion")
+        .filter(|i| inlined.contains(&i.opcode()))
         .flat_map(|i| i.called.iter().copied())
         .collect();
     let mut p = Profile {

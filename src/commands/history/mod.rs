@@ -104,9 +104,10 @@ pub fn series(
             .filter_map(|(i, d)| d.samples.get(m).map(|s| point_of(i, s)))
             .collect();
         let mut note = None;
-        let changes = if pts.len() < 3 {
+        let least = params.min_size.max(2).saturating_mul(2);
+        let changes = if pts.len() < least {
             note = Some(format!(
-                "{}: too few for change points",
+                "{}: too few for change points (at least {least}: --min-size on each side)",
                 crate::table::count(pts.len(), "point", "points")
             ));
             Vec::new()
@@ -116,11 +117,8 @@ pub fn series(
                 .into_iter()
                 .map(|c| {
                     let (b, a) = (pts[c.index - 1].run, pts[c.index].run);
-                    let worse = if points::higher_is_better(fam) {
-                        c.change < 0.0
-                    } else {
-                        c.change > 0.0
-                    };
+                    let up = c.mean_after > c.mean_before;
+                    let worse = up != points::higher_is_better(fam);
                     Change {
                         before: labels[b].clone(),
                         after: labels[a].clone(),
@@ -147,8 +145,19 @@ pub fn series(
 }
 
 /// `compare`'s explanation of a module's change between two runs.
-fn explain_change(db: &Db, runs: &[Run], c: &mut Change, module: &str) -> Result<()> {
-    let (b, a) = (runs[c.at.index - 1], runs[c.at.index]);
+fn explain_change(
+    db: &Db,
+    runs: &[Run],
+    labels: &[String],
+    c: &mut Change,
+    module: &str,
+) -> Result<()> {
+    // The run before is the series' previous point (a run without the metric is skipped).
+    let before = labels
+        .iter()
+        .position(|l| *l == c.before)
+        .unwrap_or(c.at.index - 1);
+    let (b, a) = (runs[before], runs[c.at.index]);
     let (out, _) = crate::commands::compare::families_of(db, b, a)?;
     let s = crate::commands::compare::Settings::default();
     let why = crate::commands::compare::explain::explain(db, b, a, &out, &s)?;
@@ -250,9 +259,10 @@ pub fn history(engine: Engine, req: &HistoryRequest, ui: &dyn Ui) -> Result<Hist
         );
     }
     let mut notes = Vec::new();
-    if labels.len() < 3 {
+    let least = req.params.min_size.max(2).saturating_mul(2);
+    if labels.len() < least {
         notes.push(format!(
-            "{}: change points need at least 3",
+            "{}: change points need at least {least} (--min-size on each side)",
             crate::table::count(labels.len(), "run", "runs")
         ));
     }
@@ -266,7 +276,7 @@ pub fn history(engine: Engine, req: &HistoryRequest, ui: &dyn Ui) -> Result<Hist
     for m in &mut metrics {
         if let Some(module) = m.metric.strip_prefix("module:").map(str::to_string) {
             for c in &mut m.changes {
-                explain_change(&db, &runs, c, &module)?;
+                explain_change(&db, &runs, &labels, c, &module)?;
             }
         }
     }

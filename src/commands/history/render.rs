@@ -110,9 +110,10 @@ pub fn markdown(h: &History) -> String {
     }
     let p = &h.params;
     s.push_str(&format!(
-        "<sub>Each point: the median of a run's samples. Change points: E-Divisive means (energy statistic, α = 1) split recursively, each split kept when Welch's t-test between the runs on either side (up to the neighbouring change points) gives p ≤ {} and the means differ by at least {:.1} %, with at least {} runs a side; the weakest that fails against its final neighbours is dropped until none fails. Deterministic. nsys-jax-pipe {}.</sub>\n",
+        "<sub>Each point: the median of a run's samples. Change points: E-Divisive means (energy statistic, α = 1) split recursively, each split kept when Welch's t-test between the runs on either side (up to the neighbouring change points) gives p ≤ {} (times the splits its window offers) and the means differ by at least {:.1} % and by at least {} times the series' run-to-run noise, with at least {} runs a side; the weakest that fails against its final neighbours is dropped until none fails. Deterministic. nsys-jax-pipe {}.</sub>\n",
         p.max_p,
         100.0 * p.min_change,
+        p.min_effect,
         p.min_size,
         env!("CARGO_PKG_VERSION")
     ));

@@ -169,7 +169,7 @@ pub(super) fn costs(computations: &[Computation<'_>]) -> ModuleCosts {
 }
 
 /// Opcodes whose called computations are parts of their kernel, never kernels of their own.
-const INLINED_CALLERS: &[&str] = &[
+pub const INLINED_CALLERS: &[&str] = &[
     "fusion",
     "reduce",
     "reduce-window",
