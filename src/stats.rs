@@ -2,6 +2,22 @@
 
 pub mod changepoint;
 
+/// Linear-interpolated quantile (pandas' default) of `sorted` (ascending, not empty).
+pub fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
+    let pos = q * (sorted.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
+/// Linear-interpolated quantile of `xs` (sorted here); NaN for an empty slice.
+pub fn quantile(xs: &mut [f64], q: f64) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    xs.sort_by(f64::total_cmp);
+    quantile_sorted(xs, q)
+}
+
 /// Mean, or None for an empty slice.
 pub fn mean(xs: &[f64]) -> Option<f64> {
     (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)

@@ -174,17 +174,7 @@ fn median(xs: &mut [f64]) -> f64 {
     quantile(xs, 0.5)
 }
 
-/// Linear-interpolated quantile (pandas' default) of `xs` (sorted here).
-fn quantile(xs: &mut [f64], q: f64) -> f64 {
-    if xs.is_empty() {
-        return f64::NAN;
-    }
-    xs.sort_by(f64::total_cmp);
-    let pos = q * (xs.len() - 1) as f64;
-    let lo = pos.floor() as usize;
-    let hi = pos.ceil() as usize;
-    xs[lo] + (xs[hi] - xs[lo]) * (pos - lo as f64)
-}
+use crate::stats::quantile;
 
 pub fn reduce(partials: &[StragglersPartial]) -> Stragglers {
     type Instance<'a> = (&'a str, i32, &'a str, i32);

@@ -12,8 +12,9 @@
 # 2. What the program ran with is recorded (NSYS_JAX_PIPE_RUN_METADATA names a folder): the
 #    Python, the installed versions of JAX and its plugins, those the program imported, the
 #    JAX/XLA/NCCL/CUDA variables as the process sees them, and the JAX backend once one is
-#    initialised. The record is written when the process starts, when JAX has been imported
-#    and when the process ends normally (a process ended by a signal keeps the earlier one).
+#    initialised. The record is written when the process starts (without the installed
+#    versions, which take tens of milliseconds to ask), when JAX has been imported and when the
+#    process ends normally (a process ended by a signal keeps the earlier one).
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -141,10 +142,13 @@ def _backend():
 class _Record:
     def __init__(self, folder):
         self.folder = folder
-        self.packages = _installed()
+        # Asked once JAX is imported or the process ends (tens of ms: not at start-up).
+        self.packages = None
         self.backend = None
 
-    def write(self, at_exit=False):
+    def write(self, at_exit=False, starting=False):
+        if self.packages is None and not starting:
+            self.packages = _installed()
         imported = {}
         for name in ("jax", "jaxlib", "flax", "optax", "numpy", "transformer_engine"):
             m = sys.modules.get(name)
@@ -160,7 +164,7 @@ class _Record:
             "pid": os.getpid(),
             "executable": sys.executable or "",
             "python": sys.version.split()[0],
-            "packages": self.packages,
+            "packages": self.packages or {},
             "imported": imported,
             "environment": _environment(),
             "backend": backend,
@@ -189,7 +193,7 @@ _folder = os.environ.get("NSYS_JAX_PIPE_RUN_METADATA")
 if _FIRST and _folder:
     try:
         _record = _Record(_folder)
-        _record.write()
+        _record.write(starting=True)
         import atexit
 
         atexit.register(lambda: _record.write(at_exit=True))

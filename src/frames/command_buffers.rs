@@ -626,19 +626,7 @@ mod tests {
             })
             .collect();
         instructions.sort_by(|a, b| a.name().cmp(b.name()));
-        HloModuleInfo {
-            name: "m".into(),
-            id: 1,
-            fingerprint: None,
-            instructions: Arc::new(instructions),
-            stack_frames: Default::default(),
-            heap: None,
-            heap_error: None,
-            usage: None,
-            usage_error: None,
-            costs: None,
-            entry_parameters: Vec::new(),
-        }
+        HloModuleInfo::of_instructions(instructions)
     }
 
     fn row(r: usize, op: &str) -> ThunkRow {

@@ -39,7 +39,7 @@ pub use members::member_keys;
 pub use needs::Needs;
 pub use report::html_report;
 pub use scheduler::{frames_keyed_cheaply, prepare_archives, prepare_processes, shares_stored};
-pub use shares::share;
+pub use shares::run_shares;
 
 use crate::capture::nsys::Nsys;
 use crate::engine::Engine;

@@ -176,6 +176,19 @@ pub fn share_any(
     }))
 }
 
+/// Every process's share of `S` in `run`, in process order.
+pub fn run_shares<S: Share>(
+    db: &Db,
+    run: Run,
+    s: &S,
+    param: &S::Param,
+) -> Result<Vec<Out<S::Value>>, NodeError> {
+    run.processes(db)
+        .iter()
+        .map(|&p| share(db, run, p, s, param))
+        .collect()
+}
+
 /// Process `p`'s share of `S`, typed.
 pub fn share<S: Share>(
     db: &Db,

@@ -294,40 +294,30 @@ fn incomplete_beta(a: f64, b: f64, x: f64) -> f64 {
     }
 }
 
-fn continued_fraction(a: f64, b: f64, x: f64) -> f64 {
+/// One step of Lentz's method: `(c, d)` after a term with numerator `aa`, and the factor it
+/// multiplies the fraction by.
+fn lentz(aa: f64, c: f64, d: f64) -> (f64, f64, f64) {
     const TINY: f64 = 1e-300;
-    let mut c = 1.0;
-    let mut d = 1.0 - (a + b) * x / (a + 1.0);
-    if d.abs() < TINY {
-        d = TINY;
-    }
-    d = 1.0 / d;
-    let mut h = d;
+    let keep = |v: f64| if v.abs() < TINY { TINY } else { v };
+    let d = 1.0 / keep(1.0 + aa * d);
+    let c = keep(1.0 + aa / c);
+    (c, d, c * d)
+}
+
+fn continued_fraction(a: f64, b: f64, x: f64) -> f64 {
+    // The first term: c starts at 1 (1 + aa / ∞), d at 1 / (1 + aa).
+    let (mut c, mut d, mut h) = lentz(-(a + b) * x / (a + 1.0), f64::INFINITY, 1.0);
     for m in 1..300 {
         let m = m as f64;
         let m2 = 2.0 * m;
-        let aa = m * (b - m) * x / ((a + m2 - 1.0) * (a + m2));
-        d = 1.0 + aa * d;
-        if d.abs() < TINY {
-            d = TINY;
-        }
-        c = 1.0 + aa / c;
-        if c.abs() < TINY {
-            c = TINY;
-        }
-        d = 1.0 / d;
-        h *= d * c;
-        let aa = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0));
-        d = 1.0 + aa * d;
-        if d.abs() < TINY {
-            d = TINY;
-        }
-        c = 1.0 + aa / c;
-        if c.abs() < TINY {
-            c = TINY;
-        }
-        d = 1.0 / d;
-        let del = d * c;
+        let (c1, d1, f) = lentz(m * (b - m) * x / ((a + m2 - 1.0) * (a + m2)), c, d);
+        h *= f;
+        let (c2, d2, del) = lentz(
+            -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1.0)),
+            c1,
+            d1,
+        );
+        (c, d) = (c2, d2);
         h *= del;
         if (del - 1.0).abs() < 1e-15 {
             break;

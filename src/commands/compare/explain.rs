@@ -320,12 +320,8 @@ fn hlo_of(db: &Db, base: Run, head: Run, row: &Row) -> Result<(Option<HloDiff>, 
 /// The facts of each side's runs, diffed.
 fn environment(db: &Db, base: Run, head: Run) -> Result<EnvDiff> {
     let side = |run: Run| -> Result<provenance::Provenance> {
-        let parts: Vec<Arc<ProvenancePartial>> = run
-            .processes(db)
-            .iter()
-            .map(|&p| graph::share(db, run, p, &ProvenanceShare, &()).map(|o| o.value))
-            .collect::<Result<_, _>>()?;
-        let refs: Vec<&ProvenancePartial> = parts.iter().map(|p| p.as_ref()).collect();
+        let parts = graph::run_shares(db, run, &ProvenanceShare, &())?;
+        let refs: Vec<&ProvenancePartial> = parts.iter().map(|p| p.value.as_ref()).collect();
         Ok(provenance::reduce(&refs))
     };
     let (b, h) = (side(base)?, side(head)?);

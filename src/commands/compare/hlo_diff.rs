@@ -238,17 +238,13 @@ pub fn diff(base: &HloModuleInfo, head: &HloModuleInfo) -> HloDiff {
 mod tests {
     use super::*;
     use crate::formats::hlo::{CommunicationInfo, HloInstructionInfo, InstructionText};
-    use std::sync::Arc;
 
     fn instr(name: &str, opcode: &str, called: Vec<u32>, coll: Option<u64>) -> HloInstructionInfo {
         HloInstructionInfo::new(
             InstructionText {
                 name,
                 opcode,
-                op_type: "",
-                op_name: "",
-                source_file: "",
-                scheduling_name: "",
+                ..InstructionText::default()
             },
             0,
             0,
@@ -265,17 +261,9 @@ mod tests {
 
     fn module(instructions: Vec<HloInstructionInfo>, params: &[&str]) -> HloModuleInfo {
         HloModuleInfo {
-            name: "m".into(),
-            id: 1,
             fingerprint: Some("fp".into()),
-            instructions: Arc::new(instructions),
-            stack_frames: Default::default(),
-            heap: None,
-            heap_error: None,
-            usage: None,
-            usage_error: None,
-            costs: None,
             entry_parameters: params.iter().map(|s| s.to_string()).collect(),
+            ..HloModuleInfo::of_instructions(instructions)
         }
     }
 

@@ -28,12 +28,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
+use crate::analyses::ShareUse;
 use crate::analyses::communication::CommunicationShare;
 use crate::analyses::compilation::{CompilationsShare, RangeSumsShare};
 use crate::analyses::ranges::RangesShare;
 use crate::analyses::summary::SummaryShare;
 use crate::analyses::thunks::ThunkShare;
-use crate::analyses::{Share, ShareUse};
 use crate::engine::{Keep, Key, KeyBuilder, Node, kinds};
 use crate::graph::{self, Db, Run};
 use crate::stats::{bootstrap_median_change, mann_whitney_p, median};
@@ -335,14 +335,6 @@ fn family_node(
 
 type Outs<T> = Vec<graph::Out<T>>;
 
-/// Every process's share of `S`, in process order.
-fn shares<S: Share>(db: &Db, run: Run, s: &S, param: &S::Param) -> Result<Outs<S::Value>> {
-    run.processes(db)
-        .iter()
-        .map(|&p| graph::share(db, run, p, s, param).map_err(anyhow::Error::from))
-        .collect()
-}
-
 /// The shares `compare` reads, each with the parameters it reads them with.
 pub fn needs(more: Vec<ShareUse>) -> graph::Needs {
     graph::Needs::new(
@@ -380,8 +372,8 @@ fn families(
     let mut out: BTreeMap<Family, FamilyComparison> = BTreeMap::new();
 
     let (bs, hs) = (
-        shares(db, base, &SummaryShare, &())?,
-        shares(db, head, &SummaryShare, &())?,
+        graph::run_shares(db, base, &SummaryShare, &())?,
+        graph::run_shares(db, head, &SummaryShare, &())?,
     );
     out.insert(
         Family::Module,
@@ -419,8 +411,8 @@ fn families(
             FamilyComparison::default()
         } else {
             let (bt, ht) = (
-                shares(db, base, &ThunkShare, &())?,
-                shares(db, head, &ThunkShare, &())?,
+                graph::run_shares(db, base, &ThunkShare, &())?,
+                graph::run_shares(db, head, &ThunkShare, &())?,
             );
             let within = |xs: Vec<Series>| -> Vec<Series> {
                 xs.into_iter()
@@ -445,8 +437,8 @@ fn families(
     }
 
     let (bc, hc) = (
-        shares(db, base, &CommunicationShare, &())?,
-        shares(db, head, &CommunicationShare, &())?,
+        graph::run_shares(db, base, &CommunicationShare, &())?,
+        graph::run_shares(db, head, &CommunicationShare, &())?,
     );
     out.insert(
         Family::Bandwidth,
@@ -467,8 +459,8 @@ fn families(
     );
 
     let (bx, hx) = (
-        shares(db, base, &CompilationsShare, &Default::default())?,
-        shares(db, head, &CompilationsShare, &Default::default())?,
+        graph::run_shares(db, base, &CompilationsShare, &Default::default())?,
+        graph::run_shares(db, head, &CompilationsShare, &Default::default())?,
     );
     out.insert(
         Family::Compile,
@@ -480,8 +472,8 @@ fn families(
         })?,
     );
     let (bp, hp) = (
-        shares(db, base, &RangeSumsShare, &())?,
-        shares(db, head, &RangeSumsShare, &())?,
+        graph::run_shares(db, base, &RangeSumsShare, &())?,
+        graph::run_shares(db, head, &RangeSumsShare, &())?,
     );
     out.insert(
         Family::Pass,
@@ -492,8 +484,8 @@ fn families(
 
     // The program's own NVTX ranges (none in most profiles).
     let (br, hr) = (
-        shares(db, base, &RangesShare, &())?,
-        shares(db, head, &RangesShare, &())?,
+        graph::run_shares(db, base, &RangesShare, &())?,
+        graph::run_shares(db, head, &RangesShare, &())?,
     );
     out.insert(
         Family::Range,

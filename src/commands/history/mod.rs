@@ -19,6 +19,7 @@ use crate::commands::{Ui, graph_work};
 use crate::engine::Engine;
 use crate::graph::{self, Db, Run};
 use crate::stats::changepoint::{self, ChangePoint, Params};
+use crate::stats::quantile_sorted;
 pub use model::{Change, History, MetricSeries, Point, RunInfo};
 use points::PointData;
 
@@ -40,20 +41,14 @@ pub struct HistoryRequest {
     pub nsys: Option<PathBuf>,
 }
 
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    let pos = q * (sorted.len() - 1) as f64;
-    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
-}
-
 fn point_of(run: usize, samples: &[f64]) -> Point {
     let mut s = samples.to_vec();
     s.sort_by(f64::total_cmp);
     Point {
         run,
-        median: quantile(&s, 0.5),
-        q1: quantile(&s, 0.25),
-        q3: quantile(&s, 0.75),
+        median: quantile_sorted(&s, 0.5),
+        q1: quantile_sorted(&s, 0.25),
+        q3: quantile_sorted(&s, 0.75),
         samples: samples.to_vec(),
     }
 }

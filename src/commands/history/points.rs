@@ -3,18 +3,17 @@
 //! provenance says (its commit, when it ran).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
+use crate::analyses::ShareUse;
 use crate::analyses::communication::CommunicationShare;
 use crate::analyses::compilation::CompilationsShare;
 use crate::analyses::provenance::{self, ProvenancePartial, ProvenanceShare};
 use crate::analyses::roofline::RooflineShare;
 use crate::analyses::roofline_model::{self, RooflineParams, RooflinePartial};
 use crate::analyses::summary::{SummaryPartial, SummaryShare};
-use crate::analyses::{Share, ShareUse};
 use crate::commands::compare::samples::{self, Series};
 use crate::graph::{self, Db, Run};
 
@@ -45,17 +44,6 @@ pub struct PointData {
     pub started_unix_s: Option<u64>,
 }
 
-fn all<S: Share>(db: &Db, run: Run, s: &'static S, p: &S::Param) -> Result<Vec<Arc<S::Value>>> {
-    run.processes(db)
-        .iter()
-        .map(|&proc| {
-            graph::share(db, run, proc, s, p)
-                .map(|o| o.value)
-                .map_err(anyhow::Error::from)
-        })
-        .collect()
-}
-
 /// Series keyed by the module's name (a function compiled anew keeps its series).
 fn by_name(family: &str, series: Vec<Series>, out: &mut BTreeMap<String, Vec<f64>>) {
     for s in series {
@@ -69,24 +57,24 @@ fn by_name(family: &str, series: Vec<Series>, out: &mut BTreeMap<String, Vec<f64
 /// What run `run` measured.
 pub fn point(db: &Db, run: Run) -> Result<PointData> {
     let mut d = PointData::default();
-    let summary = all(db, run, &SummaryShare, &())?;
-    let sp: Vec<&SummaryPartial> = summary.iter().map(|p| p.as_ref()).collect();
+    let summary = graph::run_shares(db, run, &SummaryShare, &())?;
+    let sp: Vec<&SummaryPartial> = summary.iter().map(|p| p.value.as_ref()).collect();
     d.modules = sp
         .iter()
         .flat_map(|p| p.modules.iter().map(|m| m.name.clone()))
         .collect();
     by_name("module", samples::modules(&sp), &mut d.samples);
     by_name("wait", samples::waits(&sp), &mut d.samples);
-    let comm = all(db, run, &CommunicationShare, &())?;
-    let cp: Vec<_> = comm.iter().map(|p| p.as_ref()).collect();
+    let comm = graph::run_shares(db, run, &CommunicationShare, &())?;
+    let cp: Vec<_> = comm.iter().map(|p| p.value.as_ref()).collect();
     for s in samples::bandwidths(&cp) {
         d.samples.insert(format!("bandwidth:{}", s.key), s.values);
     }
-    let comp = all(db, run, &CompilationsShare, &Default::default())?;
-    let xp: Vec<_> = comp.iter().map(|p| p.as_ref()).collect();
+    let comp = graph::run_shares(db, run, &CompilationsShare, &Default::default())?;
+    let xp: Vec<_> = comp.iter().map(|p| p.value.as_ref()).collect();
     by_name("compile", samples::compiles(&xp), &mut d.samples);
-    let roof = all(db, run, &RooflineShare, &())?;
-    let rp: Vec<&RooflinePartial> = roof.iter().map(|p| p.as_ref()).collect();
+    let roof = graph::run_shares(db, run, &RooflineShare, &())?;
+    let rp: Vec<&RooflinePartial> = roof.iter().map(|p| p.value.as_ref()).collect();
     let r = roofline_model::reduce(&rp, &RooflineParams::default());
     for m in &r.modules {
         if let Some(mfu) = m.use_.mfu_percent {
@@ -96,8 +84,8 @@ pub fn point(db: &Db, run: Run) -> Result<PointData> {
                 .push(mfu);
         }
     }
-    let prov = all(db, run, &ProvenanceShare, &())?;
-    let pp: Vec<&ProvenancePartial> = prov.iter().map(|p| p.as_ref()).collect();
+    let prov = graph::run_shares(db, run, &ProvenanceShare, &())?;
+    let pp: Vec<&ProvenancePartial> = prov.iter().map(|p| p.value.as_ref()).collect();
     let p = provenance::reduce(&pp);
     d.commit = p.facts.get("commit").cloned();
     d.started_unix_s = p

@@ -34,6 +34,24 @@ pub struct HloModuleInfo {
 }
 
 impl HloModuleInfo {
+    /// A module `m` (id 1) of these instructions and nothing else, for tests.
+    #[cfg(test)]
+    pub(crate) fn of_instructions(instructions: Vec<HloInstructionInfo>) -> HloModuleInfo {
+        HloModuleInfo {
+            name: "m".into(),
+            id: 1,
+            fingerprint: None,
+            instructions: Arc::new(instructions),
+            stack_frames: Default::default(),
+            heap: None,
+            heap_error: None,
+            usage: None,
+            usage_error: None,
+            costs: None,
+            entry_parameters: Vec::new(),
+        }
+    }
+
     /// What each instruction costs; the error says why the module has no costs.
     pub fn costs(&self) -> Result<&ModuleCosts, &str> {
         self.costs
