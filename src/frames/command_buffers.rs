@@ -67,7 +67,7 @@ pub struct ThunkRow {
     pub dev: i32,
     /// The HLO instruction (or the command buffer) it runs.
     pub op: Arc<str>,
-    pub op_name: Option<String>,
+    pub op_name: Option<Arc<str>>,
     pub start: i64,
     pub dur: i64,
     /// The command buffer it ran in.
@@ -173,7 +173,7 @@ fn kernel_names(hlo: &HloModuleInfo) -> HashMap<String, Option<Arc<str>>> {
 
 /// The thunks of the metadata that may run inside command buffer `cb`: those after it, up to
 /// the next command buffer, that launch work, without the instructions in `top_level`.
-fn candidates(entries: &[ThunkEntry], cb: &str, top_level: &HashSet<&str>) -> Candidates {
+fn candidates(entries: &[ThunkEntry], cb: &str, top_level: &HashSet<Arc<str>>) -> Candidates {
     let Some(at) = entries.iter().position(|e| e.name == cb) else {
         return Candidates::default();
     };
@@ -489,33 +489,43 @@ pub fn expand<'h>(
         .collect();
 
     // Instructions that run as thunks of their own, per program.
-    let mut top_level: HashMap<&str, HashSet<&str>> = HashMap::new();
+    let mut top_level: HashMap<Arc<str>, HashSet<Arc<str>>> = HashMap::new();
     for t in ts.iter().filter(|t| !is_command_buffer(&t.op)) {
-        top_level.entry(&t.prog).or_default().insert(&t.op);
+        if !top_level.get(&t.prog).is_some_and(|s| s.contains(&t.op)) {
+            top_level
+                .entry(t.prog.clone())
+                .or_default()
+                .insert(t.op.clone());
+        }
     }
     let mut names: HashMap<i64, HashMap<String, Option<Arc<str>>>> = HashMap::new();
     let mut lists: HashMap<(i64, Arc<str>), Candidates> = HashMap::new();
     let mut no_dump = 0usize;
-    let mut out = Vec::with_capacity(ts.len());
-    for t in &ts {
+    // Every thunk in order, a command buffer's execution replaced by its instructions' rows
+    // (kept whole when they cannot be told).
+    let mut rows = Vec::with_capacity(ts.len() + ops.len());
+    for t in ts {
         if !is_command_buffer(&t.op) {
+            rows.push(t);
             continue;
         }
         let rid = range_id(t.row);
         let lo = ranges.partition_point(|&r| r < rid);
         let hi = ranges.partition_point(|&r| r <= rid);
         let here = &order[lo..hi];
-        let Some(hlo) = hlo_of(t) else {
+        let Some(hlo) = hlo_of(&t) else {
             no_dump += 1;
+            rows.push(t);
             continue;
         };
         if here.is_empty() {
+            rows.push(t);
             continue;
         }
         let names = names.entry(hlo.id).or_insert_with(|| kernel_names(hlo));
         let list = lists.entry((hlo.id, t.op.clone())).or_insert_with(|| {
             let empty = HashSet::new();
-            let top = top_level.get(&*t.prog).unwrap_or(&empty);
+            let top = top_level.get(&t.prog).unwrap_or(&empty);
             inputs
                 .metadata
                 .get(&hlo.id)
@@ -544,29 +554,27 @@ pub fn expand<'h>(
             }
         }
         for (sub, (name, s, _, busy)) in parts.into_iter().enumerate() {
-            out.push((
-                t.row,
-                ThunkRow {
-                    row: t.row,
-                    sub: sub as u32,
-                    prog: t.prog.clone(),
-                    module: t.module,
-                    numeric: t.numeric,
-                    exec: t.exec,
-                    dev: t.dev,
-                    op: name.unwrap_or(&t.op).clone(),
-                    op_name: if name.is_some() {
-                        None
-                    } else {
-                        t.op_name.clone()
-                    },
-                    start: s,
-                    dur: busy,
-                    command_buffer: Some(t.op.clone()),
+            rows.push(ThunkRow {
+                row: t.row,
+                sub: sub as u32,
+                prog: t.prog.clone(),
+                module: t.module,
+                numeric: t.numeric,
+                exec: t.exec,
+                dev: t.dev,
+                op: name.unwrap_or(&t.op).clone(),
+                op_name: if name.is_some() {
+                    None
+                } else {
+                    t.op_name.clone()
                 },
-            ));
+                start: s,
+                dur: busy,
+                command_buffer: Some(t.op.clone()),
+            });
         }
     }
+    rows.shrink_to_fit();
     if no_dump > 0 {
         notes.push(format!(
             "{NOTE}{no_dump} executions of CUDA graphs are counted whole: their module has no HLO dump to name the kernels inside"
@@ -589,18 +597,6 @@ pub fn expand<'h>(
             shown.join(", "),
             if more > 0 { format!(" and {more} more") } else { String::new() }
         ));
-    }
-    // Splice: every expanded thunk's rows replace it.
-    let mut expanded: HashMap<usize, Vec<ThunkRow>> = HashMap::new();
-    for (row, r) in out {
-        expanded.entry(row).or_default().push(r);
-    }
-    let mut rows = Vec::with_capacity(ts.len() + expanded.values().map(Vec::len).sum::<usize>());
-    for t in ts {
-        match expanded.remove(&t.row) {
-            Some(parts) if is_command_buffer(&t.op) => rows.extend(parts),
-            _ => rows.push(t),
-        }
     }
     (rows, attribution)
 }

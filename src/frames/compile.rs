@@ -258,8 +258,16 @@ fn graft_targets(
         .collect()
 }
 
-/// Builds the compile frame of one process from its normalized push/pop trace.
+/// Builds the compile frame of one process from its normalized push/pop trace (from the
+/// rows that can be part of it, [`super::compile_rows`]).
 pub fn build_compile_frame(pushpop: &RecordBatch) -> Result<RecordBatch> {
+    match super::compile_rows::subset(pushpop)? {
+        Some(rows) => build_from(&rows),
+        None => build_from(pushpop),
+    }
+}
+
+fn build_from(pushpop: &RecordBatch) -> Result<RecordBatch> {
     let c = Columns::of(pushpop)?;
     let n = pushpop.num_rows();
     let names: Vec<&str> = (0..n).map(|i| c.name.value(i)).collect();

@@ -507,6 +507,8 @@ pub fn build(
     )?;
 
     // ---- thunk frame
+    // Instruction and op names, one allocation per distinct name.
+    let mut interned: FxHashMap<&str, Arc<str>> = FxHashMap::default();
     let mut ts: Vec<ThunkRow> = Vec::new();
     for &r in &order {
         if !is_thunk[r] {
@@ -518,6 +520,10 @@ pub fn build(
             continue;
         };
         let parsed = nvtx::parse_thunk(name.value(r));
+        let op = parsed
+            .as_ref()
+            .map(|t| t.hlo_op)
+            .unwrap_or_else(|| nvtx::strip_tsl(name.value(r)));
         ts.push(ThunkRow {
             row: r,
             sub: 0,
@@ -526,13 +532,10 @@ pub fn build(
             numeric: *numeric,
             exec: exec_of[&m],
             dev,
-            op: Arc::from(
-                parsed
-                    .as_ref()
-                    .map(|t| t.hlo_op)
-                    .unwrap_or_else(|| nvtx::strip_tsl(name.value(r))),
-            ),
-            op_name: parsed.and_then(|t| t.name.map(str::to_string)),
+            op: interned.entry(op).or_insert_with(|| Arc::from(op)).clone(),
+            op_name: parsed
+                .and_then(|t| t.name)
+                .map(|n| interned.entry(n).or_insert_with(|| Arc::from(n)).clone()),
             start: proj_start.value(r),
             dur: proj_dur.value(r),
             command_buffer: None,
@@ -548,18 +551,31 @@ pub fn build(
     // Thunk index and per-name execution counters: sort by (program, execution, device,
     // RangeId) and sweep. Programs and instructions are compared by their rank among the
     // distinct names (the order of the names), so the sorts compare integers.
+    drop(interned);
+    let mut ts = ts;
+    anyhow::ensure!(
+        u32::try_from(ts.len()).is_ok(),
+        "{} thunk executions: more than this tool counts (2^32)",
+        ts.len()
+    );
+    {
+        let prog_rank = ranks(ts.iter().map(|t| &*t.prog));
+        let mut keys: Vec<(u32, i32, i32, i64, u32, u32)> = ts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let key = (prog_rank[i], t.exec, t.dev, range_id.value(t.row), t.sub);
+                (key.0, key.1, key.2, key.3, key.4, i as u32)
+            })
+            .collect();
+        drop(prog_rank);
+        keys.sort_unstable();
+        let sorted: Vec<u32> = keys.iter().map(|k| k.5).collect();
+        drop(keys);
+        permute(&mut ts, sorted);
+    }
     let prog_rank = ranks(ts.iter().map(|t| &*t.prog));
     let op_rank = ranks(ts.iter().map(|t| &*t.op));
-    let mut keys: Vec<(u32, i32, i32, i64, u32, usize)> = ts
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (prog_rank[i], t.exec, t.dev, range_id.value(t.row), t.sub, i))
-        .collect();
-    keys.sort_unstable();
-    let sorted: Vec<usize> = keys.iter().map(|k| k.5).collect();
-    let ts = permute(ts, &sorted);
-    let prog_rank: Vec<u32> = sorted.iter().map(|&i| prog_rank[i]).collect();
-    let op_rank: Vec<u32> = sorted.iter().map(|&i| op_rank[i]).collect();
     let mut thunk_index = vec![0i32; ts.len()];
     for i in 1..ts.len() {
         let same = prog_rank[i] == prog_rank[i - 1]
@@ -715,10 +731,21 @@ fn ranks<'a>(names: impl Iterator<Item = &'a str>) -> Vec<u32> {
     ids.into_iter().map(|id| rank[id as usize]).collect()
 }
 
-/// `rows` in the order of `order` (a permutation of its indices).
-fn permute<T>(rows: Vec<T>, order: &[usize]) -> Vec<T> {
-    let mut slots: Vec<Option<T>> = rows.into_iter().map(Some).collect();
-    order.iter().filter_map(|&i| slots[i].take()).collect()
+/// Puts `rows` in the order of `order` (a permutation of its indices: row `k` becomes the
+/// row that was at `order[k]`), in place, following the permutation's cycles.
+fn permute<T>(rows: &mut [T], mut order: Vec<u32>) {
+    for start in 0..rows.len() {
+        // Each cycle is walked once, from its first position; visited positions point at
+        // themselves.
+        let mut k = start;
+        while order[k] as usize != start {
+            let next = order[k] as usize;
+            rows.swap(k, next);
+            order[k] = k as u32;
+            k = next;
+        }
+        order[k] = k as u32;
+    }
 }
 
 /// Hidden time of each communication interval: the total overlap with the compute intervals
@@ -776,6 +803,25 @@ pub fn overlap(intervals: &[(&str, i32, i64, i64)], is_comm: &[bool]) -> Vec<i64
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn permute_in_place_is_a_gather() {
+        // Cycles of every length, fixed points, and the identity.
+        for order in [
+            vec![],
+            vec![0],
+            vec![1, 0],
+            vec![2, 0, 1, 3],
+            vec![4, 3, 0, 1, 2, 5, 7, 6],
+            (0..50).rev().collect::<Vec<u32>>(),
+        ] {
+            let old: Vec<String> = (0..order.len()).map(|i| format!("r{i}")).collect();
+            let want: Vec<String> = order.iter().map(|&i| old[i as usize].clone()).collect();
+            let mut rows = old.clone();
+            permute(&mut rows, order.clone());
+            assert_eq!(rows, want, "{order:?}");
+        }
+    }
 
     #[test]
     fn overlap_counts_only_compute_of_the_same_group() {

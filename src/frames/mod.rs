@@ -1,6 +1,7 @@
 //! The data model built from raw tables.
 pub mod command_buffers;
 pub mod compile;
+pub mod compile_rows;
 pub mod facts;
 pub mod gpu;
 pub mod nsys_jax;

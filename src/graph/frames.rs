@@ -362,7 +362,7 @@ pub fn compile_frame(db: &Db, p: Process) -> Result<Option<Out<Tables>>, NodeErr
                             if member.starts_with(archive::PUSHPOP_CSV_XZ) {
                                 pushpop::read_csv_xz(&bytes, p.archive_ref(db).xz_check())
                             } else {
-                                pushpop::read_parquet(&bytes)
+                                frames::compile_rows::read_parquet(&bytes)
                             },
                         )?
                     }

@@ -13,7 +13,7 @@ use anyhow::{Result, anyhow, bail};
 use arrow::array::{Array, ArrayRef, AsArray, Int32Array, Int64Array, StringArray};
 use arrow::compute::{CastOptions, cast_with_options};
 use arrow::datatypes::{DataType, Field, Int64Type};
-use arrow::record_batch::RecordBatch;
+use arrow::record_batch::{RecordBatch, RecordBatchReader};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::push_decoder::PushBuffers;
 
@@ -45,6 +45,82 @@ pub fn read_csv_xz(bytes: &[u8], checked: super::limits::Checked) -> Result<Reco
 /// Reads the uncompressed CSV variant.
 pub fn read_csv(text: &[u8]) -> Result<RecordBatch> {
     normalize(&csv::read(text)?)
+}
+
+/// The rows of one batch as a selection sees them: names with their domain, starts and ends.
+pub struct Spans<'a> {
+    pub name: &'a StringArray,
+    pub start: &'a [i64],
+    pub end: &'a [i64],
+}
+
+/// What a selective read ([`read_parquet_selected`]) keeps.
+pub trait Selection {
+    /// Sees every row's name and times, batch by batch, before any row is kept.
+    fn scan(&mut self, rows: &Spans);
+    /// Which rows of a batch to keep.
+    fn keep(&mut self, rows: &Spans) -> Vec<bool>;
+}
+
+/// Rows per batch of a selective read: what is held of the rows a selection drops.
+const SELECT_BATCH: usize = 1 << 16;
+
+/// Reads the parquet variant keeping only the rows a selection chooses, never holding the
+/// whole table: the file is read twice in batches, first only its names and times, each
+/// batch shown to [`Selection::scan`], then whole, each batch's rows filtered by
+/// [`Selection::keep`] as they are read. The kept rows are normalized together (so what
+/// [`normalize`] derives from a row's ancestors, `RangeStack` from `ParentId`, is right only
+/// when every kept row's ancestors are kept).
+pub fn read_parquet_selected(bytes: &[u8], selection: &mut dyn Selection) -> Result<RecordBatch> {
+    let bad = |e: &dyn std::fmt::Display| anyhow!("bad parquet file: {e}");
+    let data = bytes::Bytes::copy_from_slice(bytes);
+    let open = || -> Result<ParquetRecordBatchReaderBuilder<bytes::Bytes>> {
+        let builder =
+            ParquetRecordBatchReaderBuilder::try_new(data.clone()).map_err(|e| bad(&e))?;
+        super::check_parquet_expansion(builder.metadata(), bytes.len() as u64)?;
+        Ok(builder.with_batch_size(SELECT_BATCH))
+    };
+    let spans_of = |batch: &RecordBatch, f: &mut dyn FnMut(&Spans)| -> Result<()> {
+        let (start, end, _) = times(batch)?;
+        let name = names(batch)?;
+        f(&Spans {
+            name: &name,
+            start: start.values(),
+            end: end.values(),
+        });
+        Ok(())
+    };
+
+    let builder = open()?;
+    let wanted: Vec<&str> = span_columns().collect();
+    let roots: Vec<usize> = builder
+        .schema()
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| wanted.contains(&f.name().as_str()))
+        .map(|(i, _)| i)
+        .collect();
+    let mask = parquet::arrow::ProjectionMask::roots(builder.parquet_schema(), roots);
+    for batch in builder.with_projection(mask).build().map_err(|e| bad(&e))? {
+        spans_of(&batch.map_err(|e| bad(&e))?, &mut |s| selection.scan(s))?;
+    }
+
+    let reader = open()?.build().map_err(|e| bad(&e))?;
+    let schema = reader.schema();
+    let mut kept = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| bad(&e))?;
+        let mut rows = Vec::new();
+        spans_of(&batch, &mut |s| rows = selection.keep(s))?;
+        let rows = arrow::array::BooleanArray::from(rows);
+        let batch = arrow::compute::filter_record_batch(&batch, &rows).map_err(|e| bad(&e))?;
+        if batch.num_rows() > 0 {
+            kept.push(batch);
+        }
+    }
+    let batch = arrow::compute::concat_batches(&schema, &kept).map_err(|e| bad(&e))?;
+    normalize(&batch)
 }
 
 /// Reads the parquet variant.
@@ -212,11 +288,12 @@ fn stacks_from_parents(range_id: &[i64], parent: &[Option<usize>]) -> Result<Vec
     Ok(stack.into_iter().map(|s| s.unwrap_or_default()).collect())
 }
 
-/// Turns a batch with the columns of either source variant into the normalized schema.
-pub fn normalize(batch: &RecordBatch) -> Result<RecordBatch> {
-    let n = batch.num_rows();
-    let missing = |c: &str| anyhow!("missing column {c}");
+fn missing(column: &str) -> anyhow::Error {
+    anyhow!("missing column {column}")
+}
 
+/// Start, end and duration of every row, as [`normalize`] reads or derives them.
+fn times(batch: &RecordBatch) -> Result<(Int64Array, Int64Array, Int64Array)> {
     let start = int64_column(batch, START, false)?.ok_or_else(|| missing(START))?;
     let end = int64_column(batch, END, false)?;
     let duration = int64_column(batch, DURATION, false)?;
@@ -232,7 +309,12 @@ pub fn normalize(batch: &RecordBatch) -> Result<RecordBatch> {
         }
         (None, None) => return Err(missing(END)),
     };
+    Ok((start, end, duration))
+}
 
+/// Every row's name with its domain prefix, as [`normalize`] makes it.
+fn names(batch: &RecordBatch) -> Result<StringArray> {
+    let n = batch.num_rows();
     let text = utf8_column(batch, NAME)?.ok_or_else(|| missing(NAME))?;
     // Newer layouts split the domain off the text.
     let domain = match (batch.column_by_name("Name"), batch.column_by_name("Domain")) {
@@ -256,6 +338,22 @@ pub fn normalize(batch: &RecordBatch) -> Result<RecordBatch> {
     } else {
         text
     };
+    Ok(name)
+}
+
+/// The columns a batch's names and times are made of, under any of their names.
+fn span_columns() -> impl Iterator<Item = &'static str> {
+    [NAME, START, END, DURATION]
+        .into_iter()
+        .flat_map(|c| aliases(c).iter().copied())
+        .chain(["Domain"])
+}
+
+/// Turns a batch with the columns of either source variant into the normalized schema.
+pub fn normalize(batch: &RecordBatch) -> Result<RecordBatch> {
+    let n = batch.num_rows();
+    let (start, end, duration) = times(batch)?;
+    let name = names(batch)?;
 
     let pid = match int64_column(batch, PID, true)? {
         Some(p) => p,
