@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs two builds of nsys-jax-pipe on the same inputs and says whether every output is the
 # same byte for byte (a change meant to alter only speed or memory must leave them so).
+# Outputs: archives' members, analysis outputs, the HTML report and the frames for pandas.
 # Inputs: the H200 captures and the four JAX-Toolbox pax archives of the shared fixtures, and
 # the command-buffer captures under tests/data. For each: `archive` of a capture (its members
 # and the analyses stored in it), then `analyze` with every analysis and `--html`, cold.
@@ -50,6 +51,7 @@ for c in "${cases[@]}"; do
       fi
     done
     "$bin" analyze -q --cache-dir "$dir/cache2" "${analyses[@]}" --html "$dir/out/report.html" \
+      --frames "$dir/out/frames" \
       -o "$dir/out" "${zips[@]}" > "$dir/analyze.log" 2>&1
     rm -f "$dir/out/pipeline-run.json"
     rm -rf "$dir/cache" "$dir/cache2" "$dir"/*.zip

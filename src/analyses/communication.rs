@@ -70,12 +70,12 @@ impl crate::engine::value::JsonValue for CommunicationPartial {}
 /// The map step: one process's steady-state frames → its [`CommunicationPartial`].
 pub fn partial(steady: &Steady) -> CommunicationPartial {
     let c = &steady.communication;
-    let coll = c.column_by_name(COLLECTIVE).unwrap().as_string::<i32>();
+    let coll = crate::frames::strings::strings(c.column_by_name(COLLECTIVE).unwrap());
     let size = c
         .column_by_name(MESSAGE_SIZE)
         .unwrap()
         .as_primitive::<Int64Type>();
-    let prog = c.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
+    let prog = crate::frames::strings::strings(c.column_by_name(PROGRAM_ID).unwrap());
     let exec = c
         .column_by_name(PROGRAM_EXECUTION)
         .unwrap()

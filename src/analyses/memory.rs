@@ -145,7 +145,7 @@ fn module_memory(id: &str, name: &str, time: i64, m: &HloModuleInfo) -> Option<M
 pub fn partial(steady: &Steady, programs: &Programs) -> MemoryPartial {
     let by_program = modules_by_program(programs);
     let m = &steady.module;
-    let prog = m.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
+    let prog = crate::frames::strings::strings(m.column_by_name(PROGRAM_ID).unwrap());
     let name = m.column_by_name(PROGRAM_NAME).unwrap().as_string::<i32>();
     let dur = m
         .column_by_name(PROJ_DUR)

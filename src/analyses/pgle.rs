@@ -69,15 +69,15 @@ impl crate::engine::value::JsonValue for PglePartial {}
 pub fn partial(steady: &Steady, programs: &crate::frames::gpu::Programs) -> PglePartial {
     let by_program = modules_by_program(programs);
     let m = &steady.module;
-    let m_prog = m.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
+    let m_prog = crate::frames::strings::strings(m.column_by_name(PROGRAM_ID).unwrap());
     let m_name = m.column_by_name(PROGRAM_NAME).unwrap().as_string::<i32>();
     let m_dur = m
         .column_by_name(PROJ_DUR)
         .unwrap()
         .as_primitive::<Int64Type>();
     let t = &steady.thunk;
-    let prog = t.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
-    let thunk = t.column_by_name(NAME).unwrap().as_string::<i32>();
+    let prog = crate::frames::strings::strings(t.column_by_name(PROGRAM_ID).unwrap());
+    let thunk = crate::frames::strings::strings(t.column_by_name(NAME).unwrap());
     let comm = t.column_by_name(COMMUNICATION).unwrap().as_boolean();
     let dur = t
         .column_by_name(PROJ_DUR)

@@ -24,7 +24,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use arrow::array::{Array, AsArray};
+use arrow::array::AsArray;
 use arrow::datatypes::{Int32Type, Int64Type};
 use serde::{Deserialize, Serialize};
 
@@ -104,7 +104,7 @@ pub fn partial(steady: &Steady, programs: &Programs) -> RooflinePartial {
     let by_program = modules_by_program(programs);
     let mut out = RooflinePartial::default();
     let m = &steady.module;
-    let prog = m.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
+    let prog = crate::frames::strings::strings(m.column_by_name(PROGRAM_ID).unwrap());
     let name = m.column_by_name(PROGRAM_NAME).unwrap().as_string::<i32>();
     let dev = m
         .column_by_name(DEVICE)
@@ -167,11 +167,11 @@ pub fn partial(steady: &Steady, programs: &Programs) -> RooflinePartial {
         out.spans.push((d, first, last));
     }
     let t = &steady.thunk;
-    let prog = t.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
-    let thunk = t.column_by_name(NAME).unwrap().as_string::<i32>();
-    let op_name = t.column_by_name(OP_NAME).unwrap().as_string::<i32>();
+    let prog = crate::frames::strings::strings(t.column_by_name(PROGRAM_ID).unwrap());
+    let thunk = crate::frames::strings::strings(t.column_by_name(NAME).unwrap());
+    let op_name = crate::frames::strings::strings(t.column_by_name(OP_NAME).unwrap());
     let comm = t.column_by_name(COMMUNICATION).unwrap().as_boolean();
-    let in_buffer = t.column_by_name(COMMAND_BUFFER).unwrap().as_string::<i32>();
+    let in_buffer = crate::frames::strings::strings(t.column_by_name(COMMAND_BUFFER).unwrap());
     let dur = t
         .column_by_name(PROJ_DUR)
         .unwrap()

@@ -17,7 +17,6 @@ use std::collections::{BTreeSet, HashMap};
 
 use crate::report::Section;
 use anyhow::Result;
-use arrow::array::AsArray;
 use serde::{Deserialize, Serialize};
 
 use crate::analyses::ops::{self, OpsPartial, OpsShare, modules_by_program};
@@ -93,8 +92,8 @@ impl Interner {
 pub fn partial(steady: &Steady, programs: &Programs) -> StacksPartial {
     let by_program = modules_by_program(programs);
     let t = &steady.thunk;
-    let prog = t.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
-    let thunk = t.column_by_name(NAME).unwrap().as_string::<i32>();
+    let prog = crate::frames::strings::strings(t.column_by_name(PROGRAM_ID).unwrap());
+    let thunk = crate::frames::strings::strings(t.column_by_name(NAME).unwrap());
     let mut interner = Interner::default();
     let mut stack_of: HashMap<(usize, i64), u32> = HashMap::new();
     for ((p, th), _) in group_by(t.num_rows(), |i| (prog.value(i), thunk.value(i))) {

@@ -62,9 +62,9 @@ impl crate::engine::value::JsonValue for StragglersPartial {}
 pub fn partial(steady: &Steady) -> StragglersPartial {
     let c = &steady.communication;
     let s = |n: &str| c.column_by_name(n).unwrap();
-    let prog = s(PROGRAM_ID).as_string::<i32>();
+    let prog = crate::frames::strings::strings(s(PROGRAM_ID));
     let exec = s(PROGRAM_EXECUTION).as_primitive::<Int32Type>();
-    let name = s(NAME).as_string::<i32>();
+    let name = crate::frames::strings::strings(s(NAME));
     let texec = s(THUNK_EXECUTION).as_primitive::<Int32Type>();
     let dev = s(DEVICE).as_primitive::<Int32Type>();
     let start = s(PROJ_START).as_primitive::<Int64Type>();
@@ -82,7 +82,7 @@ pub fn partial(steady: &Steady) -> StragglersPartial {
         })
         .collect();
     let m = &steady.module;
-    let mprog = m.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
+    let mprog = crate::frames::strings::strings(m.column_by_name(PROGRAM_ID).unwrap());
     let mname = m.column_by_name(PROGRAM_NAME).unwrap().as_string::<i32>();
     let mdur = m
         .column_by_name(PROJ_DUR)

@@ -106,7 +106,7 @@ pub struct InstanceSpread {
 /// The map step: one process's steady-state frames → its [`SummaryPartial`].
 pub fn partial(steady: &Steady) -> SummaryPartial {
     let m = &steady.module;
-    let prog = m.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
+    let prog = crate::frames::strings::strings(m.column_by_name(PROGRAM_ID).unwrap());
     let name = m.column_by_name(PROGRAM_NAME).unwrap().as_string::<i32>();
     let thunks = m
         .column_by_name(NUM_THUNKS)
@@ -208,12 +208,12 @@ fn instance_spreads(comm: &RecordBatch) -> Option<Vec<InstanceSpread>> {
     if comm.num_rows() == 0 {
         return None;
     }
-    let prog = comm.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
+    let prog = crate::frames::strings::strings(comm.column_by_name(PROGRAM_ID).unwrap());
     let exec = comm
         .column_by_name(PROGRAM_EXECUTION)
         .unwrap()
         .as_primitive::<Int32Type>();
-    let name = comm.column_by_name(NAME).unwrap().as_string::<i32>();
+    let name = crate::frames::strings::strings(comm.column_by_name(NAME).unwrap());
     let texec = comm
         .column_by_name(THUNK_EXECUTION)
         .unwrap()

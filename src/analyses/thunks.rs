@@ -74,13 +74,13 @@ pub fn thunk_partial<'a>(
     module_of: impl Fn(&str) -> Option<&'a HloModuleInfo>,
 ) -> ThunkPartial {
     let m = &steady.module;
-    let m_prog = m.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
+    let m_prog = crate::frames::strings::strings(m.column_by_name(PROGRAM_ID).unwrap());
     let m_name = m.column_by_name(PROGRAM_NAME).unwrap().as_string::<i32>();
     let name_of: BTreeMap<&str, &str> = (0..m.num_rows())
         .map(|i| (m_prog.value(i), m_name.value(i)))
         .collect();
     let t = &steady.thunk;
-    let prog = t.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
+    let prog = crate::frames::strings::strings(t.column_by_name(PROGRAM_ID).unwrap());
     let exec = t
         .column_by_name(PROGRAM_EXECUTION)
         .unwrap()
@@ -89,7 +89,7 @@ pub fn thunk_partial<'a>(
         .column_by_name(DEVICE)
         .unwrap()
         .as_primitive::<Int32Type>();
-    let name = t.column_by_name(NAME).unwrap().as_string::<i32>();
+    let name = crate::frames::strings::strings(t.column_by_name(NAME).unwrap());
     let dur = t
         .column_by_name(PROJ_DUR)
         .unwrap()

@@ -4,6 +4,7 @@
 //! communication classified from the HLO and overlap with compute measured.
 
 use super::command_buffers::{self as cb, GraphInputs, ThunkRow};
+use super::strings::dictionary;
 use crate::formats::hlo::HloModuleInfo;
 use crate::formats::trace::{self as tr, ThreadNames};
 use crate::nvtx;
@@ -63,24 +64,26 @@ pub static MODULE_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
 /// one per instruction it ran (`CommandBuffer` names it). `ProjDur` is the exposed (not
 /// hidden) time.
 pub static THUNK_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
+    // Names are dictionaries (super::strings): a row per kernel, a few hundred names.
+    let names = super::strings::dictionary_type;
     Arc::new(Schema::new(vec![
-        Field::new(PROGRAM_ID, DataType::Utf8, false),
+        Field::new(PROGRAM_ID, names(), false),
         Field::new(PROGRAM_EXECUTION, DataType::Int32, false),
         Field::new(DEVICE, DataType::Int32, false),
         Field::new(THUNK_INDEX, DataType::Int32, false),
         Field::new(THUNK_EXECUTION, DataType::Int32, false),
-        Field::new(NAME, DataType::Utf8, false),
-        Field::new(OP_NAME, DataType::Utf8, true),
+        Field::new(NAME, names(), false),
+        Field::new(OP_NAME, names(), true),
         Field::new(PROJ_START, DataType::Int64, false),
         Field::new(PROJ_DUR, DataType::Int64, false),
         Field::new(PROJ_DUR_HIDDEN, DataType::Int64, false),
         Field::new(COMMUNICATION, DataType::Boolean, false),
-        Field::new(COLLECTIVE, DataType::Utf8, true),
+        Field::new(COLLECTIVE, names(), true),
         Field::new(MESSAGE_SIZE, DataType::Int64, true),
         Field::new(COLLECTIVE_SIZE, DataType::Int32, true),
         Field::new(ALGO_BW, DataType::Float64, true),
         Field::new(BUS_BW, DataType::Float64, true),
-        Field::new(COMMAND_BUFFER, DataType::Utf8, true),
+        Field::new(COMMAND_BUFFER, names(), true),
     ]))
 });
 
@@ -664,28 +667,20 @@ pub fn build(
     let thunk = RecordBatch::try_new(
         THUNK_SCHEMA.clone(),
         vec![
-            Arc::new(StringArray::from_iter_values(ts.iter().map(|t| &*t.prog))) as ArrayRef,
+            dictionary(ts.iter().map(|t| Some(&*t.prog))),
             Arc::new(Int32Array::from_iter_values(ts.iter().map(|t| t.exec))),
             Arc::new(Int32Array::from_iter_values(ts.iter().map(|t| t.dev))),
             Arc::new(Int32Array::from(thunk_index)),
             Arc::new(Int32Array::from(thunk_exec)),
-            Arc::new(StringArray::from_iter_values(ts.iter().map(|t| &*t.op))),
-            Arc::new(
-                ts.iter()
-                    .map(|t| t.op_name.as_deref())
-                    .collect::<StringArray>(),
-            ),
+            dictionary(ts.iter().map(|t| Some(&*t.op))),
+            dictionary(ts.iter().map(|t| t.op_name.as_deref())),
             Arc::new(Int64Array::from_iter_values(ts.iter().map(|t| t.start))),
             Arc::new(Int64Array::from(exposed)),
             Arc::new(Int64Array::from(hidden)),
             Arc::new(BooleanArray::from(
                 comm.iter().map(|c| c.is_some()).collect::<Vec<_>>(),
             )),
-            Arc::new(
-                comm.iter()
-                    .map(|c| c.map(|c| c.collective.as_str()))
-                    .collect::<StringArray>(),
-            ),
+            dictionary(comm.iter().map(|c| c.map(|c| c.collective.as_str()))),
             Arc::new(
                 comm.iter()
                     .map(|c| c.map(|c| c.message_size_bytes as i64))
@@ -698,11 +693,7 @@ pub fn build(
             ),
             Arc::new(Float64Array::from(algbw)),
             Arc::new(Float64Array::from(busbw)),
-            Arc::new(
-                ts.iter()
-                    .map(|t| t.command_buffer.as_deref())
-                    .collect::<StringArray>(),
-            ),
+            dictionary(ts.iter().map(|t| t.command_buffer.as_deref())),
         ],
     )?;
     Ok(GpuFrames {

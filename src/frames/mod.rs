@@ -6,5 +6,6 @@ pub mod facts;
 pub mod gpu;
 pub mod nsys_jax;
 pub mod placement;
+pub mod strings;
 pub mod transfers;
 pub mod warmup;

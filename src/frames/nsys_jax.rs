@@ -145,9 +145,9 @@ pub fn sorted_thunks(parts: &[&RecordBatch]) -> Result<Option<RecordBatch>> {
     let Some(t) = concat(parts)? else {
         return Ok(None);
     };
-    let prog = column(&t, PROGRAM_ID)?.as_string::<i32>();
+    let prog = crate::frames::strings::strings(column(&t, PROGRAM_ID)?);
     let exec = column(&t, PROGRAM_EXECUTION)?.as_primitive::<Int32Type>();
-    let name = column(&t, NAME)?.as_string::<i32>();
+    let name = crate::frames::strings::strings(column(&t, NAME)?);
     let texec = column(&t, THUNK_EXECUTION)?.as_primitive::<Int32Type>();
     let dev = column(&t, DEVICE)?.as_primitive::<Int32Type>();
     let start = ms(column(&t, PROJ_START)?)?;
@@ -175,7 +175,8 @@ pub fn sorted_thunks(parts: &[&RecordBatch]) -> Result<Option<RecordBatch>> {
         ],
         t.num_rows(),
     );
-    Ok(Some(take_record_batch(&t, &idx)?))
+    // Names as plain strings: pandas reads a dictionary column as a categorical.
+    Ok(Some(super::strings::plain(&take_record_batch(&t, &idx)?)?))
 }
 
 fn index_columns(t: &RecordBatch) -> Result<Vec<(&'static str, ArrayRef)>> {

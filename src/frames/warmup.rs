@@ -26,7 +26,7 @@ fn split(
     extra: i32,
     notes: &mut Vec<String>,
 ) -> Result<RecordBatch> {
-    let prog = frame.column_by_name(PROGRAM_ID).unwrap().as_string::<i32>();
+    let prog = crate::frames::strings::strings(frame.column_by_name(PROGRAM_ID).unwrap());
     let exec = frame
         .column_by_name(PROGRAM_EXECUTION)
         .unwrap()
