@@ -29,7 +29,14 @@ for d in tests/data/*cmdbuf tests/data/command-buffers*; do
   cases+=("$(basename "$d")|$(pwd)/$d/rep.nsys-rep")
 done
 
-differ=0
+differ=0; same=0
+# Runs a command, its output to a log; on failure says so with the log's end.
+logged() {
+  local log=$1; shift
+  if ! "$@" > "$log" 2>&1; then
+    echo "FAILED: $*"; tail -5 "$log"; return 1
+  fi
+}
 for c in "${cases[@]}"; do
   name=${c%%|*}; read -r -a inputs <<< "${c#*|}"
   for side in old new; do
@@ -41,26 +48,27 @@ for c in "${cases[@]}"; do
       if [[ $i == *.nsys-rep ]]; then
         stem=$(basename "$(dirname "$i")")-$(basename "$i" .nsys-rep)
         dump=$(dirname "$i")/dump_$(basename "$i" .nsys-rep)
-        "$bin" archive -q --cache-dir "$dir/cache" --dump "$dump" --analysis summary \
-          --analysis ops -o "$dir/$stem.zip" "$i" > "$dir/archive.log" 2>&1
+        logged "$dir/archive.log" "$bin" archive -q --cache-dir "$dir/cache" --dump "$dump" \
+          --analysis summary --analysis ops -o "$dir/$stem.zip" "$i" || differ=1
         mkdir -p "$dir/members/$stem"
-        python3 -m zipfile -e "$dir/$stem.zip" "$dir/members/$stem"
+        [[ -f $dir/$stem.zip ]] && python3 -m zipfile -e "$dir/$stem.zip" "$dir/members/$stem"
         zips+=("$dir/$stem.zip")
       else
         zips+=("$i")
       fi
     done
-    "$bin" analyze -q --cache-dir "$dir/cache2" "${analyses[@]}" --html "$dir/out/report.html" \
-      --frames "$dir/out/frames" \
-      -o "$dir/out" "${zips[@]}" > "$dir/analyze.log" 2>&1
+    logged "$dir/analyze.log" "$bin" analyze -q --cache-dir "$dir/cache2" "${analyses[@]}" \
+      --html "$dir/out/report.html" --frames "$dir/out/frames" -o "$dir/out" "${zips[@]}" \
+      || differ=1
     rm -f "$dir/out/pipeline-run.json"
     rm -rf "$dir/cache" "$dir/cache2" "$dir"/*.zip
     rm -rf "$work/$side/$name"; mkdir -p "$work/$side"; mv "$dir" "$work/$side/$name"
   done
   if diff -r -q "$work/old/$name" "$work/new/$name" -x '*.log' > "$work/$name.diff"; then
-    echo "same: $name ($(find "$work/new/$name" -type f | wc -l) files)"
+    echo "same: $name ($(find "$work/new/$name" -type f | wc -l) files)"; same=$((same + 1))
   else
     echo "DIFFERENT: $name"; cat "$work/$name.diff"; differ=1
   fi
 done
+echo "$same of ${#cases[@]} inputs: the same outputs"
 exit $differ

@@ -19,6 +19,49 @@ pub fn int64(b: &RecordBatch, name: &str, nullable: bool) -> Result<Int64Array> 
     Ok(a.clone())
 }
 
+/// A column of names without nulls, as a dictionary: each row a key into the distinct names.
+#[derive(Debug, Clone)]
+pub struct Names {
+    keys: arrow::array::Int32Array,
+    values: StringArray,
+}
+
+impl Names {
+    /// Row `i`'s name.
+    pub fn value(&self, i: usize) -> &str {
+        self.values.value(self.keys.value(i) as usize)
+    }
+
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
+/// A column of names without nulls, plain or a dictionary of 32-bit keys, as [`Names`].
+pub fn names(b: &RecordBatch, name: &str) -> Result<Names> {
+    let dictionary = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+    let a = match b.column_by_name(name) {
+        Some(a) if a.null_count() > 0 => bail!("column {name:?} has nulls"),
+        Some(a) if a.data_type() == &dictionary => a.clone(),
+        Some(a) if a.data_type() == &DataType::Utf8 => arrow::compute::cast(a, &dictionary)?,
+        Some(a) => bail!("column {name:?} is not utf8 ({})", a.data_type()),
+        None => bail!("no column {name:?}"),
+    };
+    let d = a.as_dictionary::<arrow::datatypes::Int32Type>();
+    let values = d.values().as_string::<i32>().clone();
+    if values.null_count() > 0 {
+        bail!("column {name:?} has nulls");
+    }
+    Ok(Names {
+        keys: d.keys().clone(),
+        values,
+    })
+}
+
 /// A UTF-8 column without nulls.
 pub fn utf8(b: &RecordBatch, name: &str) -> Result<StringArray> {
     match b.column_by_name(name) {

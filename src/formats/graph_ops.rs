@@ -10,7 +10,7 @@
 use std::sync::{Arc, LazyLock};
 
 use anyhow::{Result, bail};
-use arrow::array::{Array, AsArray, Int64Array, RecordBatch, StringArray};
+use arrow::array::{Array, AsArray, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 
 pub const RANGE_ID: &str = "RangeId";
@@ -48,7 +48,8 @@ pub struct GraphOps {
     pub start: Int64Array,
     pub end: Int64Array,
     pub device: Int64Array,
-    pub name: StringArray,
+    /// Kernel names, a dictionary (a few hundred names for millions of operations).
+    pub name: super::columns::Names,
 }
 
 impl GraphOps {
@@ -80,13 +81,7 @@ impl GraphOps {
             }
             Ok(a.clone())
         };
-        let name = match b.column_by_name(NAME) {
-            Some(a) if a.data_type() == &DataType::Utf8 && a.null_count() == 0 => {
-                a.as_string::<i32>().clone()
-            }
-            Some(a) => bail!("column {NAME:?} is not non-null utf8 ({})", a.data_type()),
-            None => bail!("no column {NAME:?}"),
-        };
+        let name = super::columns::names(b, NAME)?;
         let ops = GraphOps {
             range_id: int(RANGE_ID)?,
             launch: int(LAUNCH)?,
@@ -109,7 +104,7 @@ impl GraphOps {
 
 /// Reads the member. Errors say what is wrong in one line; the caller names the file.
 pub fn read(bytes: Vec<u8>) -> Result<GraphOps> {
-    GraphOps::of(&super::read_parquet(bytes)?)
+    GraphOps::of(&super::read_parquet_with(bytes, None, &[NAME])?)
 }
 
 /// Writes the member from a batch of [`SCHEMA`].
@@ -121,6 +116,7 @@ pub fn write(batch: &RecordBatch) -> Result<Vec<u8>> {
 mod tests {
     use super::*;
     use arrow::array::ArrayRef;
+    use arrow::array::StringArray;
 
     fn batch(start: i64, end: i64) -> RecordBatch {
         let i = |v: i64| Arc::new(Int64Array::from(vec![v])) as ArrayRef;

@@ -33,6 +33,67 @@ pub fn read_parquet_columns(bytes: Vec<u8>, names: &[&str]) -> Result<RecordBatc
     read_parquet_projected(bytes, Some(names))
 }
 
+/// [`read_parquet`] of the top-level columns named in `columns` (all when None), with the
+/// string columns named in `dictionaries` read as dictionaries of 32-bit keys (as parquet
+/// stores repeated names: a row costs a key, not the name again).
+pub fn read_parquet_with(
+    bytes: Vec<u8>,
+    columns: Option<&[&str]>,
+    dictionaries: &[&str],
+) -> Result<RecordBatch> {
+    use arrow::datatypes::{DataType, Field, Schema};
+    let bytes = bytes::Bytes::from(bytes);
+    let len = bytes.len() as u64;
+    let plain = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
+        .map_err(|e| anyhow::anyhow!("not a readable parquet file ({e})"))?;
+    let fields: Vec<Field> = plain
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| {
+            if dictionaries.contains(&f.name().as_str()) && f.data_type() == &DataType::Utf8 {
+                f.as_ref().clone().with_data_type(DataType::Dictionary(
+                    Box::new(DataType::Int32),
+                    Box::new(DataType::Utf8),
+                ))
+            } else {
+                f.as_ref().clone()
+            }
+        })
+        .collect();
+    let schema = std::sync::Arc::new(Schema::new_with_metadata(
+        fields,
+        plain.schema().metadata().clone(),
+    ));
+    drop(plain);
+    let options = parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_schema(schema);
+    let mut builder = ParquetRecordBatchReaderBuilder::try_new_with_options(bytes, options)
+        .map_err(|e| anyhow::anyhow!("not a readable parquet file ({e})"))?;
+    check_parquet_expansion(builder.metadata(), len)?;
+    if let Some(names) = columns {
+        let roots: Vec<usize> = builder
+            .schema()
+            .fields()
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| names.contains(&f.name().as_str()))
+            .map(|(i, _)| i)
+            .collect();
+        let mask = parquet::arrow::ProjectionMask::roots(builder.parquet_schema(), roots);
+        builder = builder.with_projection(mask);
+    }
+    let rows = whole_table_rows(builder.metadata());
+    let reader = builder
+        .with_batch_size(rows)
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot read parquet ({e})"))?;
+    let schema = reader.schema();
+    let batches: Vec<RecordBatch> = reader
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("corrupt or truncated parquet ({e})"))?;
+    Ok(crate::engine::value::one_batch(&schema, batches)?)
+}
+
 fn read_parquet_projected(bytes: Vec<u8>, names: Option<&[&str]>) -> Result<RecordBatch> {
     let len = bytes.len() as u64;
     let mut builder = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes))

@@ -2,9 +2,7 @@
 //! column layouts found in the wild, normalised to one Arrow schema (times in ns).
 
 use anyhow::{Context, Result, bail};
-use arrow::array::{
-    Array, ArrayRef, AsArray, Int32Array, Int64Array, RecordBatch, StringArray, StringBuilder,
-};
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, StringArray, StringBuilder};
 use arrow::compute::{cast, filter_record_batch, is_not_null};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use std::sync::{Arc, LazyLock};
@@ -18,16 +16,18 @@ pub const PID: &str = "PID";
 pub const TID: &str = "TID";
 pub const NUM_GPU_OPS: &str = "NumGPUOps";
 pub const LVL: &str = "Lvl";
-pub const NUM_CHILD: &str = "NumChild";
 pub const RANGE_ID: &str = "RangeId";
 pub const PARENT_ID: &str = "ParentId";
-pub const RANGE_STACK: &str = "RangeStack";
 
 /// The normalised schema. Names keep their domain prefix (`TSL:`, `NCCL:`) when the layout
 /// has one.
+///
+/// Only what the frames read is kept (docs/design.md, "Bounded memory"): names are a
+/// dictionary (a row per thunk execution, a few hundred distinct names), and the levels,
+/// child counts and range stacks, which the frames rebuild from `ParentId`, are not read.
 pub static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
     Arc::new(Schema::new(vec![
-        Field::new(NAME, DataType::Utf8, false),
+        Field::new(NAME, names_type(), false),
         Field::new(PROJ_START, DataType::Int64, false),
         Field::new(PROJ_DUR, DataType::Int64, false),
         Field::new(ORIG_START, DataType::Int64, true),
@@ -35,13 +35,36 @@ pub static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         Field::new(PID, DataType::Int64, false),
         Field::new(TID, DataType::Int64, false),
         Field::new(NUM_GPU_OPS, DataType::Int64, true),
-        Field::new(LVL, DataType::Int32, false),
-        Field::new(NUM_CHILD, DataType::Int32, false),
         Field::new(RANGE_ID, DataType::Int64, false),
         Field::new(PARENT_ID, DataType::Int64, true),
-        Field::new(RANGE_STACK, DataType::Utf8, false),
     ]))
 });
+
+fn names_type() -> DataType {
+    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
+}
+
+/// The columns of the three layouts that [`SCHEMA`]'s are made of.
+const READ: [&str; 18] = [
+    "Name",
+    "Projected Start",
+    "Projected Duration",
+    "Orig Start",
+    "Orig Duration",
+    "PID",
+    "TID",
+    "NumGPUOps",
+    "RangeId",
+    "ParentId",
+    "Text",
+    "Domain",
+    "Start",
+    "End",
+    "Range ID",
+    "Parent ID",
+    "Children Count",
+    "Stack Level",
+];
 
 /// Which layout a file uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,9 +96,14 @@ pub fn detect_layout(schema: &Schema) -> Result<Layout> {
     }
 }
 
-/// Read and normalise a trace.parquet file's bytes.
+/// Read and normalise a trace.parquet file's bytes: only the columns normalised, names read
+/// as dictionaries.
 pub fn read(bytes: Vec<u8>) -> Result<RecordBatch> {
-    from_table(&super::read_parquet(bytes)?)
+    from_table(&super::read_parquet_with(
+        bytes,
+        Some(&READ),
+        &["Name", "Text", "Domain"],
+    )?)
 }
 
 /// Normalise a trace table as a trace.parquet file holds it (what [`read`] decodes, or the
@@ -150,10 +178,7 @@ const TIME_BOUND: i64 = 1 << 62;
 /// that breaks this is refused, naming how many ranges and the first of them, rather than
 /// averaged into wrong numbers.
 fn check_times(b: &RecordBatch) -> Result<()> {
-    let name = b
-        .column_by_name(NAME)
-        .expect("normalised")
-        .as_string::<i32>();
+    let name = super::columns::names(b, NAME)?;
     let i64s = |c: &str| -> Int64Array {
         b.column_by_name(c)
             .expect("normalised")
@@ -215,9 +240,7 @@ fn normalise(raw: &RecordBatch, layout: Layout) -> Result<RecordBatch> {
     let columns: Vec<ArrayRef> = match layout {
         Layout::Classic => {
             // Name may be null only on the junk row dropped above.
-            let name = as_utf8(raw, "Name")?;
-            let name = fill_nulls_empty(name.as_string::<i32>());
-            let nchild = as_i32(raw, "NumChild")?;
+            let name = as_names(raw, "Name")?;
             vec![
                 name,
                 as_i64(raw, "Projected Start")?,
@@ -227,17 +250,14 @@ fn normalise(raw: &RecordBatch, layout: Layout) -> Result<RecordBatch> {
                 as_i64(raw, "PID")?,
                 as_i64(raw, "TID")?,
                 as_i64(raw, "NumGPUOps")?,
-                zero_nulls_i32(as_i32(raw, "Lvl")?),
-                zero_nulls_i32(nchild),
                 as_i64(raw, "RangeId")?,
                 as_i64(raw, "ParentId")?,
-                fill_nulls_empty(as_utf8(raw, "RangeStack")?.as_string::<i32>()),
             ]
         }
         Layout::Text | Layout::TextDomain => {
-            let text = as_utf8(raw, "Text")?;
-            let text = text.as_string::<i32>();
             let name: ArrayRef = if layout == Layout::TextDomain {
+                let text = as_utf8(raw, "Text")?;
+                let text = text.as_string::<i32>();
                 let domain = as_utf8(raw, "Domain")?;
                 let domain = domain.as_string::<i32>();
                 let mut b = StringBuilder::new();
@@ -249,9 +269,9 @@ fn normalise(raw: &RecordBatch, layout: Layout) -> Result<RecordBatch> {
                         b.append_value(format!("{}:{}", domain.value(i), t));
                     }
                 }
-                Arc::new(b.finish())
+                cast(&b.finish(), &names_type())?
             } else {
-                fill_nulls_empty(text)
+                as_names(raw, "Text")?
             };
             let start = as_i64(raw, "Start")?;
             let end = as_i64(raw, "End")?;
@@ -259,11 +279,11 @@ fn normalise(raw: &RecordBatch, layout: Layout) -> Result<RecordBatch> {
                 .map_err(|e| anyhow::anyhow!("columns \"Start\" and \"End\": {e}"))?;
             let n = raw.num_rows();
             let nulls64: ArrayRef = Arc::new(Int64Array::new_null(n));
-            let lvl = if raw.column_by_name("Stack Level").is_some() {
-                zero_nulls_i32(as_i32(raw, "Stack Level")?)
-            } else {
-                Arc::new(Int32Array::from(vec![0; n]))
-            };
+            // Checked as numbers, though not kept.
+            if raw.column_by_name("Stack Level").is_some() {
+                as_i32(raw, "Stack Level")?;
+            }
+            as_i32(raw, "Children Count")?;
             vec![
                 name,
                 start,
@@ -273,11 +293,8 @@ fn normalise(raw: &RecordBatch, layout: Layout) -> Result<RecordBatch> {
                 as_i64(raw, "PID")?,
                 as_i64(raw, "TID")?,
                 nulls64,
-                lvl,
-                zero_nulls_i32(as_i32(raw, "Children Count")?),
                 as_i64(raw, "Range ID")?,
                 as_i64(raw, "Parent ID")?,
-                range_stack_from_list(col(raw, "Range Stack")?)?,
             ]
         }
     };
@@ -285,6 +302,19 @@ fn normalise(raw: &RecordBatch, layout: Layout) -> Result<RecordBatch> {
         .map_err(|e| anyhow::anyhow!("unexpected nulls or lengths ({e})"))?;
     check_times(&batch)?;
     Ok(batch)
+}
+
+/// A text column as a dictionary of names, a null as "".
+fn as_names(b: &RecordBatch, name: &str) -> Result<ArrayRef> {
+    let a = col(b, name)?;
+    if a.data_type() == &names_type() && a.null_count() == 0 {
+        return Ok(a.clone());
+    }
+    let text = as_utf8(b, name)?;
+    Ok(cast(
+        &fill_nulls_empty(text.as_string::<i32>()),
+        &names_type(),
+    )?)
 }
 
 fn fill_nulls_empty(a: &StringArray) -> ArrayRef {
@@ -296,61 +326,6 @@ fn fill_nulls_empty(a: &StringArray) -> ArrayRef {
             .map(|v| Some(v.unwrap_or("")))
             .collect::<StringArray>(),
     )
-}
-
-fn zero_nulls_i32(a: ArrayRef) -> ArrayRef {
-    let a = a.as_primitive::<arrow::datatypes::Int32Type>();
-    if a.null_count() == 0 {
-        return Arc::new(a.clone());
-    }
-    Arc::new(
-        a.iter()
-            .map(|v| Some(v.unwrap_or(0)))
-            .collect::<Int32Array>(),
-    )
-}
-
-/// `Range Stack` is a list of ids in the newer layouts; render it as `:a:b:c`.
-fn range_stack_from_list(a: &ArrayRef) -> Result<ArrayRef> {
-    if let DataType::Utf8 | DataType::LargeUtf8 = a.data_type() {
-        return Ok(cast(a, &DataType::Utf8)?);
-    }
-    let list = match a.data_type() {
-        DataType::List(_) => a.as_list::<i32>().clone(),
-        DataType::LargeList(_) => {
-            let l = a.as_list::<i64>();
-            let f = Arc::new(Field::new("item", l.value_type(), true));
-            arrow::array::ListArray::try_new(
-                f,
-                arrow::buffer::OffsetBuffer::new(
-                    l.offsets()
-                        .iter()
-                        .map(|&o| o as i32)
-                        .collect::<Vec<_>>()
-                        .into(),
-                ),
-                l.values().clone(),
-                l.nulls().cloned(),
-            )?
-        }
-        other => bail!("column \"Range Stack\": unexpected type {other}"),
-    };
-    let values = cast(list.values(), &DataType::Int64)?;
-    let values = values.as_primitive::<arrow::datatypes::Int64Type>();
-    let mut b = StringBuilder::new();
-    for i in 0..list.len() {
-        let (s, e) = (
-            list.value_offsets()[i] as usize,
-            list.value_offsets()[i + 1] as usize,
-        );
-        let mut out = String::new();
-        for j in s..e {
-            out.push(':');
-            out.push_str(&values.value(j).to_string());
-        }
-        b.append_value(out);
-    }
-    Ok(Arc::new(b.finish()))
 }
 
 /// `thread-metadata.parquet`: (PID, TID) -> thread name.
@@ -430,15 +405,13 @@ mod tests {
         .unwrap();
         let out = read(write_parquet(&b)).unwrap();
         assert_eq!(out.schema(), SCHEMA.clone());
-        let names = out.column_by_name(NAME).unwrap().as_string::<i32>();
+        let names = crate::formats::columns::names(&out, NAME).unwrap();
         assert_eq!(names.value(1), "TSL:Thunk:#hlo_op=f#");
         let dur = out
             .column_by_name(PROJ_DUR)
             .unwrap()
             .as_primitive::<arrow::datatypes::Int64Type>();
         assert_eq!(dur.values(), &[100, 40]);
-        let stack = out.column_by_name(RANGE_STACK).unwrap().as_string::<i32>();
-        assert_eq!(stack.value(1), ":1:2");
     }
 
     #[test]

@@ -27,6 +27,7 @@ use arrow::array::{Array, ArrayRef, Int32Array, Int64Array, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 
+pub use super::compile_rows::{is_xla_compile, strip_tsl};
 use crate::formats::pushpop::{self, Columns};
 
 /// Numeric program id (the `program_id=` of the XLA names), −1 when unknown.
@@ -40,17 +41,6 @@ pub fn schema() -> SchemaRef {
     fields.push(Field::new(PROGRAM_ID, DataType::Int64, false));
     fields.push(Field::new(PROGRAM_NAME, DataType::Utf8, true));
     Arc::new(Schema::new(fields))
-}
-
-/// The name without XLA's `TSL:` domain prefix.
-pub fn strip_tsl(name: &str) -> &str {
-    name.strip_prefix("TSL:").unwrap_or(name)
-}
-
-/// Whether a name (with or without `TSL:`) is an `XlaCompile` range.
-pub fn is_xla_compile(name: &str) -> bool {
-    let bare = strip_tsl(name);
-    bare == "XlaCompile" || bare.starts_with("XlaCompile:#")
 }
 
 /// Whether a range belongs to XLA's own (`TSL`) domain. Captures without domain prefixes are

@@ -12,8 +12,18 @@ use anyhow::Result;
 use arrow::array::{Array, BooleanArray, StringArray};
 use arrow::record_batch::RecordBatch;
 
-use super::compile::is_xla_compile;
 use crate::formats::pushpop::{self, Columns, Selection, Spans};
+
+/// The name without XLA's `TSL:` domain prefix.
+pub fn strip_tsl(name: &str) -> &str {
+    name.strip_prefix("TSL:").unwrap_or(name)
+}
+
+/// Whether a name (with or without `TSL:`) is an `XlaCompile` range.
+pub fn is_xla_compile(name: &str) -> bool {
+    let bare = strip_tsl(name);
+    bare == "XlaCompile" || bare.starts_with("XlaCompile:#")
+}
 
 /// The time windows of the `XlaCompile` ranges, widened by 1 ns (the frame's enclosure test
 /// counts a compilation's bounds as inside it), merged.

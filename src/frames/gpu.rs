@@ -197,7 +197,7 @@ pub fn build(
 ) -> Result<GpuFrames> {
     let mut notes = Notes::default();
     let n = ranges.num_rows();
-    let name = ranges.column_by_name(tr::NAME).unwrap().as_string::<i32>();
+    let name = crate::formats::columns::names(ranges, tr::NAME)?;
     let i64col = |c: &str| {
         ranges
             .column_by_name(c)
@@ -586,21 +586,26 @@ pub fn build(
             && ts[i].dev == ts[i - 1].dev;
         thunk_index[i] = if same { thunk_index[i - 1] + 1 } else { 0 };
     }
-    let mut by_name: Vec<(u32, i32, i32, u32, i64, u32, usize)> = ts
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let (p, o) = (prog_rank[i], op_rank[i]);
-            (p, t.exec, t.dev, o, range_id.value(t.row), t.sub, i)
-        })
-        .collect();
-    by_name.sort_unstable();
+    // Rows by (program, execution, device, instruction); a stable sort keeps the rows'
+    // (RangeId, position) order within each.
+    let by_name = {
+        let mut by_name: Vec<u32> = (0..ts.len() as u32).collect();
+        by_name.sort_by_key(|&i| {
+            let (i, t) = (i as usize, &ts[i as usize]);
+            (prog_rank[i], t.exec, t.dev, op_rank[i])
+        });
+        by_name
+    };
     let mut thunk_exec = vec![0i32; ts.len()];
     for w in 1..by_name.len() {
-        let (a, b) = (&by_name[w - 1], &by_name[w]);
-        let same = a.0 == b.0 && a.1 == b.1 && a.2 == b.2 && a.3 == b.3;
-        thunk_exec[b.6] = if same { thunk_exec[a.6] + 1 } else { 0 };
+        let (a, b) = (by_name[w - 1] as usize, by_name[w] as usize);
+        let same = prog_rank[a] == prog_rank[b]
+            && ts[a].exec == ts[b].exec
+            && ts[a].dev == ts[b].dev
+            && op_rank[a] == op_rank[b];
+        thunk_exec[b] = if same { thunk_exec[a] + 1 } else { 0 };
     }
+    drop(by_name);
 
     // Communication classification from the HLO, looked up once per (program, instruction).
     let mut missing_ops = 0usize;
@@ -643,13 +648,14 @@ pub fn build(
     // compute thunks is hidden.
     let hidden = overlap(
         &ts.iter()
-            .map(|t| (&*t.prog, t.dev, t.start, t.start + t.dur))
+            .enumerate()
+            .map(|(i, t)| (prog_rank[i], t.dev, t.start, t.start + t.dur))
             .collect::<Vec<_>>(),
         &comm.iter().map(|c| c.is_some()).collect::<Vec<_>>(),
     );
 
     let exposed: Vec<i64> = ts.iter().zip(&hidden).map(|(t, h)| t.dur - h).collect();
-    let algbw: Vec<Option<f64>> = ts
+    let algbw: Float64Array = ts
         .iter()
         .zip(&comm)
         .map(|(t, c)| {
@@ -659,7 +665,7 @@ pub fn build(
             })
         })
         .collect();
-    let busbw: Vec<Option<f64>> = algbw
+    let busbw: Float64Array = algbw
         .iter()
         .zip(&comm)
         .map(|(a, c)| a.zip(*c).map(|(a, c)| a * c.bus_correction))
@@ -691,8 +697,8 @@ pub fn build(
                     .map(|c| c.map(|c| c.collective_size as i32))
                     .collect::<Int32Array>(),
             ),
-            Arc::new(Float64Array::from(algbw)),
-            Arc::new(Float64Array::from(busbw)),
+            Arc::new(algbw),
+            Arc::new(busbw),
             dictionary(ts.iter().map(|t| t.command_buffer.as_deref())),
         ],
     )?;
@@ -743,7 +749,7 @@ fn permute<T>(rows: &mut [T], mut order: Vec<u32>) {
 /// of the same (program, device). Sort-and-sweep: compute intervals sorted by start with a
 /// running maximum of their ends, so each communication interval binary-searches the first
 /// compute interval that can reach it and scans only the ones that start before it ends.
-pub fn overlap(intervals: &[(&str, i32, i64, i64)], is_comm: &[bool]) -> Vec<i64> {
+pub fn overlap<K: Ord + Copy>(intervals: &[(K, i32, i64, i64)], is_comm: &[bool]) -> Vec<i64> {
     let mut hidden = vec![0i64; intervals.len()];
     let mut idx: Vec<usize> = (0..intervals.len()).collect();
     idx.sort_by(|&a, &b| {
