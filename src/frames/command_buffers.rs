@@ -54,6 +54,7 @@ pub fn is_command_buffer(thunk: &str) -> bool {
 }
 
 /// One row of the thunk frame being built.
+#[derive(Clone)]
 pub struct ThunkRow {
     /// Row of the projected range it comes from.
     pub row: usize,
@@ -444,7 +445,8 @@ fn by_time_gaps<'n>(
 }
 
 /// Replaces every execution of a command buffer in `ts` by the rows of the instructions it
-/// ran (see the module docs). `range_id` gives a row's range id; `hlo_of` a row's module.
+/// ran (see the module docs); the rows come back ordered by their range's row and, within a
+/// command buffer's execution, by time. `range_id` gives a row's range id; `hlo_of` a row's module.
 pub fn expand<'h>(
     ts: Vec<ThunkRow>,
     range_id: impl Fn(usize) -> i64,
@@ -501,27 +503,28 @@ pub fn expand<'h>(
     let mut names: HashMap<i64, HashMap<String, Option<Arc<str>>>> = HashMap::new();
     let mut lists: HashMap<(i64, Arc<str>), Candidates> = HashMap::new();
     let mut no_dump = 0usize;
-    // Every thunk in order, a command buffer's execution replaced by its instructions' rows
-    // (kept whole when they cannot be told).
-    let mut rows = Vec::with_capacity(ts.len() + ops.len());
-    for t in ts {
-        if !is_command_buffer(&t.op) {
-            rows.push(t);
+    // A command buffer's execution is replaced by its instructions' rows (kept whole when
+    // they cannot be told). The rows are added to the same vector, and the executions they
+    // replace removed after (one vector of rows: docs/design.md, "Bounded memory").
+    let before = ts.len();
+    let mut opened = vec![false; before];
+    for at in 0..before {
+        if !is_command_buffer(&ts[at].op) {
             continue;
         }
+        let t = ts[at].clone();
         let rid = range_id(t.row);
         let lo = ranges.partition_point(|&r| r < rid);
         let hi = ranges.partition_point(|&r| r <= rid);
         let here = &order[lo..hi];
         let Some(hlo) = hlo_of(&t) else {
             no_dump += 1;
-            rows.push(t);
             continue;
         };
         if here.is_empty() {
-            rows.push(t);
             continue;
         }
+        opened[at] = true;
         let names = names.entry(hlo.id).or_insert_with(|| kernel_names(hlo));
         let list = lists.entry((hlo.id, t.op.clone())).or_insert_with(|| {
             let empty = HashSet::new();
@@ -554,7 +557,7 @@ pub fn expand<'h>(
             }
         }
         for (sub, (name, s, _, busy)) in parts.into_iter().enumerate() {
-            rows.push(ThunkRow {
+            ts.push(ThunkRow {
                 row: t.row,
                 sub: sub as u32,
                 prog: t.prog.clone(),
@@ -574,7 +577,15 @@ pub fn expand<'h>(
             });
         }
     }
-    rows.shrink_to_fit();
+    let mut at = 0;
+    ts.retain(|_| {
+        let keep = at >= before || !opened[at];
+        at += 1;
+        keep
+    });
+    drop(opened);
+    // In the order of their ranges' rows, a command buffer's rows in time order.
+    ts.sort_unstable_by_key(|t| (t.row, t.sub));
     if no_dump > 0 {
         notes.push(format!(
             "{NOTE}{no_dump} executions of CUDA graphs are counted whole: their module has no HLO dump to name the kernels inside"
@@ -598,7 +609,7 @@ pub fn expand<'h>(
             if more > 0 { format!(" and {more} more") } else { String::new() }
         ));
     }
-    (rows, attribution)
+    (ts, attribution)
 }
 
 #[cfg(test)]

@@ -189,364 +189,380 @@ enum Kind {
 /// launching thread when the process names no XlaLauncher threads; `graphs` opens command
 /// buffers up.
 pub fn build(
-    ranges: &RecordBatch,
+    ranges: RecordBatch,
     graphs: &GraphInputs,
     threads: &ThreadNames,
     programs: &Programs,
     fallback_device: i32,
 ) -> Result<GpuFrames> {
     let mut notes = Notes::default();
-    let n = ranges.num_rows();
-    let name = crate::formats::columns::names(ranges, tr::NAME)?;
-    let i64col = |c: &str| {
-        ranges
-            .column_by_name(c)
-            .unwrap()
-            .as_primitive::<Int64Type>()
-            .clone()
-    };
-    let range_id = i64col(tr::RANGE_ID);
-    let parent_id = i64col(tr::PARENT_ID);
-    let proj_start = i64col(tr::PROJ_START);
-    let proj_dur = i64col(tr::PROJ_DUR);
-    let orig_start = i64col(tr::ORIG_START);
-    let orig_dur = i64col(tr::ORIG_DUR);
-    let pid = i64col(tr::PID);
-    let tid = i64col(tr::TID);
-    let gpu_ops = i64col(tr::NUM_GPU_OPS);
-
-    // Rows in RangeId order, and RangeId -> row by binary search.
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by_key(|&r| range_id.value(r));
-    let ids_sorted: Vec<i64> = order.iter().map(|&r| range_id.value(r)).collect();
-    let row_of =
-        |id: i64| -> Option<usize> { ids_sorted.binary_search(&id).ok().map(|i| order[i]) };
-    let parent = |r: usize| -> Option<usize> {
-        if parent_id.is_null(r) {
-            None
-        } else {
-            row_of(parent_id.value(r))
-        }
-    };
-    let start_of = |r: usize| -> i64 {
-        if orig_start.is_null(r) {
-            proj_start.value(r)
-        } else {
-            orig_start.value(r)
-        }
-    };
-
-    let mut kind = vec![Kind::Other; n];
-    // Ranges named like XLA's but not in its vocabulary: counted, never silently dropped.
-    let mut malformed = 0usize;
-    let mut malformed_example = None;
-    let mut parsed_modules = 0usize;
-    for r in 0..n {
-        let s = name.value(r);
-        let t = nvtx::strip_tsl(s);
-        let ok = if t.starts_with("Thunk:#") {
-            kind[r] = Kind::Thunk;
-            nvtx::parse_thunk(s).is_some()
-        } else if t.starts_with("XlaModule:#") {
-            kind[r] = Kind::Module;
-            let ok = nvtx::parse_module(s).is_some();
-            parsed_modules += ok as usize;
-            ok
-        } else {
-            !(t.starts_with("Thunk:") || t.starts_with("XlaModule:"))
+    // The projected ranges and what is derived from them row by row are dropped once the
+    // thunk rows are made: only a range id per row is kept (docs/design.md, "Bounded memory").
+    let (module, ts, prog_id_of, range_ids) = {
+        let ranges = ranges;
+        let n = ranges.num_rows();
+        let name = crate::formats::columns::names(&ranges, tr::NAME)?;
+        let i64col = |c: &str| {
+            ranges
+                .column_by_name(c)
+                .unwrap()
+                .as_primitive::<Int64Type>()
+                .clone()
         };
-        if !ok {
-            malformed += 1;
-            malformed_example.get_or_insert(s);
-        }
-    }
-    if malformed > 0 {
-        let example = malformed_example.unwrap_or_default();
-        if parsed_modules == 0 {
-            anyhow::bail!(
-                "{malformed} ranges are named like XLA modules or thunks but not in XLA's NVTX form (e.g. {example:?}): not a trace of XLA's ranges, or a damaged one"
-            );
-        }
-        notes.0.push(format!(
-            "{malformed} ranges named like XLA modules or thunks do not parse (e.g. {example:?}); those modules are counted under their full range name"
-        ));
-    }
+        let range_id = i64col(tr::RANGE_ID);
+        let parent_id = i64col(tr::PARENT_ID);
+        let proj_start = i64col(tr::PROJ_START);
+        let proj_dur = i64col(tr::PROJ_DUR);
+        let orig_start = i64col(tr::ORIG_START);
+        let orig_dur = i64col(tr::ORIG_DUR);
+        let pid = i64col(tr::PID);
+        let tid = i64col(tr::TID);
+        let gpu_ops = i64col(tr::NUM_GPU_OPS);
 
-    // Thunks that started before the first module are edge effects of the capture start.
-    let first_module = (0..n)
-        .filter(|&r| kind[r] == Kind::Module)
-        .map(start_of)
-        .min();
-    let mut is_thunk: Vec<bool> = (0..n)
-        .map(|r| kind[r] == Kind::Thunk && first_module.is_some_and(|f| start_of(r) >= f))
-        .collect();
-    let early = (0..n)
-        .filter(|&r| kind[r] == Kind::Thunk && !is_thunk[r])
-        .count();
-    if early > 0 {
-        notes.0.push(format!(
-            "ignored {early} thunks that started before the first module"
-        ));
-    }
-
-    // Link each thunk to its closest XlaModule ancestor; thunks with thunk children are not
-    // the deepest and are dropped (command buffers hold their thunks).
-    let mut module_of: Vec<Option<usize>> = vec![None; n];
-    let mut has_child_thunk = vec![false; n];
-    for r in 0..n {
-        if !is_thunk[r] {
-            continue;
-        }
-        let mut p = parent(r);
-        let mut depth = 0;
-        while let Some(q) = p {
-            match kind[q] {
-                Kind::Module => {
-                    module_of[r] = Some(q);
-                    break;
-                }
-                Kind::Thunk => has_child_thunk[q] = true,
-                Kind::Other => {}
+        // Rows in RangeId order, and RangeId -> row by binary search.
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&r| range_id.value(r));
+        let ids_sorted: Vec<i64> = order.iter().map(|&r| range_id.value(r)).collect();
+        let row_of =
+            |id: i64| -> Option<usize> { ids_sorted.binary_search(&id).ok().map(|i| order[i]) };
+        let parent = |r: usize| -> Option<usize> {
+            if parent_id.is_null(r) {
+                None
+            } else {
+                row_of(parent_id.value(r))
             }
-            depth += 1;
-            if depth > 10_000 {
-                break;
+        };
+        let start_of = |r: usize| -> i64 {
+            if orig_start.is_null(r) {
+                proj_start.value(r)
+            } else {
+                orig_start.value(r)
             }
-            p = parent(q);
-        }
-    }
-    let orphans = (0..n)
-        .filter(|&r| is_thunk[r] && module_of[r].is_none())
-        .count();
-    if orphans > 0 {
-        notes.0.push(format!(
-            "ignored {orphans} thunks outside any XlaModule range"
-        ));
-    }
-    for r in 0..n {
-        is_thunk[r] = is_thunk[r] && !has_child_thunk[r] && module_of[r].is_some();
-    }
+        };
 
-    let mut thunks_per_module = vec![0i32; n];
-    for r in 0..n {
-        if is_thunk[r] {
-            thunks_per_module[module_of[r].unwrap()] += 1;
+        let mut kind = vec![Kind::Other; n];
+        // Ranges named like XLA's but not in its vocabulary: counted, never silently dropped.
+        let mut malformed = 0usize;
+        let mut malformed_example = None;
+        let mut parsed_modules = 0usize;
+        for r in 0..n {
+            let s = name.value(r);
+            let t = nvtx::strip_tsl(s);
+            let ok = if t.starts_with("Thunk:#") {
+                kind[r] = Kind::Thunk;
+                nvtx::parse_thunk(s).is_some()
+            } else if t.starts_with("XlaModule:#") {
+                kind[r] = Kind::Module;
+                let ok = nvtx::parse_module(s).is_some();
+                parsed_modules += ok as usize;
+                ok
+            } else {
+                !(t.starts_with("Thunk:") || t.starts_with("XlaModule:"))
+            };
+            if !ok {
+                malformed += 1;
+                malformed_example.get_or_insert(s);
+            }
         }
-    }
-    // Modules with at least one deepest thunk, in RangeId order.
-    let mut modules: Vec<usize> = order
-        .iter()
-        .copied()
-        .filter(|&r| thunks_per_module[r] > 0)
-        .collect();
+        if malformed > 0 {
+            let example = malformed_example.unwrap_or_default();
+            if parsed_modules == 0 {
+                anyhow::bail!(
+                    "{malformed} ranges are named like XLA modules or thunks but not in XLA's NVTX form (e.g. {example:?}): not a trace of XLA's ranges, or a damaged one"
+                );
+            }
+            notes.0.push(format!(
+                "{malformed} ranges named like XLA modules or thunks do not parse (e.g. {example:?}); those modules are counted under their full range name"
+            ));
+        }
 
-    // The capture may stop inside the last execution of a module: drop it when it has clearly
-    // fewer GPU operations than the earlier ones (mean - population std).
-    if gpu_ops.null_count() < n {
-        let mut by_name: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-        for &r in &modules {
-            by_name.entry(name.value(r)).or_default().push(r);
+        // Thunks that started before the first module are edge effects of the capture start.
+        let first_module = (0..n)
+            .filter(|&r| kind[r] == Kind::Module)
+            .map(start_of)
+            .min();
+        let mut is_thunk: Vec<bool> = (0..n)
+            .map(|r| kind[r] == Kind::Thunk && first_module.is_some_and(|f| start_of(r) >= f))
+            .collect();
+        let early = (0..n)
+            .filter(|&r| kind[r] == Kind::Thunk && !is_thunk[r])
+            .count();
+        if early > 0 {
+            notes.0.push(format!(
+                "ignored {early} thunks that started before the first module"
+            ));
         }
-        let mut dropped = Vec::new();
-        for (nm, rows) in by_name {
-            let (last, rest) = rows.split_last().unwrap();
-            if rest.is_empty() || gpu_ops.is_null(*last) {
+
+        // Link each thunk to its closest XlaModule ancestor; thunks with thunk children are not
+        // the deepest and are dropped (command buffers hold their thunks).
+        let mut module_of: Vec<Option<usize>> = vec![None; n];
+        let mut has_child_thunk = vec![false; n];
+        for r in 0..n {
+            if !is_thunk[r] {
                 continue;
             }
-            let xs: Vec<f64> = rest.iter().map(|&r| gpu_ops.value(r) as f64).collect();
-            let mean = xs.iter().sum::<f64>() / xs.len() as f64;
-            let std = (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64).sqrt();
-            if (gpu_ops.value(*last) as f64) < mean - std {
-                notes.0.push(format!(
-                    "dropped the last execution of {} ({} GPU operations vs {:.1} ± {:.1} before): the capture stopped inside it",
-                    nvtx::parse_module(nm).map(|m| m.hlo_module).unwrap_or(nm),
-                    gpu_ops.value(*last),
-                    mean,
-                    std
-                ));
-                dropped.push(*last);
+            let mut p = parent(r);
+            let mut depth = 0;
+            while let Some(q) = p {
+                match kind[q] {
+                    Kind::Module => {
+                        module_of[r] = Some(q);
+                        break;
+                    }
+                    Kind::Thunk => has_child_thunk[q] = true,
+                    Kind::Other => {}
+                }
+                depth += 1;
+                if depth > 10_000 {
+                    break;
+                }
+                p = parent(q);
             }
         }
-        if !dropped.is_empty() {
-            modules.retain(|r| !dropped.contains(r));
-            for r in 0..n {
-                if is_thunk[r] && dropped.contains(&module_of[r].unwrap()) {
-                    is_thunk[r] = false;
+        let orphans = (0..n)
+            .filter(|&r| is_thunk[r] && module_of[r].is_none())
+            .count();
+        if orphans > 0 {
+            notes.0.push(format!(
+                "ignored {orphans} thunks outside any XlaModule range"
+            ));
+        }
+        for r in 0..n {
+            is_thunk[r] = is_thunk[r] && !has_child_thunk[r] && module_of[r].is_some();
+        }
+
+        let mut thunks_per_module = vec![0i32; n];
+        for r in 0..n {
+            if is_thunk[r] {
+                thunks_per_module[module_of[r].unwrap()] += 1;
+            }
+        }
+        // Modules with at least one deepest thunk, in RangeId order.
+        let mut modules: Vec<usize> = order
+            .iter()
+            .copied()
+            .filter(|&r| thunks_per_module[r] > 0)
+            .collect();
+
+        // The capture may stop inside the last execution of a module: drop it when it has clearly
+        // fewer GPU operations than the earlier ones (mean - population std).
+        if gpu_ops.null_count() < n {
+            let mut by_name: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+            for &r in &modules {
+                by_name.entry(name.value(r)).or_default().push(r);
+            }
+            let mut dropped = Vec::new();
+            for (nm, rows) in by_name {
+                let (last, rest) = rows.split_last().unwrap();
+                if rest.is_empty() || gpu_ops.is_null(*last) {
+                    continue;
+                }
+                let xs: Vec<f64> = rest.iter().map(|&r| gpu_ops.value(r) as f64).collect();
+                let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+                let std = (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64).sqrt();
+                if (gpu_ops.value(*last) as f64) < mean - std {
+                    notes.0.push(format!(
+                        "dropped the last execution of {} ({} GPU operations vs {:.1} ± {:.1} before): the capture stopped inside it",
+                        nvtx::parse_module(nm).map(|m| m.hlo_module).unwrap_or(nm),
+                        gpu_ops.value(*last),
+                        mean,
+                        std
+                    ));
+                    dropped.push(*last);
+                }
+            }
+            if !dropped.is_empty() {
+                modules.retain(|r| !dropped.contains(r));
+                for r in 0..n {
+                    if is_thunk[r] && dropped.contains(&module_of[r].unwrap()) {
+                        is_thunk[r] = false;
+                    }
                 }
             }
         }
-    }
 
-    // Program identity and execution counters (per launching thread and program).
-    let mut prog_id_of: FxHashMap<usize, (Arc<str>, String, Option<i64>)> = FxHashMap::default();
-    let mut exec_of: FxHashMap<usize, i32> = FxHashMap::default();
-    let mut counters: FxHashMap<(i64, i64, String), i32> = FxHashMap::default();
-    for &r in &modules {
-        let parsed = nvtx::parse_module(name.value(r));
-        let (hlo_module, numeric) = parsed
-            .as_ref()
-            .map(|m| (m.hlo_module.to_string(), m.program_id))
-            .unwrap_or_else(|| (name.value(r).to_string(), None));
-        let stable = programs.stable_id(numeric, &hlo_module);
-        let c = counters
-            .entry((pid.value(r), tid.value(r), stable.clone()))
-            .or_insert(0);
-        exec_of.insert(r, *c);
-        *c += 1;
-        prog_id_of.insert(r, (Arc::from(stable), hlo_module, numeric));
-    }
-    let ran: std::collections::BTreeSet<(i64, &str)> = prog_id_of
-        .values()
-        .filter_map(|(_, name, id)| Some((((*id)?), name.as_str())))
-        .collect();
-    check_dump(programs, &ran, &mut notes)?;
+        // Program identity and execution counters (per launching thread and program).
+        let mut prog_id_of: FxHashMap<usize, (Arc<str>, String, Option<i64>)> = FxHashMap::default();
+        let mut exec_of: FxHashMap<usize, i32> = FxHashMap::default();
+        let mut counters: FxHashMap<(i64, i64, String), i32> = FxHashMap::default();
+        for &r in &modules {
+            let parsed = nvtx::parse_module(name.value(r));
+            let (hlo_module, numeric) = parsed
+                .as_ref()
+                .map(|m| (m.hlo_module.to_string(), m.program_id))
+                .unwrap_or_else(|| (name.value(r).to_string(), None));
+            let stable = programs.stable_id(numeric, &hlo_module);
+            let c = counters
+                .entry((pid.value(r), tid.value(r), stable.clone()))
+                .or_insert(0);
+            exec_of.insert(r, *c);
+            *c += 1;
+            prog_id_of.insert(r, (Arc::from(stable), hlo_module, numeric));
+        }
+        let ran: std::collections::BTreeSet<(i64, &str)> = prog_id_of
+            .values()
+            .filter_map(|(_, name, id)| Some((((*id)?), name.as_str())))
+            .collect();
+        check_dump(programs, &ran, &mut notes)?;
 
-    // Devices: launcher threads name their global device; a process driving one GPU may
-    // launch from its main thread, which then takes the process's first device.
-    let mut device_of_thread: BTreeMap<(i64, i64), i32> = BTreeMap::new();
-    let mut first_device_of_pid: BTreeMap<i64, (i64, i32)> = BTreeMap::new();
-    for i in 0..threads.name.len() {
-        if let Some(l) = nvtx::parse_launcher(&threads.name[i]) {
-            device_of_thread.insert((threads.pid[i], threads.tid[i]), l.global as i32);
-            let e = first_device_of_pid
-                .entry(threads.pid[i])
-                .or_insert((l.local, l.global as i32));
-            if l.local < e.0 {
-                *e = (l.local, l.global as i32);
+        // Devices: launcher threads name their global device; a process driving one GPU may
+        // launch from its main thread, which then takes the process's first device.
+        let mut device_of_thread: BTreeMap<(i64, i64), i32> = BTreeMap::new();
+        let mut first_device_of_pid: BTreeMap<i64, (i64, i32)> = BTreeMap::new();
+        for i in 0..threads.name.len() {
+            if let Some(l) = nvtx::parse_launcher(&threads.name[i]) {
+                device_of_thread.insert((threads.pid[i], threads.tid[i]), l.global as i32);
+                let e = first_device_of_pid
+                    .entry(threads.pid[i])
+                    .or_insert((l.local, l.global as i32));
+                if l.local < e.0 {
+                    *e = (l.local, l.global as i32);
+                }
             }
         }
-    }
-    let mut threads_of_program: BTreeMap<Option<i64>, std::collections::BTreeSet<(i64, i64)>> =
-        BTreeMap::new();
-    for r in 0..n {
-        if is_thunk[r] {
+        let mut threads_of_program: BTreeMap<Option<i64>, std::collections::BTreeSet<(i64, i64)>> =
+            BTreeMap::new();
+        for r in 0..n {
+            if is_thunk[r] {
+                let m = module_of[r].unwrap();
+                threads_of_program
+                    .entry(prog_id_of.get(&m).and_then(|p| p.2))
+                    .or_default()
+                    .insert((pid.value(r), tid.value(r)));
+            }
+        }
+        let mut main_candidates: std::collections::BTreeSet<(i64, i64)> = threads_of_program
+            .values()
+            .filter(|s| s.len() == 1)
+            .map(|s| *s.iter().next().unwrap())
+            .collect();
+        let compile_threads: std::collections::BTreeSet<(i64, i64)> = (0..n)
+            .filter(|&r| nvtx::strip_tsl(name.value(r)).starts_with("XlaCompile:#"))
+            .map(|r| (pid.value(r), tid.value(r)))
+            .collect();
+        if compile_threads.len() == 1 {
+            main_candidates.extend(compile_threads);
+        }
+        for (p, t) in main_candidates {
+            device_of_thread.entry((p, t)).or_insert_with(|| {
+                first_device_of_pid
+                    .get(&p)
+                    .map(|d| d.1)
+                    .unwrap_or(fallback_device)
+            });
+        }
+        let device = |r: usize| device_of_thread.get(&(pid.value(r), tid.value(r))).copied();
+        let unplaced = (0..n)
+            .filter(|&r| is_thunk[r] && device(r).is_none())
+            .count();
+        if unplaced > 0 {
+            notes.0.push(format!(
+                "ignored {unplaced} thunks launched from threads that map to no device"
+            ));
+        }
+
+        // ---- module frame
+        let mut m_rows: Vec<usize> = modules
+            .iter()
+            .copied()
+            .filter(|&r| device(r).is_some())
+            .collect();
+        m_rows.sort_by_key(|&r| range_id.value(r));
+        let module = RecordBatch::try_new(
+            MODULE_SCHEMA.clone(),
+            vec![
+                Arc::new(StringArray::from_iter_values(
+                    m_rows.iter().map(|r| &*prog_id_of[r].0),
+                )) as ArrayRef,
+                Arc::new(StringArray::from_iter_values(
+                    m_rows.iter().map(|r| prog_id_of[r].1.as_str()),
+                )),
+                Arc::new(Int32Array::from_iter_values(
+                    m_rows.iter().map(|r| exec_of[r]),
+                )),
+                Arc::new(Int32Array::from_iter_values(
+                    m_rows.iter().map(|&r| device(r).unwrap()),
+                )),
+                Arc::new(Int64Array::from_iter_values(
+                    m_rows.iter().map(|&r| proj_start.value(r)),
+                )),
+                Arc::new(Int64Array::from_iter_values(
+                    m_rows.iter().map(|&r| proj_dur.value(r)),
+                )),
+                Arc::new(
+                    m_rows
+                        .iter()
+                        .map(|&r| orig_start.is_valid(r).then(|| orig_start.value(r)))
+                        .collect::<Int64Array>(),
+                ),
+                Arc::new(
+                    m_rows
+                        .iter()
+                        .map(|&r| orig_dur.is_valid(r).then(|| orig_dur.value(r)))
+                        .collect::<Int64Array>(),
+                ),
+                Arc::new(Int32Array::from_iter_values(
+                    m_rows.iter().map(|&r| thunks_per_module[r]),
+                )),
+                Arc::new(
+                    m_rows
+                        .iter()
+                        .map(|&r| gpu_ops.is_valid(r).then(|| gpu_ops.value(r)))
+                        .collect::<Int64Array>(),
+                ),
+            ],
+        )?;
+
+        // ---- thunk frame
+        // Instruction and op names, one allocation per distinct name.
+        let mut interned: FxHashMap<&str, Arc<str>> = FxHashMap::default();
+        // Room for the rows the command buffers open up into, so the rows are never copied
+        // to a larger vector.
+        let graph_ops = graphs.ops.as_ref().map_or(0, |o| o.len());
+        let mut ts: Vec<ThunkRow> =
+            Vec::with_capacity(is_thunk.iter().filter(|&&t| t).count() + graph_ops);
+        for &r in &order {
+            if !is_thunk[r] {
+                continue;
+            }
+            let Some(dev) = device(r) else { continue };
             let m = module_of[r].unwrap();
-            threads_of_program
-                .entry(prog_id_of.get(&m).and_then(|p| p.2))
-                .or_default()
-                .insert((pid.value(r), tid.value(r)));
+            let Some((prog, _, numeric)) = prog_id_of.get(&m) else {
+                continue;
+            };
+            let parsed = nvtx::parse_thunk(name.value(r));
+            let op = parsed
+                .as_ref()
+                .map(|t| t.hlo_op)
+                .unwrap_or_else(|| nvtx::strip_tsl(name.value(r)));
+            ts.push(ThunkRow {
+                row: r,
+                sub: 0,
+                module: m,
+                prog: prog.clone(),
+                numeric: *numeric,
+                exec: exec_of[&m],
+                dev,
+                op: interned.entry(op).or_insert_with(|| Arc::from(op)).clone(),
+                op_name: parsed
+                    .and_then(|t| t.name)
+                    .map(|n| interned.entry(n).or_insert_with(|| Arc::from(n)).clone()),
+                start: proj_start.value(r),
+                dur: proj_dur.value(r),
+                command_buffer: None,
+            });
         }
-    }
-    let mut main_candidates: std::collections::BTreeSet<(i64, i64)> = threads_of_program
-        .values()
-        .filter(|s| s.len() == 1)
-        .map(|s| *s.iter().next().unwrap())
-        .collect();
-    let compile_threads: std::collections::BTreeSet<(i64, i64)> = (0..n)
-        .filter(|&r| nvtx::strip_tsl(name.value(r)).starts_with("XlaCompile:#"))
-        .map(|r| (pid.value(r), tid.value(r)))
-        .collect();
-    if compile_threads.len() == 1 {
-        main_candidates.extend(compile_threads);
-    }
-    for (p, t) in main_candidates {
-        device_of_thread.entry((p, t)).or_insert_with(|| {
-            first_device_of_pid
-                .get(&p)
-                .map(|d| d.1)
-                .unwrap_or(fallback_device)
-        });
-    }
-    let device = |r: usize| device_of_thread.get(&(pid.value(r), tid.value(r))).copied();
-    let unplaced = (0..n)
-        .filter(|&r| is_thunk[r] && device(r).is_none())
-        .count();
-    if unplaced > 0 {
-        notes.0.push(format!(
-            "ignored {unplaced} thunks launched from threads that map to no device"
-        ));
-    }
-
-    // ---- module frame
-    let mut m_rows: Vec<usize> = modules
-        .iter()
-        .copied()
-        .filter(|&r| device(r).is_some())
-        .collect();
-    m_rows.sort_by_key(|&r| range_id.value(r));
-    let module = RecordBatch::try_new(
-        MODULE_SCHEMA.clone(),
-        vec![
-            Arc::new(StringArray::from_iter_values(
-                m_rows.iter().map(|r| &*prog_id_of[r].0),
-            )) as ArrayRef,
-            Arc::new(StringArray::from_iter_values(
-                m_rows.iter().map(|r| prog_id_of[r].1.as_str()),
-            )),
-            Arc::new(Int32Array::from_iter_values(
-                m_rows.iter().map(|r| exec_of[r]),
-            )),
-            Arc::new(Int32Array::from_iter_values(
-                m_rows.iter().map(|&r| device(r).unwrap()),
-            )),
-            Arc::new(Int64Array::from_iter_values(
-                m_rows.iter().map(|&r| proj_start.value(r)),
-            )),
-            Arc::new(Int64Array::from_iter_values(
-                m_rows.iter().map(|&r| proj_dur.value(r)),
-            )),
-            Arc::new(
-                m_rows
-                    .iter()
-                    .map(|&r| orig_start.is_valid(r).then(|| orig_start.value(r)))
-                    .collect::<Int64Array>(),
-            ),
-            Arc::new(
-                m_rows
-                    .iter()
-                    .map(|&r| orig_dur.is_valid(r).then(|| orig_dur.value(r)))
-                    .collect::<Int64Array>(),
-            ),
-            Arc::new(Int32Array::from_iter_values(
-                m_rows.iter().map(|&r| thunks_per_module[r]),
-            )),
-            Arc::new(
-                m_rows
-                    .iter()
-                    .map(|&r| gpu_ops.is_valid(r).then(|| gpu_ops.value(r)))
-                    .collect::<Int64Array>(),
-            ),
-        ],
-    )?;
-
-    // ---- thunk frame
-    // Instruction and op names, one allocation per distinct name.
-    let mut interned: FxHashMap<&str, Arc<str>> = FxHashMap::default();
-    let mut ts: Vec<ThunkRow> = Vec::new();
-    for &r in &order {
-        if !is_thunk[r] {
-            continue;
-        }
-        let Some(dev) = device(r) else { continue };
-        let m = module_of[r].unwrap();
-        let Some((prog, _, numeric)) = prog_id_of.get(&m) else {
-            continue;
-        };
-        let parsed = nvtx::parse_thunk(name.value(r));
-        let op = parsed
-            .as_ref()
-            .map(|t| t.hlo_op)
-            .unwrap_or_else(|| nvtx::strip_tsl(name.value(r)));
-        ts.push(ThunkRow {
-            row: r,
-            sub: 0,
-            module: m,
-            prog: prog.clone(),
-            numeric: *numeric,
-            exec: exec_of[&m],
-            dev,
-            op: interned.entry(op).or_insert_with(|| Arc::from(op)).clone(),
-            op_name: parsed
-                .and_then(|t| t.name)
-                .map(|n| interned.entry(n).or_insert_with(|| Arc::from(n)).clone()),
-            start: proj_start.value(r),
-            dur: proj_dur.value(r),
-            command_buffer: None,
-        });
-    }
+        let range_ids: Vec<i64> = ranges
+            .column_by_name(tr::RANGE_ID)
+            .expect("normalised")
+            .as_primitive::<Int64Type>()
+            .values()
+            .to_vec();
+        (module, ts, prog_id_of, range_ids)
+    };
     let (ts, _) = cb::expand(
         ts,
-        |r| range_id.value(r),
+        |r| range_ids[r],
         |t| programs.hlo(t.numeric, &prog_id_of[&t.module].1),
         graphs,
         &mut notes.0,
@@ -554,7 +570,6 @@ pub fn build(
     // Thunk index and per-name execution counters: sort by (program, execution, device,
     // RangeId) and sweep. Programs and instructions are compared by their rank among the
     // distinct names (the order of the names), so the sorts compare integers.
-    drop(interned);
     let mut ts = ts;
     anyhow::ensure!(
         u32::try_from(ts.len()).is_ok(),
@@ -567,7 +582,7 @@ pub fn build(
             .iter()
             .enumerate()
             .map(|(i, t)| {
-                let key = (prog_rank[i], t.exec, t.dev, range_id.value(t.row), t.sub);
+                let key = (prog_rank[i], t.exec, t.dev, range_ids[t.row], t.sub);
                 (key.0, key.1, key.2, key.3, key.4, i as u32)
             })
             .collect();
@@ -644,27 +659,40 @@ pub fn build(
         ));
     }
 
+    // The columns the rows give, then the rows are dropped (docs/design.md, "Bounded memory").
+    let program = dictionary(ts.iter().map(|t| Some(&*t.prog)));
+    let instruction = dictionary(ts.iter().map(|t| Some(&*t.op)));
+    let op_name = dictionary(ts.iter().map(|t| t.op_name.as_deref()));
+    let command_buffer = dictionary(ts.iter().map(|t| t.command_buffer.as_deref()));
+    let exec = Int32Array::from_iter_values(ts.iter().map(|t| t.exec));
+    let dev = Int32Array::from_iter_values(ts.iter().map(|t| t.dev));
+    let start = Int64Array::from_iter_values(ts.iter().map(|t| t.start));
+    let dur: Vec<i64> = ts.iter().map(|t| t.dur).collect();
+    drop(ts);
+
     // Overlap: per (program, device), the part of each communication thunk covered by
     // compute thunks is hidden.
     let hidden = overlap(
-        &ts.iter()
-            .enumerate()
-            .map(|(i, t)| (prog_rank[i], t.dev, t.start, t.start + t.dur))
+        &(0..dur.len())
+            .map(|i| {
+                let s = start.value(i);
+                (prog_rank[i], dev.value(i), s, s + dur[i])
+            })
             .collect::<Vec<_>>(),
         &comm.iter().map(|c| c.is_some()).collect::<Vec<_>>(),
     );
 
-    let exposed: Vec<i64> = ts.iter().zip(&hidden).map(|(t, h)| t.dur - h).collect();
-    let algbw: Float64Array = ts
+    let exposed: Int64Array = dur.iter().zip(&hidden).map(|(d, h)| d - h).collect();
+    let algbw: Float64Array = dur
         .iter()
         .zip(&comm)
-        .map(|(t, c)| {
+        .map(|(&d, c)| {
             c.and_then(|c| {
-                (t.dur > 0)
-                    .then(|| c.bandwidth_correction * c.message_size_bytes as f64 / t.dur as f64)
+                (d > 0).then(|| c.bandwidth_correction * c.message_size_bytes as f64 / d as f64)
             })
         })
         .collect();
+    drop(dur);
     let busbw: Float64Array = algbw
         .iter()
         .zip(&comm)
@@ -673,15 +701,15 @@ pub fn build(
     let thunk = RecordBatch::try_new(
         THUNK_SCHEMA.clone(),
         vec![
-            dictionary(ts.iter().map(|t| Some(&*t.prog))),
-            Arc::new(Int32Array::from_iter_values(ts.iter().map(|t| t.exec))),
-            Arc::new(Int32Array::from_iter_values(ts.iter().map(|t| t.dev))),
+            program,
+            Arc::new(exec),
+            Arc::new(dev),
             Arc::new(Int32Array::from(thunk_index)),
             Arc::new(Int32Array::from(thunk_exec)),
-            dictionary(ts.iter().map(|t| Some(&*t.op))),
-            dictionary(ts.iter().map(|t| t.op_name.as_deref())),
-            Arc::new(Int64Array::from_iter_values(ts.iter().map(|t| t.start))),
-            Arc::new(Int64Array::from(exposed)),
+            instruction,
+            op_name,
+            Arc::new(start),
+            Arc::new(exposed),
             Arc::new(Int64Array::from(hidden)),
             Arc::new(BooleanArray::from(
                 comm.iter().map(|c| c.is_some()).collect::<Vec<_>>(),
@@ -699,7 +727,7 @@ pub fn build(
             ),
             Arc::new(algbw),
             Arc::new(busbw),
-            dictionary(ts.iter().map(|t| t.command_buffer.as_deref())),
+            command_buffer,
         ],
     )?;
     Ok(GpuFrames {

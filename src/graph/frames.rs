@@ -258,7 +258,7 @@ fn own_gpu_frames(db: &Db, p: Process, node: &GpuFramesNode) -> Result<Out<Table
         };
         let graphs = graph_inputs(db, p)?;
         let f = match frames::gpu::build(
-            &ranges,
+            ranges,
             &graphs,
             &threads,
             &map,
