@@ -1,6 +1,6 @@
 //! How node values are stored: Arrow IPC for tables, JSON for everything else.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 use arrow::array::RecordBatch;
 use arrow::ipc::reader::StreamReader;
 use arrow::ipc::writer::StreamWriter;
@@ -165,6 +165,9 @@ impl Value for Tables {
         for (name, batch) in &self.0 {
             out.extend_from_slice(&(name.len() as u32).to_le_bytes());
             out.extend_from_slice(name.as_bytes());
+            // The stream starts at a multiple of 8 bytes, so that its buffers can be used
+            // where they lie when the entry is read back ([`Tables::decode_shared`]).
+            out.resize(out.len().next_multiple_of(8), 0);
             let at = out.len();
             out.extend_from_slice(&0u64.to_le_bytes());
             write_ipc_into(&mut out, batch, Default::default())?;
@@ -175,12 +178,53 @@ impl Value for Tables {
     }
 
     fn decode(bytes: &[u8]) -> Result<Self> {
-        Ok(Tables(
-            decode_named(bytes)?
-                .into_iter()
-                .map(|(name, blob)| Ok((name, batch_from_ipc(blob)?)))
-                .collect::<Result<_>>()?,
-        ))
+        Self::decode_shared(bytes::Bytes::copy_from_slice(bytes))
+    }
+
+    /// The tables' columns are the payload's own bytes, not copies (a process's frames are
+    /// most of a run's memory: docs/design.md, "Bounded memory"); a buffer that does not lie
+    /// at a multiple of its alignment in memory is copied.
+    fn decode_shared(bytes: bytes::Bytes) -> Result<Self> {
+        let mut pos = 0usize;
+        let take = |pos: &mut usize, n: usize| -> Result<bytes::Bytes> {
+            let end = pos.checked_add(n).context("bad length")?;
+            ensure!(end <= bytes.len(), "truncated entry");
+            let s = bytes.slice(*pos..end);
+            *pos = end;
+            Ok(s)
+        };
+        let count = u32::from_le_bytes(take(&mut pos, 4)?[..].try_into()?) as usize;
+        let mut tables = Vec::with_capacity(count.min(1 << 16));
+        for _ in 0..count {
+            let nlen = u32::from_le_bytes(take(&mut pos, 4)?[..].try_into()?) as usize;
+            let name = String::from_utf8(take(&mut pos, nlen)?.to_vec())?;
+            let pad = pos.next_multiple_of(8) - pos;
+            take(&mut pos, pad)?;
+            let blen = u64::from_le_bytes(take(&mut pos, 8)?[..].try_into()?);
+            let blob = take(&mut pos, usize::try_from(blen)?)?;
+            tables.push((name, batch_from_ipc_buffer(blob.into())?));
+        }
+        ensure!(pos == bytes.len(), "trailing bytes in entry");
+        Ok(Tables(tables))
+    }
+}
+
+/// The batches of an IPC stream held in `buffer`, as one batch whose columns slice the buffer.
+fn batch_from_ipc_buffer(mut buffer: arrow::buffer::Buffer) -> Result<RecordBatch> {
+    let mut decoder = arrow::ipc::reader::StreamDecoder::new();
+    let mut batches = Vec::new();
+    let mut schema = None;
+    while !buffer.is_empty() {
+        if let Some(b) = decoder.decode(&mut buffer)? {
+            schema.get_or_insert_with(|| b.schema());
+            batches.push(b);
+        }
+    }
+    decoder.finish()?;
+    match schema {
+        Some(schema) => Ok(one_batch(&schema, batches)?),
+        // A stream of no batches: its schema alone.
+        None => bail!("a stored table without a batch"),
     }
 }
 

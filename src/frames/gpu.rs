@@ -359,7 +359,8 @@ pub fn build(
                 }
                 let xs: Vec<f64> = rest.iter().map(|&r| gpu_ops.value(r) as f64).collect();
                 let mean = xs.iter().sum::<f64>() / xs.len() as f64;
-                let std = (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64).sqrt();
+                let std =
+                    (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64).sqrt();
                 if (gpu_ops.value(*last) as f64) < mean - std {
                     notes.0.push(format!(
                         "dropped the last execution of {} ({} GPU operations vs {:.1} ± {:.1} before): the capture stopped inside it",
@@ -382,7 +383,8 @@ pub fn build(
         }
 
         // Program identity and execution counters (per launching thread and program).
-        let mut prog_id_of: FxHashMap<usize, (Arc<str>, String, Option<i64>)> = FxHashMap::default();
+        let mut prog_id_of: FxHashMap<usize, (Arc<str>, String, Option<i64>)> =
+            FxHashMap::default();
         let mut exec_of: FxHashMap<usize, i32> = FxHashMap::default();
         let mut counters: FxHashMap<(i64, i64, String), i32> = FxHashMap::default();
         for &r in &modules {

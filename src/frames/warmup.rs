@@ -48,6 +48,10 @@ fn split(
     } else {
         BooleanArray::from(steady)
     };
+    if mask.true_count() == frame.num_rows() {
+        // Everything is steady: the frame itself, not a copy.
+        return Ok(frame.clone());
+    }
     Ok(filter_record_batch(frame, &mask)?)
 }
 
