@@ -48,9 +48,13 @@ fn split(
     } else {
         BooleanArray::from(steady)
     };
-    if mask.true_count() == frame.num_rows() {
-        // Everything is steady: the frame itself, not a copy.
-        return Ok(frame.clone());
+    // Steady rows in one run (everything, or the executions after the warm-up of a frame of
+    // one program, whose rows are in execution order) are a slice of the frame, not a copy.
+    let count = mask.true_count();
+    let first = (0..mask.len()).find(|&i| mask.value(i)).unwrap_or(0);
+    if count == 0 || (first + count <= mask.len() && (first..first + count).all(|i| mask.value(i)))
+    {
+        return Ok(frame.slice(first, count));
     }
     Ok(filter_record_batch(frame, &mask)?)
 }

@@ -569,6 +569,14 @@ pub fn warmup_context(db: &dyn Graph, run: Run) -> NodeResult<WarmupContext> {
     Ok(Out { key, value })
 }
 
+/// Steady-state frames being used, by the keys of the GPU frames and the warm-up context they
+/// were split with: the analyses of one process, run side by side, share one split instead of
+/// each copying the frames (docs/design.md, "Bounded memory"). Held weakly: a split is freed
+/// when its last reader is done. Each has a lock of its own, so that a second reader of a
+/// process waits for the first one's split while other processes' splits go on.
+type SteadySlot = Arc<std::sync::Mutex<std::sync::Weak<frames::warmup::Steady>>>;
+static STEADY: std::sync::Mutex<Vec<(Key, Key, SteadySlot)>> = std::sync::Mutex::new(Vec::new());
+
 /// The steady-state frames of one process (its GPU frames `g`), split with the run's
 /// warm-up context.
 pub(super) fn steady_frames(
@@ -576,8 +584,41 @@ pub(super) fn steady_frames(
     run: Run,
     p: Process,
     g: &Out<Tables>,
-) -> Result<frames::warmup::Steady, NodeError> {
+) -> Result<Arc<frames::warmup::Steady>, NodeError> {
     let ctx = warmup_context(db, run)?;
+    let slot = {
+        let mut held = STEADY.lock().unwrap_or_else(|e| e.into_inner());
+        // Slots nobody uses and whose split is gone (one being split is kept).
+        held.retain(|(_, _, s)| {
+            Arc::strong_count(s) > 1 || s.try_lock().map_or(true, |w| w.strong_count() > 0)
+        });
+        match held
+            .iter()
+            .find(|(gk, ck, _)| *gk == g.key && *ck == ctx.key)
+        {
+            Some((_, _, s)) => s.clone(),
+            None => {
+                let s = SteadySlot::default();
+                held.push((g.key, ctx.key, s.clone()));
+                s
+            }
+        }
+    };
+    let mut weak = slot.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(s) = weak.upgrade() {
+        return Ok(s);
+    }
+    let steady = Arc::new(split_steady(db, p, g, &ctx)?);
+    *weak = Arc::downgrade(&steady);
+    Ok(steady)
+}
+
+fn split_steady(
+    db: &Db,
+    p: Process,
+    g: &Out<Tables>,
+    ctx: &Out<WarmupContext>,
+) -> Result<frames::warmup::Steady, NodeError> {
     let mut steady = fail(frames::warmup::steady_state_in(
         g.value.get("module").expect("module frame"),
         g.value.get("thunk").expect("thunk frame"),
