@@ -329,14 +329,24 @@ mod tests {
         assert_eq!(back.get("two").unwrap().num_rows(), 1);
         let enc = t.encode().unwrap();
         assert!(Tables::decode(&enc[..enc.len() - 3]).is_err());
-        // Written in place, the bytes are those of the named-blob layout of each table's own
-        // IPC stream (what earlier versions stored).
-        let blobs: Vec<(&str, Vec<u8>)> =
-            t.0.iter()
-                .map(|(n, b)| (n.as_str(), batch_to_ipc(b).unwrap()))
-                .collect();
-        let named = encode_named(blobs.iter().map(|(n, b)| (*n, b.as_slice())));
+        // Written in place, the bytes are: the count, then each table's name, zeros up to a
+        // multiple of 8 bytes, and its own IPC stream with its length.
+        let mut named = (t.0.len() as u32).to_le_bytes().to_vec();
+        for (n, b) in &t.0 {
+            named.extend_from_slice(&(n.len() as u32).to_le_bytes());
+            named.extend_from_slice(n.as_bytes());
+            named.resize(named.len().next_multiple_of(8), 0);
+            let ipc = batch_to_ipc(b).unwrap();
+            named.extend_from_slice(&(ipc.len() as u64).to_le_bytes());
+            named.extend_from_slice(&ipc);
+        }
         assert_eq!(enc, named);
+        // Read back from stored bytes, the columns are those bytes, not copies.
+        let stored = bytes::Bytes::from(enc);
+        let back = Tables::decode_shared(stored.clone()).unwrap();
+        let values = back.get("one").unwrap().column(0).to_data().buffers()[0].as_ptr() as usize;
+        let range = stored.as_ptr() as usize..stored.as_ptr() as usize + stored.len();
+        assert!(range.contains(&values), "a decoded column was copied");
     }
 
     #[test]

@@ -5,6 +5,7 @@ pub mod compile_rows;
 pub mod facts;
 pub mod gpu;
 pub mod nsys_jax;
+pub mod ordering;
 pub mod placement;
 pub mod strings;
 pub mod transfers;
