@@ -19,8 +19,11 @@
 //! Needs Nsight Systems to archive the source capture (`NSYS`, else
 //! `scripts/install-nsys.sh`'s place); without it the benchmark says it is skipped.
 
+#[path = "common/timed.rs"]
+mod timed;
+use timed::timed;
+
 use std::io::{Read, Write};
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -473,7 +476,7 @@ fn measure(what: &str, capture: &Path, kernels: u64, work: &Path) -> Result<Row>
             cmd.arg("--html").arg(dir.join("report.html"));
         }
         cmd.arg(capture);
-        let (wall_s, rss_mib) = timed(cmd)?;
+        let (wall_s, rss_mib, _) = timed(cmd)?;
         Ok(Run { wall_s, rss_mib })
     };
     let cold = go("cold", false)?;
@@ -487,24 +490,6 @@ fn measure(what: &str, capture: &Path, kernels: u64, work: &Path) -> Result<Row>
         warm,
         all,
     })
-}
-
-fn timed(mut cmd: Command) -> Result<(f64, f64)> {
-    let t0 = Instant::now();
-    cmd.stdout(std::process::Stdio::null());
-    cmd.stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().context("starting nsys-jax-pipe")?;
-    let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr)?;
-    let mut status = 0;
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waits for our own child and fills `usage`.
-    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    ensure!(pid > 0, "wait4 failed");
-    let wall = t0.elapsed().as_secs_f64();
-    let status = std::process::ExitStatus::from_raw(status);
-    ensure!(status.success(), "{cmd:?} failed ({status}):\n{stderr}");
-    Ok((wall, usage.ru_maxrss as f64 / 1024.0))
 }
 
 fn table(rows: &[Row]) -> String {

@@ -41,9 +41,14 @@ impl Names {
     }
 }
 
+/// The type of a column of names stored once each: a dictionary of 32-bit keys.
+pub fn dictionary_type() -> DataType {
+    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
+}
+
 /// A column of names without nulls, plain or a dictionary of 32-bit keys, as [`Names`].
 pub fn names(b: &RecordBatch, name: &str) -> Result<Names> {
-    let dictionary = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+    let dictionary = dictionary_type();
     let a = match b.column_by_name(name) {
         Some(a) if a.null_count() > 0 => bail!("column {name:?} has nulls"),
         Some(a) if a.data_type() == &dictionary => a.clone(),

@@ -24,13 +24,13 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 /// Read a whole parquet file into one batch. Errors say what is wrong, in one line; the
 /// caller adds the file name.
 pub fn read_parquet(bytes: Vec<u8>) -> Result<RecordBatch> {
-    read_parquet_projected(bytes, None)
+    read_parquet_with(bytes, None, &[])
 }
 
 /// The top-level columns of a parquet file named in `names` that it has, read without the
 /// others (errors as [`read_parquet`]'s).
 pub fn read_parquet_columns(bytes: Vec<u8>, names: &[&str]) -> Result<RecordBatch> {
-    read_parquet_projected(bytes, Some(names))
+    read_parquet_with(bytes, Some(names), &[])
 }
 
 /// [`read_parquet`] of the top-level columns named in `columns` (all when None), with the
@@ -41,47 +41,43 @@ pub fn read_parquet_with(
     columns: Option<&[&str]>,
     dictionaries: &[&str],
 ) -> Result<RecordBatch> {
-    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::datatypes::{DataType, Schema};
+    use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+    let unreadable =
+        |e: parquet::errors::ParquetError| anyhow::anyhow!("not a readable parquet file ({e})");
     let bytes = bytes::Bytes::from(bytes);
     let len = bytes.len() as u64;
-    let plain = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
-        .map_err(|e| anyhow::anyhow!("not a readable parquet file ({e})"))?;
-    let fields: Vec<Field> = plain
-        .schema()
+    let mut meta =
+        ArrowReaderMetadata::load(&bytes, ArrowReaderOptions::new()).map_err(unreadable)?;
+    let plain = meta.schema().clone();
+    let encoded = |name: &str, t: &DataType| dictionaries.contains(&name) && *t == DataType::Utf8;
+    if plain
         .fields()
         .iter()
-        .map(|f| {
-            if dictionaries.contains(&f.name().as_str()) && f.data_type() == &DataType::Utf8 {
-                f.as_ref().clone().with_data_type(DataType::Dictionary(
-                    Box::new(DataType::Int32),
-                    Box::new(DataType::Utf8),
-                ))
-            } else {
-                f.as_ref().clone()
-            }
-        })
-        .collect();
-    let schema = std::sync::Arc::new(Schema::new_with_metadata(
-        fields,
-        plain.schema().metadata().clone(),
-    ));
-    drop(plain);
-    let options = parquet::arrow::arrow_reader::ArrowReaderOptions::new().with_schema(schema);
-    let mut builder = ParquetRecordBatchReaderBuilder::try_new_with_options(bytes, options)
-        .map_err(|e| anyhow::anyhow!("not a readable parquet file ({e})"))?;
-    check_parquet_expansion(builder.metadata(), len)?;
-    if let Some(names) = columns {
-        let roots: Vec<usize> = builder
-            .schema()
+        .any(|f| encoded(f.name(), f.data_type()))
+    {
+        let fields: Vec<_> = plain
             .fields()
             .iter()
-            .enumerate()
-            .filter(|(_, f)| names.contains(&f.name().as_str()))
-            .map(|(i, _)| i)
+            .map(|f| match encoded(f.name(), f.data_type()) {
+                true => f
+                    .as_ref()
+                    .clone()
+                    .with_data_type(columns::dictionary_type()),
+                false => f.as_ref().clone(),
+            })
             .collect();
-        let mask = parquet::arrow::ProjectionMask::roots(builder.parquet_schema(), roots);
-        builder = builder.with_projection(mask);
+        let schema = Schema::new_with_metadata(fields, plain.metadata().clone());
+        let options = ArrowReaderOptions::new().with_schema(std::sync::Arc::new(schema));
+        meta =
+            ArrowReaderMetadata::try_new(meta.metadata().clone(), options).map_err(unreadable)?;
     }
+    let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(bytes, meta);
+    check_parquet_expansion(builder.metadata(), len)?;
+    let builder = match columns {
+        Some(names) => project(builder, names),
+        None => builder,
+    };
     let rows = whole_table_rows(builder.metadata());
     let reader = builder
         .with_batch_size(rows)
@@ -94,33 +90,21 @@ pub fn read_parquet_with(
     Ok(crate::engine::value::one_batch(&schema, batches)?)
 }
 
-fn read_parquet_projected(bytes: Vec<u8>, names: Option<&[&str]>) -> Result<RecordBatch> {
-    let len = bytes.len() as u64;
-    let mut builder = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes))
-        .map_err(|e| anyhow::anyhow!("not a readable parquet file ({e})"))?;
-    check_parquet_expansion(builder.metadata(), len)?;
-    if let Some(names) = names {
-        let roots: Vec<usize> = builder
-            .schema()
-            .fields()
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| names.contains(&f.name().as_str()))
-            .map(|(i, _)| i)
-            .collect();
-        let mask = parquet::arrow::ProjectionMask::roots(builder.parquet_schema(), roots);
-        builder = builder.with_projection(mask);
-    }
-    let rows = whole_table_rows(builder.metadata());
-    let reader = builder
-        .with_batch_size(rows)
-        .build()
-        .map_err(|e| anyhow::anyhow!("cannot read parquet ({e})"))?;
-    let schema = reader.schema();
-    let batches: Vec<RecordBatch> = reader
-        .collect::<Result<_, _>>()
-        .map_err(|e| anyhow::anyhow!("corrupt or truncated parquet ({e})"))?;
-    Ok(crate::engine::value::one_batch(&schema, batches)?)
+/// A reader of the top-level columns named in `names` only.
+pub fn project<T>(
+    builder: parquet::arrow::arrow_reader::ArrowReaderBuilder<T>,
+    names: &[&str],
+) -> parquet::arrow::arrow_reader::ArrowReaderBuilder<T> {
+    let roots: Vec<usize> = builder
+        .schema()
+        .fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| names.contains(&f.name().as_str()))
+        .map(|(i, _)| i)
+        .collect();
+    let mask = parquet::arrow::ProjectionMask::roots(builder.parquet_schema(), roots);
+    builder.with_projection(mask)
 }
 
 /// Rows per batch for reading a whole parquet table: the row count the file states, within

@@ -27,7 +27,7 @@ pub const PARENT_ID: &str = "ParentId";
 /// child counts and range stacks, which the frames rebuild from `ParentId`, are not read.
 pub static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
     Arc::new(Schema::new(vec![
-        Field::new(NAME, names_type(), false),
+        Field::new(NAME, super::columns::dictionary_type(), false),
         Field::new(PROJ_START, DataType::Int64, false),
         Field::new(PROJ_DUR, DataType::Int64, false),
         Field::new(ORIG_START, DataType::Int64, true),
@@ -39,10 +39,6 @@ pub static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
         Field::new(PARENT_ID, DataType::Int64, true),
     ]))
 });
-
-fn names_type() -> DataType {
-    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
-}
 
 /// The columns of the three layouts that [`SCHEMA`]'s are made of.
 const READ: [&str; 18] = [
@@ -269,7 +265,7 @@ fn normalise(raw: &RecordBatch, layout: Layout) -> Result<RecordBatch> {
                         b.append_value(format!("{}:{}", domain.value(i), t));
                     }
                 }
-                cast(&b.finish(), &names_type())?
+                cast(&b.finish(), &super::columns::dictionary_type())?
             } else {
                 as_names(raw, "Text")?
             };
@@ -307,13 +303,13 @@ fn normalise(raw: &RecordBatch, layout: Layout) -> Result<RecordBatch> {
 /// A text column as a dictionary of names, a null as "".
 fn as_names(b: &RecordBatch, name: &str) -> Result<ArrayRef> {
     let a = col(b, name)?;
-    if a.data_type() == &names_type() && a.null_count() == 0 {
+    if a.data_type() == &super::columns::dictionary_type() && a.null_count() == 0 {
         return Ok(a.clone());
     }
     let text = as_utf8(b, name)?;
     Ok(cast(
         &fill_nulls_empty(text.as_string::<i32>()),
-        &names_type(),
+        &super::columns::dictionary_type(),
     )?)
 }
 

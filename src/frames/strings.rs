@@ -17,9 +17,7 @@ pub enum Strings<'a> {
 }
 
 /// The dictionary type of the frames' encoded string columns.
-pub fn dictionary_type() -> DataType {
-    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
-}
+pub use crate::formats::columns::dictionary_type;
 
 /// A string column, plain or a dictionary of strings. Panics on another type, as arrow's
 /// `as_string` does (frames are built here, with their schemas).

@@ -91,18 +91,9 @@ pub fn read_parquet_selected(bytes: &[u8], selection: &mut dyn Selection) -> Res
         Ok(())
     };
 
-    let builder = open()?;
     let wanted: Vec<&str> = span_columns().collect();
-    let roots: Vec<usize> = builder
-        .schema()
-        .fields()
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| wanted.contains(&f.name().as_str()))
-        .map(|(i, _)| i)
-        .collect();
-    let mask = parquet::arrow::ProjectionMask::roots(builder.parquet_schema(), roots);
-    for batch in builder.with_projection(mask).build().map_err(|e| bad(&e))? {
+    let builder = super::project(open()?, &wanted);
+    for batch in builder.build().map_err(|e| bad(&e))? {
         spans_of(&batch.map_err(|e| bad(&e))?, &mut |s| selection.scan(s))?;
     }
 
