@@ -37,24 +37,60 @@ use arrow::datatypes::{Int32Type, Int64Type};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// One collective thunk execution on one device.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+/// One collective thunk execution on one device. Its program id and thunk are indices into
+/// its partial's `names`, and its fields have one-letter names when stored: a process has
+/// one per collective execution, millions in a long capture (docs/design.md, "Bounded
+/// memory").
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
 pub struct Arrival {
-    pub program_id: String,
+    #[serde(rename = "p")]
+    pub program: u32,
+    #[serde(rename = "e")]
     pub execution: i32,
-    pub thunk: String,
+    #[serde(rename = "t")]
+    pub thunk: u32,
+    #[serde(rename = "x")]
     pub thunk_execution: i32,
+    #[serde(rename = "d")]
     pub device: i32,
+    #[serde(rename = "s")]
     pub start_ns: i64,
+    #[serde(rename = "n")]
     pub end_ns: i64,
 }
 
 /// One process's share: its collective arrivals and its module time per program.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct StragglersPartial {
+    /// The program ids and thunk names of the arrivals, each once.
+    pub names: Vec<String>,
     pub arrivals: Vec<Arrival>,
     /// program id -> (name, steady module time summed over executions and devices [ns]).
     pub module_ns: BTreeMap<String, (String, i64)>,
+}
+
+impl StragglersPartial {
+    /// Name `i` of [`StragglersPartial::names`] ("" past its end: a damaged entry).
+    pub fn name(&self, i: u32) -> &str {
+        self.names.get(i as usize).map_or("", |s| s.as_str())
+    }
+}
+
+/// Names stored once each, by their index.
+#[derive(Default)]
+struct Interner<'a> {
+    index: rustc_hash::FxHashMap<&'a str, u32>,
+    names: Vec<String>,
+}
+
+impl<'a> Interner<'a> {
+    fn get(&mut self, name: &'a str) -> u32 {
+        let next = self.names.len() as u32;
+        *self.index.entry(name).or_insert_with(|| {
+            self.names.push(name.to_string());
+            next
+        })
+    }
 }
 
 impl crate::engine::value::JsonValue for StragglersPartial {}
@@ -70,11 +106,12 @@ pub fn partial(steady: &Steady) -> StragglersPartial {
     let start = s(PROJ_START).as_primitive::<Int64Type>();
     let dur = s(PROJ_DUR).as_primitive::<Int64Type>();
     let hid = s(PROJ_DUR_HIDDEN).as_primitive::<Int64Type>();
+    let mut names = Interner::default();
     let arrivals = (0..c.num_rows())
         .map(|i| Arrival {
-            program_id: prog.value(i).to_string(),
+            program: names.get(prog.value(i)),
             execution: exec.value(i),
-            thunk: name.value(i).to_string(),
+            thunk: names.get(name.value(i)),
             thunk_execution: texec.value(i),
             device: dev.value(i),
             start_ns: start.value(i),
@@ -96,6 +133,7 @@ pub fn partial(steady: &Steady) -> StragglersPartial {
             .1 += mdur.value(i);
     }
     StragglersPartial {
+        names: names.names,
         arrivals,
         module_ns,
     }
@@ -185,7 +223,12 @@ pub fn reduce(partials: &[StragglersPartial]) -> Stragglers {
         for a in &p.arrivals {
             devices.insert(a.device);
             by_instance
-                .entry((&a.program_id, a.execution, &a.thunk, a.thunk_execution))
+                .entry((
+                    p.name(a.program),
+                    a.execution,
+                    p.name(a.thunk),
+                    a.thunk_execution,
+                ))
                 .or_default()
                 .push(a);
         }
@@ -597,16 +640,49 @@ fn section(s: &Stragglers) -> anyhow::Result<Section> {
 mod tests {
     use super::*;
 
-    fn arrival(exec: i32, thunk: &str, device: i32, start: i64, end: i64) -> Arrival {
-        Arrival {
-            program_id: "p".into(),
+    /// Adds an arrival of program "p" to `to`.
+    fn arrive(
+        to: &mut StragglersPartial,
+        exec: i32,
+        thunk: &str,
+        device: i32,
+        start: i64,
+        end: i64,
+    ) {
+        let mut index = |name: &str| match to.names.iter().position(|n| n == name) {
+            Some(i) => i as u32,
+            None => {
+                to.names.push(name.to_string());
+                to.names.len() as u32 - 1
+            }
+        };
+        let (program, thunk) = (index("p"), index(thunk));
+        to.arrivals.push(Arrival {
+            program,
             execution: exec,
-            thunk: thunk.into(),
+            thunk,
             thunk_execution: 0,
             device,
             start_ns: start,
             end_ns: end,
-        }
+        });
+    }
+
+    #[test]
+    fn arrivals_are_stored_compactly_and_read_back() {
+        let mut p = StragglersPartial::default();
+        arrive(&mut p, 0, "all-gather.2", 0, 5, 10);
+        arrive(&mut p, 1, "all-gather.2", 0, 15, 20);
+        assert_eq!(p.names, ["p", "all-gather.2"], "each name once");
+        let json = serde_json::to_string(&p.arrivals[0]).unwrap();
+        assert_eq!(json, r#"{"p":0,"e":0,"t":1,"x":0,"d":0,"s":5,"n":10}"#);
+        let back: StragglersPartial =
+            serde_json::from_slice(&serde_json::to_vec(&p).unwrap()).unwrap();
+        assert_eq!(back, p);
+        assert_eq!(
+            (back.name(0), back.name(1), back.name(9)),
+            ("p", "all-gather.2", "")
+        );
     }
 
     #[test]
@@ -617,16 +693,15 @@ mod tests {
         let mut rank1 = StragglersPartial::default();
         for e in 0..5 {
             let t = e as i64 * 10_000_000;
-            rank0
-                .arrivals
-                .push(arrival(e, "all-reduce.1", 0, t, t + 500_000));
-            rank1.arrivals.push(arrival(
+            arrive(&mut rank0, e, "all-reduce.1", 0, t, t + 500_000);
+            arrive(
+                &mut rank1,
                 e,
                 "all-reduce.1",
                 1,
                 t + 100_000 + 1_000_000,
                 t + 500_000 + 1_000_000,
-            ));
+            );
         }
         rank0
             .module_ns
@@ -666,12 +741,12 @@ mod tests {
     #[test]
     fn one_device_and_partial_collectives() {
         let mut p = StragglersPartial::default();
-        p.arrivals.push(arrival(0, "all-gather.2", 0, 0, 10));
+        arrive(&mut p, 0, "all-gather.2", 0, 0, 10);
         let s = reduce(&[p.clone()]);
         assert_eq!(s.notes, ["one device: nobody to wait for"]);
         // Two devices that never share an instance: no alignment, said so.
         let mut q = StragglersPartial::default();
-        q.arrivals.push(arrival(1, "all-gather.2", 1, 0, 10));
+        arrive(&mut q, 1, "all-gather.2", 1, 0, 10);
         let s = reduce(&[p, q]);
         assert_eq!(s.aligned_instances, 0);
         assert!(s.notes[0].contains("clocks not aligned"), "{:?}", s.notes);

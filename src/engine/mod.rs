@@ -424,9 +424,13 @@ impl Engine {
                 }
             }
         }
-        let value = compute()?;
+        let mut value = compute()?;
         if let Some(store) = &self.store {
-            self.put(store, kind, &key, &value.encode()?);
+            // What is kept is the value read back from what is stored: a large value and its
+            // stored bytes are not both held (docs/design.md, "Bounded memory").
+            let bytes;
+            (bytes, value) = value.encode_owned()?;
+            self.put(store, kind, &key, &bytes);
         }
         self.record(kind, label, key, Status::Executed, t0);
         Ok(Arc::new(value))

@@ -16,6 +16,14 @@ pub trait Value: Sized + Send + Sync + 'static {
     fn decode_shared(bytes: bytes::Bytes) -> Result<Self> {
         Self::decode(&bytes)
     }
+    /// [`Value::encode`] of a value not used after: its stored bytes and the value to keep,
+    /// which may be the value read back from them ([`Value::decode_shared`]) so that a large
+    /// value and its stored form are not both held ([`Tables`] lets each column go once it
+    /// is written).
+    fn encode_owned(self) -> Result<(bytes::Bytes, Self)> {
+        let bytes = self.encode()?;
+        Ok((bytes.into(), self))
+    }
 }
 
 /// UTF-8 text that can share the bytes it was read from (a stored value's payload) rather
@@ -149,36 +157,20 @@ pub fn batch_from_ipc(bytes: &[u8]) -> Result<RecordBatch> {
 }
 
 impl Value for Tables {
-    /// The layout of [`encode_named`], each table's IPC stream written in place into one
-    /// buffer sized from the tables' memory (its length filled in after it), rather than into
-    /// a buffer of its own that doubles as it grows and is then copied: a process's GPU frames
-    /// are megabytes, and every doubling touches fresh memory.
     fn encode(&self) -> Result<Vec<u8>> {
-        const SLACK: usize = 4096;
-        let size: usize = self
-            .0
-            .iter()
-            .map(|(name, batch)| 12 + name.len() + batch.get_array_memory_size() + SLACK)
-            .sum();
-        let mut out = Vec::with_capacity(4 + size);
-        out.extend_from_slice(&(self.0.len() as u32).to_le_bytes());
-        for (name, batch) in &self.0 {
-            out.extend_from_slice(&(name.len() as u32).to_le_bytes());
-            out.extend_from_slice(name.as_bytes());
-            // The stream starts at a multiple of 8 bytes, so that its buffers can be used
-            // where they lie when the entry is read back ([`Tables::decode_shared`]).
-            out.resize(out.len().next_multiple_of(8), 0);
-            let at = out.len();
-            out.extend_from_slice(&0u64.to_le_bytes());
-            write_ipc_into(&mut out, batch, Default::default())?;
-            let len = (out.len() - at - 8) as u64;
-            out[at..at + 8].copy_from_slice(&len.to_le_bytes());
-        }
-        Ok(out)
+        encode_tables(self.0.clone())
     }
 
     fn decode(bytes: &[u8]) -> Result<Self> {
         Self::decode_shared(bytes::Bytes::copy_from_slice(bytes))
+    }
+
+    /// The tables written column by column, each column let go once written, and read back
+    /// from the stored bytes.
+    fn encode_owned(self) -> Result<(bytes::Bytes, Self)> {
+        let bytes = bytes::Bytes::from(encode_tables(self.0)?);
+        let tables = Self::decode_shared(bytes.clone())?;
+        Ok((bytes, tables))
     }
 
     /// The tables' columns are the payload's own bytes, not copies (a process's frames are
@@ -193,20 +185,80 @@ impl Value for Tables {
             *pos = end;
             Ok(s)
         };
-        let count = u32::from_le_bytes(take(&mut pos, 4)?[..].try_into()?) as usize;
+        let u32_at = |pos: &mut usize| -> Result<u32> {
+            Ok(u32::from_le_bytes(take(pos, 4)?[..].try_into()?))
+        };
+        let u64_at = |pos: &mut usize| -> Result<u64> {
+            Ok(u64::from_le_bytes(take(pos, 8)?[..].try_into()?))
+        };
+        let stream = |pos: &mut usize| -> Result<RecordBatch> {
+            let pad = pos.next_multiple_of(8) - *pos;
+            take(pos, pad)?;
+            let len = usize::try_from(u64_at(pos)?)?;
+            batch_from_ipc_buffer(take(pos, len)?.into())
+        };
+        let count = u32_at(&mut pos)? as usize;
         let mut tables = Vec::with_capacity(count.min(1 << 16));
         for _ in 0..count {
-            let nlen = u32::from_le_bytes(take(&mut pos, 4)?[..].try_into()?) as usize;
+            let nlen = u32_at(&mut pos)? as usize;
             let name = String::from_utf8(take(&mut pos, nlen)?.to_vec())?;
-            let pad = pos.next_multiple_of(8) - pos;
-            take(&mut pos, pad)?;
-            let blen = u64::from_le_bytes(take(&mut pos, 8)?[..].try_into()?);
-            let blob = take(&mut pos, usize::try_from(blen)?)?;
-            tables.push((name, batch_from_ipc_buffer(blob.into())?));
+            let rows = usize::try_from(u64_at(&mut pos)?)?;
+            let schema = stream(&mut pos)?.schema();
+            let mut columns = Vec::with_capacity(schema.fields().len());
+            for field in schema.fields() {
+                let column = stream(&mut pos)?;
+                ensure!(
+                    column.num_columns() == 1 && column.schema().field(0) == field.as_ref(),
+                    "a stored column is not its table's"
+                );
+                columns.push(column.column(0).clone());
+            }
+            let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(rows));
+            let table = RecordBatch::try_new_with_options(schema, columns, &options)?;
+            tables.push((name, table));
         }
         ensure!(pos == bytes.len(), "trailing bytes in entry");
         Ok(Tables(tables))
     }
+}
+
+/// The layout [`Tables::decode_shared`] reads: the number of tables, then each table's name,
+/// row count, schema (an IPC stream of no rows) and each column as an IPC stream of its own,
+/// so that a table is written a column at a time (when the tables are owned, a column's
+/// memory goes as its bytes are written). Each stream starts at a multiple of 8 bytes of the
+/// entry, its length before it, so that its buffers can be used where they lie when read
+/// back. Written in place into one buffer sized from the tables' memory, not grown.
+fn encode_tables(tables: Vec<(String, RecordBatch)>) -> Result<Vec<u8>> {
+    const SLACK: usize = 4096;
+    let size: usize = tables
+        .iter()
+        .map(|(name, batch)| {
+            16 + name.len() + batch.get_array_memory_size() + SLACK * (2 + batch.num_columns())
+        })
+        .sum();
+    let mut out = Vec::with_capacity(4 + size);
+    let stream = |out: &mut Vec<u8>, batch: &RecordBatch| -> Result<()> {
+        out.resize(out.len().next_multiple_of(8), 0);
+        let at = out.len();
+        out.extend_from_slice(&0u64.to_le_bytes());
+        write_ipc_into(out, batch, Default::default())?;
+        let len = (out.len() - at - 8) as u64;
+        out[at..at + 8].copy_from_slice(&len.to_le_bytes());
+        Ok(())
+    };
+    out.extend_from_slice(&(tables.len() as u32).to_le_bytes());
+    for (name, batch) in tables {
+        out.extend_from_slice(&(name.len() as u32).to_le_bytes());
+        out.extend_from_slice(name.as_bytes());
+        let (schema, columns, rows) = batch.into_parts();
+        out.extend_from_slice(&(rows as u64).to_le_bytes());
+        stream(&mut out, &RecordBatch::new_empty(schema.clone()))?;
+        for (field, column) in schema.fields().iter().zip(columns) {
+            let one = arrow::datatypes::Schema::new(vec![field.clone()]);
+            stream(&mut out, &RecordBatch::try_new(one.into(), vec![column])?)?;
+        }
+    }
+    Ok(out)
 }
 
 /// The batches of an IPC stream held in `buffer`, as one batch whose columns slice the buffer.
@@ -329,18 +381,42 @@ mod tests {
         assert_eq!(back.get("two").unwrap().num_rows(), 1);
         let enc = t.encode().unwrap();
         assert!(Tables::decode(&enc[..enc.len() - 3]).is_err());
-        // Written in place, the bytes are: the count, then each table's name, zeros up to a
-        // multiple of 8 bytes, and its own IPC stream with its length.
+        // Written in place, the bytes are: the count, then each table's name, row count, and
+        // its schema and each of its columns as IPC streams, each at a multiple of 8 bytes
+        // with its length before it.
         let mut named = (t.0.len() as u32).to_le_bytes().to_vec();
-        for (n, b) in &t.0 {
-            named.extend_from_slice(&(n.len() as u32).to_le_bytes());
-            named.extend_from_slice(n.as_bytes());
+        let stream = |named: &mut Vec<u8>, b: &RecordBatch| {
             named.resize(named.len().next_multiple_of(8), 0);
             let ipc = batch_to_ipc(b).unwrap();
             named.extend_from_slice(&(ipc.len() as u64).to_le_bytes());
             named.extend_from_slice(&ipc);
+        };
+        for (n, b) in &t.0 {
+            named.extend_from_slice(&(n.len() as u32).to_le_bytes());
+            named.extend_from_slice(n.as_bytes());
+            named.extend_from_slice(&(b.num_rows() as u64).to_le_bytes());
+            stream(&mut named, &RecordBatch::new_empty(b.schema()));
+            for i in 0..b.num_columns() {
+                stream(&mut named, &b.project(&[i]).unwrap());
+            }
         }
         assert_eq!(enc, named);
+        // Kept after storing, the tables are the ones read back from the stored bytes.
+        let (stored, kept) = t.clone().encode_owned().unwrap();
+        assert_eq!(stored, enc);
+        assert_eq!(kept.get("one").unwrap(), &b);
+        let values = kept.get("one").unwrap().column(0).to_data().buffers()[0].as_ptr() as usize;
+        let range = stored.as_ptr() as usize..stored.as_ptr() as usize + stored.len();
+        assert!(range.contains(&values), "a kept column was copied");
+        // A table of no columns keeps its rows.
+        let empty = RecordBatch::try_new_with_options(
+            Arc::new(arrow::datatypes::Schema::empty()),
+            vec![],
+            &arrow::array::RecordBatchOptions::new().with_row_count(Some(3)),
+        )
+        .unwrap();
+        let back = Tables::decode(&Tables(vec![("e".into(), empty)]).encode().unwrap()).unwrap();
+        assert_eq!(back.get("e").unwrap().num_rows(), 3);
         // Read back from stored bytes, the columns are those bytes, not copies.
         let stored = bytes::Bytes::from(enc);
         let back = Tables::decode_shared(stored.clone()).unwrap();

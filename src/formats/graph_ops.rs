@@ -43,7 +43,6 @@ pub static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
 #[derive(Debug, Clone)]
 pub struct GraphOps {
     pub range_id: Int64Array,
-    pub launch: Int64Array,
     pub graph_node_id: Int64Array,
     pub start: Int64Array,
     pub end: Int64Array,
@@ -84,7 +83,6 @@ impl GraphOps {
         let name = super::columns::names(b, NAME)?;
         let ops = GraphOps {
             range_id: int(RANGE_ID)?,
-            launch: int(LAUNCH)?,
             graph_node_id: int(GRAPH_NODE_ID)?,
             start: int(START)?,
             end: int(END)?,
@@ -103,11 +101,28 @@ impl GraphOps {
 }
 
 /// Reads the member. Errors say what is wrong in one line; the caller names the file.
+/// The columns [`GraphOps`] keeps (launch ids are not read), names as a dictionary.
+static READ: LazyLock<SchemaRef> = LazyLock::new(|| {
+    let fields = SCHEMA
+        .fields()
+        .iter()
+        .filter(|f| f.name() != LAUNCH)
+        .map(|f| match f.name().as_str() {
+            NAME => Field::new(NAME, super::columns::dictionary_type(), false),
+            _ => f.as_ref().clone(),
+        });
+    Arc::new(Schema::new(fields.collect::<Vec<_>>()))
+});
+
+/// Read the member in batches gathered into one table (a row per graph kernel).
 pub fn read(bytes: Vec<u8>) -> Result<GraphOps> {
-    GraphOps::of(&super::read_parquet_with(bytes, None, &[NAME])?)
+    let columns: Vec<&str> = READ.fields().iter().map(|f| f.name().as_str()).collect();
+    let table = super::gather_parquet(bytes, &columns, &[NAME], READ.clone(), |_| {
+        Ok(|b: &RecordBatch| Ok(b.clone()))
+    })?;
+    GraphOps::of(&table)
 }
 
-/// Writes the member from a batch of [`SCHEMA`].
 pub fn write(batch: &RecordBatch) -> Result<Vec<u8>> {
     super::write_parquet(batch, &super::PandasIndex::Default, 1)
 }
@@ -156,7 +171,7 @@ mod tests {
         )])
         .unwrap();
         let e = read(write(&other).unwrap()).unwrap_err().to_string();
-        assert!(e.contains("no column"), "{e}");
+        assert!(e.contains(r#"column "RangeId" is Utf8, not int64"#), "{e}");
         assert!(read(b"PAR1 nonsense".to_vec()).is_err());
     }
 }

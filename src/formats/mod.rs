@@ -2,6 +2,7 @@
 pub mod archive;
 pub mod archive_writer;
 pub mod columns;
+pub mod gather;
 pub mod gpus;
 pub mod graph_ops;
 pub mod hlo;
@@ -41,6 +42,26 @@ pub fn read_parquet_with(
     columns: Option<&[&str]>,
     dictionaries: &[&str],
 ) -> Result<RecordBatch> {
+    let (reader, _) = parquet_batches(bytes, columns, dictionaries, None)?;
+    let schema = reader.schema();
+    let batches: Vec<RecordBatch> = reader
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("corrupt or truncated parquet ({e})"))?;
+    Ok(crate::engine::value::one_batch(&schema, batches)?)
+}
+
+/// The batches of a parquet file as [`read_parquet_with`] reads them, `rows` rows each (the
+/// whole table in one when None, see [`whole_table_rows`]), and the rows the file declares
+/// (a statement, to size what gathers them, not trusted beyond that).
+pub fn parquet_batches(
+    bytes: Vec<u8>,
+    columns: Option<&[&str]>,
+    dictionaries: &[&str],
+    rows: Option<usize>,
+) -> Result<(
+    parquet::arrow::arrow_reader::ParquetRecordBatchReader,
+    usize,
+)> {
     use arrow::datatypes::{DataType, Schema};
     use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
     let unreadable =
@@ -78,16 +99,35 @@ pub fn read_parquet_with(
         Some(names) => project(builder, names),
         None => builder,
     };
-    let rows = whole_table_rows(builder.metadata());
+    let declared = builder.metadata().file_metadata().num_rows().max(0) as usize;
+    let rows = rows.unwrap_or_else(|| whole_table_rows(builder.metadata()));
     let reader = builder
         .with_batch_size(rows)
         .build()
         .map_err(|e| anyhow::anyhow!("cannot read parquet ({e})"))?;
-    let schema = reader.schema();
-    let batches: Vec<RecordBatch> = reader
-        .collect::<Result<_, _>>()
-        .map_err(|e| anyhow::anyhow!("corrupt or truncated parquet ({e})"))?;
-    Ok(crate::engine::value::one_batch(&schema, batches)?)
+    Ok((reader, declared))
+}
+
+/// A parquet file read in batches of 64 Ki rows (the top-level columns named in `columns`,
+/// those in `dictionaries` as dictionaries), each made a batch of `schema` by the function
+/// `each` returns for the file's schema, and gathered into one table: the file's batches are
+/// never all held, nor concatenated (docs/design.md, "Bounded memory").
+pub fn gather_parquet<F: FnMut(&RecordBatch) -> Result<RecordBatch>>(
+    bytes: Vec<u8>,
+    columns: &[&str],
+    dictionaries: &[&str],
+    schema: arrow::datatypes::SchemaRef,
+    each: impl FnOnce(&arrow::datatypes::SchemaRef) -> Result<F>,
+) -> Result<RecordBatch> {
+    const BATCH: usize = 1 << 16;
+    let (reader, rows) = parquet_batches(bytes, Some(columns), dictionaries, Some(BATCH))?;
+    let mut each = each(&reader.schema())?;
+    let mut table = gather::Gather::new(schema, rows)?;
+    for batch in reader {
+        let batch = batch.map_err(|e| anyhow::anyhow!("corrupt or truncated parquet ({e})"))?;
+        table.push(&each(&batch)?)?;
+    }
+    table.finish()
 }
 
 /// A reader of the top-level columns named in `names` only.

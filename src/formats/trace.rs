@@ -93,13 +93,15 @@ pub fn detect_layout(schema: &Schema) -> Result<Layout> {
 }
 
 /// Read and normalise a trace.parquet file's bytes: only the columns normalised, names read
-/// as dictionaries.
+/// as dictionaries, in batches normalised and gathered one by one (a row per thunk execution).
 pub fn read(bytes: Vec<u8>) -> Result<RecordBatch> {
-    from_table(&super::read_parquet_with(
-        bytes,
-        Some(&READ),
-        &["Name", "Text", "Domain"],
-    )?)
+    let names = ["Name", "Text", "Domain"];
+    let table = super::gather_parquet(bytes, &READ, &names, SCHEMA.clone(), |schema| {
+        let layout = detect_layout(schema)?;
+        Ok(move |raw: &RecordBatch| normalise_rows(raw, layout))
+    })?;
+    check_times(&table)?;
+    Ok(table)
 }
 
 /// Normalise a trace table as a trace.parquet file holds it (what [`read`] decodes, or the
@@ -225,6 +227,13 @@ fn check_times(b: &RecordBatch) -> Result<()> {
 }
 
 fn normalise(raw: &RecordBatch, layout: Layout) -> Result<RecordBatch> {
+    let batch = normalise_rows(raw, layout)?;
+    check_times(&batch)?;
+    Ok(batch)
+}
+
+/// [`normalise`] without the check of the times (made once over the whole table).
+fn normalise_rows(raw: &RecordBatch, layout: Layout) -> Result<RecordBatch> {
     // Rows without a range id gather GPU work outside every range: drop them.
     let range_id_col = match layout {
         Layout::Classic => "RangeId",
@@ -294,10 +303,8 @@ fn normalise(raw: &RecordBatch, layout: Layout) -> Result<RecordBatch> {
             ]
         }
     };
-    let batch = RecordBatch::try_new(SCHEMA.clone(), columns)
-        .map_err(|e| anyhow::anyhow!("unexpected nulls or lengths ({e})"))?;
-    check_times(&batch)?;
-    Ok(batch)
+    RecordBatch::try_new(SCHEMA.clone(), columns)
+        .map_err(|e| anyhow::anyhow!("unexpected nulls or lengths ({e})"))
 }
 
 /// A text column as a dictionary of names, a null as "".

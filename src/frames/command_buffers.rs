@@ -45,34 +45,14 @@ use crate::formats::graph_ops::{GraphOps, MEMCPY, MEMSET};
 use crate::formats::hlo::HloModuleInfo;
 use crate::formats::thunk_metadata::ThunkEntry;
 
+use super::thunk_rows::{NO_NAME, Names, Program, ThunkRow};
+
 /// How the notes about command buffers begin (after the process's label).
 pub const NOTE: &str = "command buffers: ";
 
 /// A thunk name XLA gives a command buffer.
 pub fn is_command_buffer(thunk: &str) -> bool {
     thunk.starts_with("command_buffer")
-}
-
-/// One row of the thunk frame being built.
-#[derive(Clone)]
-pub struct ThunkRow {
-    /// Row of the projected range it comes from.
-    pub row: usize,
-    /// Position among the rows of one range (a command buffer's instructions).
-    pub sub: u32,
-    pub prog: Arc<str>,
-    /// Row of its module's range.
-    pub module: usize,
-    pub numeric: Option<i64>,
-    pub exec: i32,
-    pub dev: i32,
-    /// The HLO instruction (or the command buffer) it runs.
-    pub op: Arc<str>,
-    pub op_name: Option<Arc<str>>,
-    pub start: i64,
-    pub dur: i64,
-    /// The command buffer it ran in.
-    pub command_buffer: Option<Arc<str>>,
 }
 
 /// What opens command buffers: the process's graph operations (None when its input has no
@@ -174,14 +154,14 @@ fn kernel_names(hlo: &HloModuleInfo) -> HashMap<String, Option<Arc<str>>> {
 
 /// The thunks of the metadata that may run inside command buffer `cb`: those after it, up to
 /// the next command buffer, that launch work, without the instructions in `top_level`.
-fn candidates(entries: &[ThunkEntry], cb: &str, top_level: &HashSet<Arc<str>>) -> Candidates {
+fn candidates(entries: &[ThunkEntry], cb: &str, top_level: impl Fn(&str) -> bool) -> Candidates {
     let Some(at) = entries.iter().position(|e| e.name == cb) else {
         return Candidates::default();
     };
     let list: Vec<(Class, Arc<str>)> = entries[at + 1..]
         .iter()
         .take_while(|e| e.kind != "kCommandBuffer")
-        .filter(|e| !e.name.is_empty() && !top_level.contains(e.name.as_str()))
+        .filter(|e| !e.name.is_empty() && !top_level(&e.name))
         .filter_map(|e| Some((thunk_class(&e.kind)?, Arc::from(e.name.as_str()))))
         .collect();
     let mut at: HashMap<Arc<str>, Vec<usize>> = HashMap::new();
@@ -445,21 +425,24 @@ fn by_time_gaps<'n>(
 }
 
 /// Replaces every execution of a command buffer in `ts` by the rows of the instructions it
-/// ran (see the module docs); the rows come back ordered by their range's row and, within a
-/// command buffer's execution, by time. `range_id` gives a row's range id; `hlo_of` a row's module.
-pub fn expand<'h>(
+/// ran (see the module docs); the rows come back ordered by their range, and within a
+/// command buffer's execution by time. `names` holds the rows' names (the instructions found
+/// are added); `programs` the rows' programs.
+pub fn expand(
     ts: Vec<ThunkRow>,
-    range_id: impl Fn(usize) -> i64,
-    hlo_of: impl Fn(&ThunkRow) -> Option<&'h HloModuleInfo>,
+    names: &mut Names,
+    programs: &[Program],
     inputs: &GraphInputs,
     notes: &mut Vec<String>,
 ) -> (Vec<ThunkRow>, Attribution) {
     let mut attribution = Attribution::default();
     notes.extend(inputs.notes.iter().cloned());
     let mut ts = ts;
+    let is_buffer: Vec<bool> = names.iter().map(is_command_buffer).collect();
+    let buffer = |t: &ThunkRow| is_buffer.get(t.op as usize).copied().unwrap_or(false);
     let mut buffers = 0;
-    for t in ts.iter_mut().filter(|t| is_command_buffer(&t.op)) {
-        t.command_buffer = Some(t.op.clone());
+    for t in ts.iter_mut().filter(|t| buffer(t)) {
+        t.command_buffer = t.op;
         buffers += 1;
     }
     if buffers == 0 {
@@ -475,6 +458,9 @@ pub fn expand<'h>(
         ));
         return (ts, attribution);
     };
+    // Room for the rows the command buffers open up into (at most one per operation), so
+    // the rows are copied to a larger vector once at most.
+    ts.reserve_exact(ops.len());
     // Operations by (range, graph node, start).
     let mut order: Vec<u32> = (0..ops.len() as u32).collect();
     order.sort_unstable_by_key(|&i| {
@@ -490,18 +476,16 @@ pub fn expand<'h>(
         .map(|&i| ops.range_id.value(i as usize))
         .collect();
 
-    // Instructions that run as thunks of their own, per program.
-    let mut top_level: HashMap<Arc<str>, HashSet<Arc<str>>> = HashMap::new();
-    for t in ts.iter().filter(|t| !is_command_buffer(&t.op)) {
-        if !top_level.get(&t.prog).is_some_and(|s| s.contains(&t.op)) {
-            top_level
-                .entry(t.prog.clone())
-                .or_default()
-                .insert(t.op.clone());
-        }
+    // Instructions that run as thunks of their own, per program (by stable id).
+    let mut top_level: HashMap<u32, HashSet<u32>> = HashMap::new();
+    for t in ts.iter().filter(|t| !buffer(t)) {
+        top_level
+            .entry(programs[t.prog as usize].rank)
+            .or_default()
+            .insert(t.op);
     }
-    let mut names: HashMap<i64, HashMap<String, Option<Arc<str>>>> = HashMap::new();
-    let mut lists: HashMap<(i64, Arc<str>), Candidates> = HashMap::new();
+    let mut kernels: HashMap<i64, HashMap<String, Option<Arc<str>>>> = HashMap::new();
+    let mut lists: HashMap<(i64, u32), Candidates> = HashMap::new();
     let mut no_dump = 0usize;
     // A command buffer's execution is replaced by its instructions' rows (kept whole when
     // they cannot be told). The rows are added to the same vector, and the executions they
@@ -509,15 +493,15 @@ pub fn expand<'h>(
     let before = ts.len();
     let mut opened = vec![false; before];
     for at in 0..before {
-        if !is_command_buffer(&ts[at].op) {
+        if !buffer(&ts[at]) {
             continue;
         }
-        let t = ts[at].clone();
-        let rid = range_id(t.row);
-        let lo = ranges.partition_point(|&r| r < rid);
-        let hi = ranges.partition_point(|&r| r <= rid);
+        let t = ts[at];
+        let lo = ranges.partition_point(|&r| r < t.range);
+        let hi = ranges.partition_point(|&r| r <= t.range);
         let here = &order[lo..hi];
-        let Some(hlo) = hlo_of(&t) else {
+        let program = &programs[t.prog as usize];
+        let Some(hlo) = program.hlo else {
             no_dump += 1;
             continue;
         };
@@ -525,17 +509,21 @@ pub fn expand<'h>(
             continue;
         }
         opened[at] = true;
-        let names = names.entry(hlo.id).or_insert_with(|| kernel_names(hlo));
-        let list = lists.entry((hlo.id, t.op.clone())).or_insert_with(|| {
-            let empty = HashSet::new();
-            let top = top_level.get(&t.prog).unwrap_or(&empty);
+        let kernels = kernels.entry(hlo.id).or_insert_with(|| kernel_names(hlo));
+        let list = lists.entry((hlo.id, t.op)).or_insert_with(|| {
+            let top = top_level.get(&program.rank);
+            let names = &*names;
+            let top = |name: &str| {
+                top.zip(names.find(name))
+                    .is_some_and(|(top, n)| top.contains(&n))
+            };
             inputs
                 .metadata
                 .get(&hlo.id)
-                .map(|e| candidates(e, &t.op, top))
+                .map(|e| candidates(e, names.get(t.op), top))
                 .unwrap_or_default()
         });
-        let owner = attribute(ops, here, hlo, names, list, &mut attribution);
+        let owner = attribute(ops, here, hlo, kernels, list, &mut attribution);
         // Rows in time order: consecutive operations of one owner make one row (an
         // instruction's kernels; a loop's iterations alternate with other instructions').
         let mut by_time: Vec<usize> = (0..here.len()).collect();
@@ -558,22 +546,13 @@ pub fn expand<'h>(
         }
         for (sub, (name, s, _, busy)) in parts.into_iter().enumerate() {
             ts.push(ThunkRow {
-                row: t.row,
                 sub: sub as u32,
-                prog: t.prog.clone(),
-                module: t.module,
-                numeric: t.numeric,
-                exec: t.exec,
-                dev: t.dev,
-                op: name.unwrap_or(&t.op).clone(),
-                op_name: if name.is_some() {
-                    None
-                } else {
-                    t.op_name.clone()
-                },
+                op: name.map_or(t.op, |n| names.intern(n)),
+                op_name: if name.is_some() { NO_NAME } else { t.op_name },
                 start: s,
                 dur: busy,
-                command_buffer: Some(t.op.clone()),
+                command_buffer: t.op,
+                ..t
             });
         }
     }
@@ -584,8 +563,8 @@ pub fn expand<'h>(
         keep
     });
     drop(opened);
-    // In the order of their ranges' rows, a command buffer's rows in time order.
-    ts.sort_unstable_by_key(|t| (t.row, t.sub));
+    // In the order of their ranges, a command buffer's rows in time order.
+    ts.sort_unstable_by_key(|t| (t.range, t.sub));
     if no_dump > 0 {
         notes.push(format!(
             "{NOTE}{no_dump} executions of CUDA graphs are counted whole: their module has no HLO dump to name the kernels inside"
@@ -636,21 +615,54 @@ mod tests {
         HloModuleInfo::of_instructions(instructions)
     }
 
-    fn row(r: usize, op: &str) -> ThunkRow {
-        ThunkRow {
-            row: r,
-            sub: 0,
-            prog: "p".into(),
-            module: 0,
+    /// A row opened up: (instruction, start, duration, command buffer, position).
+    type Opened = (String, i64, i64, Option<String>, u32);
+
+    /// Opens the command buffers among `rows` ((range id, instruction), each from 0 for
+    /// 1000 ns) of one program whose HLO is `hlo`.
+    fn open(
+        rows: &[(i64, &str)],
+        hlo: &HloModuleInfo,
+        inputs: &GraphInputs,
+        notes: &mut Vec<String>,
+    ) -> (Vec<Opened>, Attribution) {
+        let mut names = Names::default();
+        let programs = [Program {
+            stable: "p".into(),
+            hlo_module: "m".into(),
             numeric: Some(1),
-            exec: 0,
-            dev: 0,
-            op: op.into(),
-            op_name: None,
-            start: 0,
-            dur: 1000,
-            command_buffer: None,
-        }
+            hlo: Some(hlo),
+            rank: 0,
+        }];
+        let ts = rows
+            .iter()
+            .map(|&(range, op)| ThunkRow {
+                range,
+                start: 0,
+                dur: 1000,
+                sub: 0,
+                prog: 0,
+                exec: 0,
+                dev: 0,
+                op: names.intern(op),
+                op_name: NO_NAME,
+                command_buffer: NO_NAME,
+            })
+            .collect();
+        let (rows, a) = expand(ts, &mut names, &programs, inputs, notes);
+        let rows = rows
+            .iter()
+            .map(|r| {
+                let cb = names.opt(r.command_buffer).map(String::from);
+                (names.get(r.op).to_string(), r.start, r.dur, cb, r.sub)
+            })
+            .collect();
+        (rows, a)
+    }
+
+    /// (instruction, start, duration) of each row.
+    fn times(rows: &[Opened]) -> Vec<(&str, i64, i64)> {
+        rows.iter().map(|r| (r.0.as_str(), r.1, r.2)).collect()
     }
 
     /// Graph operations (range, node, start, end, name).
@@ -719,13 +731,12 @@ mod tests {
             metadata: BTreeMap::from([(1, metadata)]),
             notes: vec![],
         };
-        let ts = vec![row(0, "all-reduce.9"), row(1, "command_buffer_2")];
         let mut notes = Vec::new();
-        let ids = [5i64, 10];
-        let (rows, a) = expand(ts, |r| ids[r], |_| Some(&hlo), &inputs, &mut notes);
+        let ts = [(5, "all-reduce.9"), (10, "command_buffer_2")];
+        let (rows, a) = open(&ts, &hlo, &inputs, &mut notes);
         let got: Vec<(&str, i64, i64, Option<&str>)> = rows
             .iter()
-            .map(|r| (&*r.op, r.start, r.dur, r.command_buffer.as_deref()))
+            .map(|r| (r.0.as_str(), r.1, r.2, r.3.as_deref()))
             .collect();
         let cb = Some("command_buffer_2");
         assert_eq!(
@@ -751,7 +762,7 @@ mod tests {
             }
         );
         assert!(notes.is_empty(), "{notes:?}");
-        let subs: Vec<u32> = rows.iter().map(|r| r.sub).collect();
+        let subs: Vec<u32> = rows.iter().map(|r| r.4).collect();
         assert_eq!(subs, [0, 0, 1, 2, 3, 4]);
     }
 
@@ -784,14 +795,8 @@ mod tests {
             notes: vec![],
         };
         let mut notes = Vec::new();
-        let (rows, a) = expand(
-            vec![row(0, "command_buffer_1")],
-            |_| 3,
-            |_| Some(&hlo),
-            &inputs,
-            &mut notes,
-        );
-        let got: Vec<(&str, i64, i64)> = rows.iter().map(|r| (&*r.op, r.start, r.dur)).collect();
+        let (rows, a) = open(&[(3, "command_buffer_1")], &hlo, &inputs, &mut notes);
+        let got = times(&rows);
         assert_eq!(
             got,
             [
@@ -828,14 +833,8 @@ mod tests {
             notes: vec![],
         };
         let mut notes = Vec::new();
-        let (rows, a) = expand(
-            vec![row(0, "command_buffer_1")],
-            |_| 3,
-            |_| Some(&hlo),
-            &inputs,
-            &mut notes,
-        );
-        let got: Vec<(&str, i64, i64)> = rows.iter().map(|r| (&*r.op, r.start, r.dur)).collect();
+        let (rows, a) = open(&[(3, "command_buffer_1")], &hlo, &inputs, &mut notes);
+        let got = times(&rows);
         assert_eq!(
             got,
             [
@@ -849,7 +848,7 @@ mod tests {
         );
         assert_eq!((a.total, a.by_name, a.by_position), (45, 30, 15));
         // Rows add up to the kernel time: nothing counted twice.
-        assert_eq!(rows.iter().map(|r| r.dur).sum::<i64>(), a.total);
+        assert_eq!(rows.iter().map(|r| r.2).sum::<i64>(), a.total);
         assert!(notes.is_empty(), "{notes:?}");
     }
 
@@ -867,14 +866,8 @@ mod tests {
             notes: vec![],
         };
         let mut notes = Vec::new();
-        let (rows, a) = expand(
-            vec![row(0, "command_buffer_1")],
-            |_| 3,
-            |_| Some(&hlo),
-            &inputs,
-            &mut notes,
-        );
-        let got: Vec<(&str, i64, i64)> = rows.iter().map(|r| (&*r.op, r.start, r.dur)).collect();
+        let (rows, a) = open(&[(3, "command_buffer_1")], &hlo, &inputs, &mut notes);
+        let got = times(&rows);
         assert_eq!(
             got,
             [
@@ -916,25 +909,14 @@ mod tests {
                 notes: vec![],
             };
             let mut notes = Vec::new();
-            let (rows, _) = expand(
-                vec![row(0, "command_buffer_1"), row(1, "x")],
-                |r| r as i64,
-                |_| Some(&hlo),
-                &inputs,
-                &mut notes,
-            );
+            let ts = [(0, "command_buffer_1"), (1, "x")];
+            let (rows, _) = open(&ts, &hlo, &inputs, &mut notes);
             assert_eq!(rows.len(), 2);
             assert!(notes[0].contains(why), "{notes:?}");
         }
         // No command buffer: nothing to say.
         let mut notes = Vec::new();
-        let (rows, _) = expand(
-            vec![row(1, "x")],
-            |r| r as i64,
-            |_| Some(&hlo),
-            &GraphInputs::default(),
-            &mut notes,
-        );
+        let (rows, _) = open(&[(1, "x")], &hlo, &GraphInputs::default(), &mut notes);
         assert_eq!(rows.len(), 1);
         assert!(notes.is_empty());
     }

@@ -747,7 +747,7 @@ pub(crate) mod tests {
             return;
         };
         let path = dir.join("reference/h200-fsdp2_1proc/report_nvtx_pushpop_trace.parquet");
-        let pushpop = pushpop::read_parquet(&std::fs::read(path).unwrap()).unwrap();
+        let pushpop = pushpop::read_parquet(std::fs::read(path).unwrap()).unwrap();
         let frame = build_compile_frame(&pushpop).unwrap();
         assert_eq!(frame.num_rows(), 0);
         assert_eq!(frame.schema(), schema());

@@ -99,8 +99,9 @@ pub fn subset(pushpop: &RecordBatch) -> Result<Option<RecordBatch>> {
 /// Reads the parquet variant of a push/pop member keeping only the rows [`subset`] would,
 /// in batches (the whole table is never held). When a kept row's parent is not among the
 /// kept rows (ranges that do not nest), the member is read whole instead.
-pub fn read_parquet(bytes: &[u8]) -> Result<RecordBatch> {
-    let rows = pushpop::read_parquet_selected(bytes, &mut Selecting::default())?;
+pub fn read_parquet(bytes: Vec<u8>) -> Result<RecordBatch> {
+    let bytes = bytes::Bytes::from(bytes);
+    let rows = pushpop::read_parquet_selected(&bytes, &mut Selecting::default())?;
     let c = Columns::of(&rows)?;
     let ids = pushpop::IdIndex::new(c.range_id)?;
     let closed = c

@@ -3,9 +3,10 @@
 //! to the module fingerprint, devices from launcher threads, edge effects removed,
 //! communication classified from the HLO and overlap with compute measured.
 
-use super::command_buffers::{self as cb, GraphInputs, ThunkRow};
-use super::ordering::{overlap, permute, ranks};
+use super::command_buffers::{self as cb, GraphInputs};
+use super::ordering::{overlap, ranks};
 use super::strings::dictionary;
+use super::thunk_rows::{NO_NAME, Names, Program, ThunkRow};
 use crate::formats::hlo::HloModuleInfo;
 use crate::formats::trace::{self as tr, ThreadNames};
 use crate::nvtx;
@@ -41,6 +42,9 @@ pub const COLLECTIVE_SIZE: &str = "CollectiveSize";
 pub const ALGO_BW: &str = "AlgorithmBandwidthGBPerSec";
 pub const BUS_BW: &str = "BusBandwidthGBPerSec";
 pub const COMMAND_BUFFER: &str = "CommandBuffer";
+
+/// No module (a thunk outside any): the module row of a range.
+const NONE: u32 = u32::MAX;
 
 /// The stable id of autotuning executions (no program id).
 pub const UNKNOWN_PROGRAM: &str = "unknown";
@@ -187,11 +191,12 @@ enum Kind {
 }
 
 /// Build the module and thunk frames of one process. `fallback_device` is used for the
-/// launching thread when the process names no XlaLauncher threads; `graphs` opens command
-/// buffers up.
+/// launching thread when the process names no XlaLauncher threads; what `graphs` gives opens
+/// command buffers up (asked for once the ranges are done with, so the two are not held
+/// together).
 pub fn build(
     ranges: RecordBatch,
-    graphs: &GraphInputs,
+    graphs: impl FnOnce() -> Result<GraphInputs>,
     threads: &ThreadNames,
     programs: &Programs,
     fallback_device: i32,
@@ -199,9 +204,13 @@ pub fn build(
     let mut notes = Notes::default();
     // The projected ranges and what is derived from them row by row are dropped once the
     // thunk rows are made: only a range id per row is kept (docs/design.md, "Bounded memory").
-    let (module, ts, prog_id_of, range_ids) = {
+    let (module, ts, mut names, progs) = {
         let ranges = ranges;
         let n = ranges.num_rows();
+        anyhow::ensure!(
+            u32::try_from(n).is_ok_and(|n| n < NONE),
+            "{n} NVTX ranges in one process: more than this tool counts (2^32 - 1)"
+        );
         let name = crate::formats::columns::names(&ranges, tr::NAME)?;
         let i64col = |c: &str| {
             ranges
@@ -220,12 +229,25 @@ pub fn build(
         let tid = i64col(tr::TID);
         let gpu_ops = i64col(tr::NUM_GPU_OPS);
 
-        // Rows in RangeId order, and RangeId -> row by binary search.
-        let mut order: Vec<usize> = (0..n).collect();
-        order.sort_by_key(|&r| range_id.value(r));
-        let ids_sorted: Vec<i64> = order.iter().map(|&r| range_id.value(r)).collect();
-        let row_of =
-            |id: i64| -> Option<usize> { ids_sorted.binary_search(&id).ok().map(|i| order[i]) };
+        // Rows in RangeId order, and RangeId -> row by binary search (on the column itself
+        // when it is in order, as the trace's rows are).
+        let ids = range_id.values();
+        let in_order = ids.is_sorted();
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        if !in_order {
+            order.sort_by_key(|&r| ids[r as usize]);
+        }
+        let ids_sorted: std::borrow::Cow<[i64]> = if in_order {
+            std::borrow::Cow::Borrowed(&ids[..])
+        } else {
+            order.iter().map(|&r| ids[r as usize]).collect()
+        };
+        let row_of = |id: i64| -> Option<usize> {
+            ids_sorted
+                .binary_search(&id)
+                .ok()
+                .map(|i| order[i] as usize)
+        };
         let parent = |r: usize| -> Option<usize> {
             if parent_id.is_null(r) {
                 None
@@ -296,7 +318,7 @@ pub fn build(
 
         // Link each thunk to its closest XlaModule ancestor; thunks with thunk children are not
         // the deepest and are dropped (command buffers hold their thunks).
-        let mut module_of: Vec<Option<usize>> = vec![None; n];
+        let mut module_of: Vec<u32> = vec![NONE; n];
         let mut has_child_thunk = vec![false; n];
         for r in 0..n {
             if !is_thunk[r] {
@@ -307,7 +329,7 @@ pub fn build(
             while let Some(q) = p {
                 match kind[q] {
                     Kind::Module => {
-                        module_of[r] = Some(q);
+                        module_of[r] = q as u32;
                         break;
                     }
                     Kind::Thunk => has_child_thunk[q] = true,
@@ -321,7 +343,7 @@ pub fn build(
             }
         }
         let orphans = (0..n)
-            .filter(|&r| is_thunk[r] && module_of[r].is_none())
+            .filter(|&r| is_thunk[r] && module_of[r] == NONE)
             .count();
         if orphans > 0 {
             notes.0.push(format!(
@@ -329,19 +351,19 @@ pub fn build(
             ));
         }
         for r in 0..n {
-            is_thunk[r] = is_thunk[r] && !has_child_thunk[r] && module_of[r].is_some();
+            is_thunk[r] = is_thunk[r] && !has_child_thunk[r] && module_of[r] != NONE;
         }
 
         let mut thunks_per_module = vec![0i32; n];
         for r in 0..n {
             if is_thunk[r] {
-                thunks_per_module[module_of[r].unwrap()] += 1;
+                thunks_per_module[module_of[r] as usize] += 1;
             }
         }
         // Modules with at least one deepest thunk, in RangeId order.
         let mut modules: Vec<usize> = order
             .iter()
-            .copied()
+            .map(|&r| r as usize)
             .filter(|&r| thunks_per_module[r] > 0)
             .collect();
 
@@ -376,7 +398,7 @@ pub fn build(
             if !dropped.is_empty() {
                 modules.retain(|r| !dropped.contains(r));
                 for r in 0..n {
-                    if is_thunk[r] && dropped.contains(&module_of[r].unwrap()) {
+                    if is_thunk[r] && dropped.contains(&(module_of[r] as usize)) {
                         is_thunk[r] = false;
                     }
                 }
@@ -384,27 +406,46 @@ pub fn build(
         }
 
         // Program identity and execution counters (per launching thread and program).
-        let mut prog_id_of: FxHashMap<usize, (Arc<str>, String, Option<i64>)> =
-            FxHashMap::default();
+        let mut progs: Vec<Program> = Vec::new();
+        let mut prog_index: FxHashMap<(Arc<str>, String, Option<i64>), u32> = FxHashMap::default();
+        let mut prog_of: FxHashMap<usize, u32> = FxHashMap::default();
         let mut exec_of: FxHashMap<usize, i32> = FxHashMap::default();
-        let mut counters: FxHashMap<(i64, i64, String), i32> = FxHashMap::default();
+        let mut counters: FxHashMap<(i64, i64, Arc<str>), i32> = FxHashMap::default();
         for &r in &modules {
             let parsed = nvtx::parse_module(name.value(r));
             let (hlo_module, numeric) = parsed
                 .as_ref()
                 .map(|m| (m.hlo_module.to_string(), m.program_id))
                 .unwrap_or_else(|| (name.value(r).to_string(), None));
-            let stable = programs.stable_id(numeric, &hlo_module);
+            let stable: Arc<str> = Arc::from(programs.stable_id(numeric, &hlo_module));
             let c = counters
                 .entry((pid.value(r), tid.value(r), stable.clone()))
                 .or_insert(0);
             exec_of.insert(r, *c);
             *c += 1;
-            prog_id_of.insert(r, (Arc::from(stable), hlo_module, numeric));
+            let next = progs.len() as u32;
+            let p = *prog_index
+                .entry((stable.clone(), hlo_module.clone(), numeric))
+                .or_insert_with(|| {
+                    progs.push(Program {
+                        hlo: programs.hlo(numeric, &hlo_module),
+                        stable,
+                        hlo_module,
+                        numeric,
+                        rank: 0,
+                    });
+                    next
+                });
+            prog_of.insert(r, p);
         }
-        let ran: std::collections::BTreeSet<(i64, &str)> = prog_id_of
-            .values()
-            .filter_map(|(_, name, id)| Some((((*id)?), name.as_str())))
+        drop(prog_index);
+        let prog_ranks = ranks(progs.iter().map(|p| &*p.stable));
+        for (p, rank) in progs.iter_mut().zip(prog_ranks) {
+            p.rank = rank;
+        }
+        let ran: std::collections::BTreeSet<(i64, &str)> = progs
+            .iter()
+            .filter_map(|p| Some((p.numeric?, p.hlo_module.as_str())))
             .collect();
         check_dump(programs, &ran, &mut notes)?;
 
@@ -427,9 +468,9 @@ pub fn build(
             BTreeMap::new();
         for r in 0..n {
             if is_thunk[r] {
-                let m = module_of[r].unwrap();
+                let m = module_of[r] as usize;
                 threads_of_program
-                    .entry(prog_id_of.get(&m).and_then(|p| p.2))
+                    .entry(prog_of.get(&m).and_then(|&p| progs[p as usize].numeric))
                     .or_default()
                     .insert((pid.value(r), tid.value(r)));
             }
@@ -475,10 +516,12 @@ pub fn build(
             MODULE_SCHEMA.clone(),
             vec![
                 Arc::new(StringArray::from_iter_values(
-                    m_rows.iter().map(|r| &*prog_id_of[r].0),
+                    m_rows.iter().map(|r| &*progs[prog_of[r] as usize].stable),
                 )) as ArrayRef,
                 Arc::new(StringArray::from_iter_values(
-                    m_rows.iter().map(|r| prog_id_of[r].1.as_str()),
+                    m_rows
+                        .iter()
+                        .map(|r| progs[prog_of[r] as usize].hlo_module.as_str()),
                 )),
                 Arc::new(Int32Array::from_iter_values(
                     m_rows.iter().map(|r| exec_of[r]),
@@ -517,20 +560,15 @@ pub fn build(
         )?;
 
         // ---- thunk frame
-        // Instruction and op names, one allocation per distinct name.
-        let mut interned: FxHashMap<&str, Arc<str>> = FxHashMap::default();
-        // Room for the rows the command buffers open up into, so the rows are never copied
-        // to a larger vector.
-        let graph_ops = graphs.ops.as_ref().map_or(0, |o| o.len());
-        let mut ts: Vec<ThunkRow> =
-            Vec::with_capacity(is_thunk.iter().filter(|&&t| t).count() + graph_ops);
-        for &r in &order {
+        let mut names = Names::default();
+        let mut ts: Vec<ThunkRow> = Vec::with_capacity(is_thunk.iter().filter(|&&t| t).count());
+        for r in order.iter().map(|&r| r as usize) {
             if !is_thunk[r] {
                 continue;
             }
             let Some(dev) = device(r) else { continue };
-            let m = module_of[r].unwrap();
-            let Some((prog, _, numeric)) = prog_id_of.get(&m) else {
+            let m = module_of[r] as usize;
+            let Some(&prog) = prog_of.get(&m) else {
                 continue;
             };
             let parsed = nvtx::parse_thunk(name.value(r));
@@ -539,69 +577,41 @@ pub fn build(
                 .map(|t| t.hlo_op)
                 .unwrap_or_else(|| nvtx::strip_tsl(name.value(r)));
             ts.push(ThunkRow {
-                row: r,
+                range: range_id.value(r),
                 sub: 0,
-                module: m,
-                prog: prog.clone(),
-                numeric: *numeric,
+                prog,
                 exec: exec_of[&m],
                 dev,
-                op: interned.entry(op).or_insert_with(|| Arc::from(op)).clone(),
+                op: names.intern(op),
                 op_name: parsed
                     .and_then(|t| t.name)
-                    .map(|n| interned.entry(n).or_insert_with(|| Arc::from(n)).clone()),
+                    .map_or(NO_NAME, |n| names.intern(n)),
                 start: proj_start.value(r),
                 dur: proj_dur.value(r),
-                command_buffer: None,
+                command_buffer: NO_NAME,
             });
         }
-        let range_ids: Vec<i64> = ranges
-            .column_by_name(tr::RANGE_ID)
-            .expect("normalised")
-            .as_primitive::<Int64Type>()
-            .values()
-            .to_vec();
-        (module, ts, prog_id_of, range_ids)
+        (module, ts, names, progs)
     };
-    let (ts, _) = cb::expand(
-        ts,
-        |r| range_ids[r],
-        |t| programs.hlo(t.numeric, &prog_id_of[&t.module].1),
-        graphs,
-        &mut notes.0,
-    );
+    let graphs = graphs()?;
+    let (mut ts, _) = cb::expand(ts, &mut names, &progs, &graphs, &mut notes.0);
+    drop(graphs);
     // Thunk index and per-name execution counters: sort by (program, execution, device,
     // RangeId) and sweep. Programs and instructions are compared by their rank among the
     // distinct names (the order of the names), so the sorts compare integers.
-    let mut ts = ts;
     anyhow::ensure!(
         u32::try_from(ts.len()).is_ok(),
         "{} thunk executions: more than this tool counts (2^32)",
         ts.len()
     );
-    {
-        let prog_rank = ranks(ts.iter().map(|t| &*t.prog));
-        let mut keys: Vec<(u32, i32, i32, i64, u32, u32)> = ts
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                let key = (prog_rank[i], t.exec, t.dev, range_ids[t.row], t.sub);
-                (key.0, key.1, key.2, key.3, key.4, i as u32)
-            })
-            .collect();
-        drop(prog_rank);
-        keys.sort_unstable();
-        let sorted: Vec<u32> = keys.iter().map(|k| k.5).collect();
-        drop(keys);
-        permute(&mut ts, sorted);
-    }
-    let prog_rank = ranks(ts.iter().map(|t| &*t.prog));
-    let op_rank = ranks(ts.iter().map(|t| &*t.op));
+    let prog_rank = |t: &ThunkRow| progs[t.prog as usize].rank;
+    ts.sort_unstable_by_key(|t| (prog_rank(t), t.exec, t.dev, t.range, t.sub));
+    let name_rank = ranks(names.iter());
+    let op_rank = |t: &ThunkRow| name_rank[t.op as usize];
     let mut thunk_index = vec![0i32; ts.len()];
     for i in 1..ts.len() {
-        let same = prog_rank[i] == prog_rank[i - 1]
-            && ts[i].exec == ts[i - 1].exec
-            && ts[i].dev == ts[i - 1].dev;
+        let (a, b) = (&ts[i - 1], &ts[i]);
+        let same = prog_rank(a) == prog_rank(b) && a.exec == b.exec && a.dev == b.dev;
         thunk_index[i] = if same { thunk_index[i - 1] + 1 } else { 0 };
     }
     // Rows by (program, execution, device, instruction); a stable sort keeps the rows'
@@ -609,18 +619,19 @@ pub fn build(
     let by_name = {
         let mut by_name: Vec<u32> = (0..ts.len() as u32).collect();
         by_name.sort_by_key(|&i| {
-            let (i, t) = (i as usize, &ts[i as usize]);
-            (prog_rank[i], t.exec, t.dev, op_rank[i])
+            let t = &ts[i as usize];
+            (prog_rank(t), t.exec, t.dev, op_rank(t))
         });
         by_name
     };
     let mut thunk_exec = vec![0i32; ts.len()];
     for w in 1..by_name.len() {
         let (a, b) = (by_name[w - 1] as usize, by_name[w] as usize);
-        let same = prog_rank[a] == prog_rank[b]
-            && ts[a].exec == ts[b].exec
-            && ts[a].dev == ts[b].dev
-            && op_rank[a] == op_rank[b];
+        let (ta, tb) = (&ts[a], &ts[b]);
+        let same = prog_rank(ta) == prog_rank(tb)
+            && ta.exec == tb.exec
+            && ta.dev == tb.dev
+            && op_rank(ta) == op_rank(tb);
         thunk_exec[b] = if same { thunk_exec[a] + 1 } else { 0 };
     }
     drop(by_name);
@@ -633,22 +644,19 @@ pub fn build(
     > = FxHashMap::default();
     let comm: Vec<Option<&crate::formats::hlo::CommunicationInfo>> = ts
         .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            if &*t.prog == UNKNOWN_PROGRAM {
+        .map(|t| {
+            let program = &progs[t.prog as usize];
+            if &*program.stable == UNKNOWN_PROGRAM {
                 return None;
             }
             // None: no HLO for the program; Some(None): no such instruction in it.
+            let op = names.get(t.op);
             let lookup = *looked_up
-                .entry((prog_rank[i], op_rank[i]))
-                .or_insert_with(|| {
-                    programs
-                        .hlo(t.numeric, &prog_id_of[&t.module].1)
-                        .map(|hlo| hlo.instruction(&t.op))
-                });
+                .entry((program.rank, t.op))
+                .or_insert_with(|| program.hlo.map(|hlo| hlo.instruction(op)));
             match lookup? {
                 Some(i) => i.communication.as_ref(),
-                None if cb::is_command_buffer(&t.op) => None,
+                None if cb::is_command_buffer(op) => None,
                 None => {
                     missing_ops += 1;
                     None
@@ -663,27 +671,29 @@ pub fn build(
     }
 
     // The columns the rows give, then the rows are dropped (docs/design.md, "Bounded memory").
-    let program = dictionary(ts.iter().map(|t| Some(&*t.prog)));
-    let instruction = dictionary(ts.iter().map(|t| Some(&*t.op)));
-    let op_name = dictionary(ts.iter().map(|t| t.op_name.as_deref()));
-    let command_buffer = dictionary(ts.iter().map(|t| t.command_buffer.as_deref()));
+    let program = dictionary(ts.iter().map(|t| Some(&*progs[t.prog as usize].stable)));
+    let instruction = dictionary(ts.iter().map(|t| Some(names.get(t.op))));
+    let op_name = dictionary(ts.iter().map(|t| names.opt(t.op_name)));
+    let command_buffer = dictionary(ts.iter().map(|t| names.opt(t.command_buffer)));
     let exec = Int32Array::from_iter_values(ts.iter().map(|t| t.exec));
     let dev = Int32Array::from_iter_values(ts.iter().map(|t| t.dev));
     let start = Int64Array::from_iter_values(ts.iter().map(|t| t.start));
     let dur: Vec<i64> = ts.iter().map(|t| t.dur).collect();
+    let program_of: Vec<u32> = ts.iter().map(prog_rank).collect();
     drop(ts);
 
     // Overlap: per (program, device), the part of each communication thunk covered by
     // compute thunks is hidden.
+    let is_comm: Vec<bool> = comm.iter().map(|c| c.is_some()).collect();
     let hidden = overlap(
-        &(0..dur.len())
-            .map(|i| {
-                let s = start.value(i);
-                (prog_rank[i], dev.value(i), s, s + dur[i])
-            })
-            .collect::<Vec<_>>(),
-        &comm.iter().map(|c| c.is_some()).collect::<Vec<_>>(),
+        dur.len(),
+        |i| {
+            let s = start.value(i);
+            (program_of[i], dev.value(i), s, s + dur[i])
+        },
+        &is_comm,
     );
+    drop(program_of);
 
     let exposed: Int64Array = dur.iter().zip(&hidden).map(|(d, h)| d - h).collect();
     let algbw: Float64Array = dur
@@ -714,9 +724,7 @@ pub fn build(
             Arc::new(start),
             Arc::new(exposed),
             Arc::new(Int64Array::from(hidden)),
-            Arc::new(BooleanArray::from(
-                comm.iter().map(|c| c.is_some()).collect::<Vec<_>>(),
-            )),
+            Arc::new(BooleanArray::from(is_comm)),
             dictionary(comm.iter().map(|c| c.map(|c| c.collective.as_str()))),
             Arc::new(
                 comm.iter()

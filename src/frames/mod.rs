@@ -8,5 +8,6 @@ pub mod nsys_jax;
 pub mod ordering;
 pub mod placement;
 pub mod strings;
+pub mod thunk_rows;
 pub mod transfers;
 pub mod warmup;

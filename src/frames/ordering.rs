@@ -1,5 +1,5 @@
-//! Orders and sweeps over the rows of a frame being built: names ranked by their order,
-//! rows permuted in place, and the hidden time of communication by sort-and-sweep.
+//! Orders and sweeps over the rows of a frame being built: names ranked by their order, and
+//! the hidden time of communication by sort-and-sweep.
 
 use rustc_hash::FxHashMap;
 
@@ -22,60 +22,55 @@ pub fn ranks<'a>(names: impl Iterator<Item = &'a str>) -> Vec<u32> {
     ids.into_iter().map(|id| rank[id as usize]).collect()
 }
 
-/// Puts `rows` in the order of `order` (a permutation of its indices: row `k` becomes the
-/// row that was at `order[k]`), in place, following the permutation's cycles.
-pub fn permute<T>(rows: &mut [T], mut order: Vec<u32>) {
-    for start in 0..rows.len() {
-        // Each cycle is walked once, from its first position; visited positions point at
-        // themselves.
-        let mut k = start;
-        while order[k] as usize != start {
-            let next = order[k] as usize;
-            rows.swap(k, next);
-            order[k] = k as u32;
-            k = next;
-        }
-        order[k] = k as u32;
-    }
-}
-
 /// Hidden time of each communication interval: the total overlap with the compute intervals
-/// of the same (program, device). Sort-and-sweep: compute intervals sorted by start with a
-/// running maximum of their ends, so each communication interval binary-searches the first
-/// compute interval that can reach it and scans only the ones that start before it ends.
-pub fn overlap<K: Ord + Copy>(intervals: &[(K, i32, i64, i64)], is_comm: &[bool]) -> Vec<i64> {
-    let mut hidden = vec![0i64; intervals.len()];
-    let mut idx: Vec<usize> = (0..intervals.len()).collect();
-    idx.sort_by(|&a, &b| {
-        let (pa, da, sa, _) = intervals[a];
-        let (pb, db, sb, _) = intervals[b];
-        (pa, da, sa).cmp(&(pb, db, sb))
+/// of the same (program, device). `interval(i)` is row `i`'s (program, device, start, end).
+/// Sort-and-sweep: compute intervals sorted by start with a running maximum of their ends,
+/// so each communication interval binary-searches the first compute interval that can reach
+/// it and scans only the ones that start before it ends.
+pub fn overlap<K: Ord + Copy>(
+    n: usize,
+    interval: impl Fn(usize) -> (K, i32, i64, i64),
+    is_comm: &[bool],
+) -> Vec<i64> {
+    let mut hidden = vec![0i64; n];
+    if !is_comm.iter().any(|&c| c) {
+        return hidden;
+    }
+    let mut idx: Vec<u32> = (0..n as u32).collect();
+    idx.sort_by_key(|&i| {
+        let (p, d, s, _) = interval(i as usize);
+        (p, d, s)
     });
+    let group_of = |i: u32| {
+        let (p, d, _, _) = interval(i as usize);
+        (p, d)
+    };
     let mut g = 0;
     while g < idx.len() {
-        let (p, d, _, _) = intervals[idx[g]];
+        let key = group_of(idx[g]);
         let mut h = g;
-        while h < idx.len() && intervals[idx[h]].0 == p && intervals[idx[h]].1 == d {
+        while h < idx.len() && group_of(idx[h]) == key {
             h += 1;
         }
         let group = &idx[g..h];
-        let compute: Vec<(i64, i64)> = group
+        let compute: Vec<u32> = group
             .iter()
-            .filter(|&&i| !is_comm[i])
-            .map(|&i| (intervals[i].2, intervals[i].3))
+            .copied()
+            .filter(|&i| !is_comm[i as usize])
             .collect();
         if compute.len() < group.len() && !compute.is_empty() {
             let mut run_max = Vec::with_capacity(compute.len());
             let mut m = i64::MIN;
-            for &(_, e) in &compute {
-                m = m.max(e);
+            for &c in &compute {
+                m = m.max(interval(c as usize).3);
                 run_max.push(m);
             }
-            for &i in group.iter().filter(|&&i| is_comm[i]) {
-                let (_, _, s, e) = intervals[i];
+            for &i in group.iter().filter(|&&i| is_comm[i as usize]) {
+                let (_, _, s, e) = interval(i as usize);
                 let first = run_max.partition_point(|&x| x <= s);
                 let mut covered = 0;
-                for &(cs, ce) in &compute[first..] {
+                for &c in &compute[first..] {
+                    let (_, _, cs, ce) = interval(c as usize);
                     if cs >= e {
                         break;
                     }
@@ -83,7 +78,7 @@ pub fn overlap<K: Ord + Copy>(intervals: &[(K, i32, i64, i64)], is_comm: &[bool]
                         covered += ce.min(e) - cs.max(s);
                     }
                 }
-                hidden[i] = covered;
+                hidden[i as usize] = covered;
             }
         }
         g = h;
@@ -96,25 +91,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn permute_in_place_is_a_gather() {
-        // Cycles of every length, fixed points, and the identity.
-        for order in [
-            vec![],
-            vec![0],
-            vec![1, 0],
-            vec![2, 0, 1, 3],
-            vec![4, 3, 0, 1, 2, 5, 7, 6],
-            (0..50).rev().collect::<Vec<u32>>(),
-        ] {
-            let old: Vec<String> = (0..order.len()).map(|i| format!("r{i}")).collect();
-            let want: Vec<String> = order.iter().map(|&i| old[i as usize].clone()).collect();
-            let mut rows = old.clone();
-            permute(&mut rows, order.clone());
-            assert_eq!(rows, want, "{order:?}");
-        }
-    }
-
-    #[test]
     fn overlap_counts_only_compute_of_the_same_group() {
         let iv = [
             ("p", 0, 0, 10),  // compute
@@ -124,6 +100,8 @@ mod tests {
             ("q", 0, 0, 100), // compute of another program
         ];
         let comm = [false, true, false, false, false];
-        assert_eq!(overlap(&iv, &comm), vec![0, 8, 0, 0, 0]);
+        assert_eq!(overlap(iv.len(), |i| iv[i], &comm), vec![0, 8, 0, 0, 0]);
+        // Without communication nothing is hidden.
+        assert_eq!(overlap(iv.len(), |i| iv[i], &[false; 5]), vec![0; 5]);
     }
 }

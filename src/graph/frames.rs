@@ -256,16 +256,17 @@ fn own_gpu_frames(db: &Db, p: Process, node: &GpuFramesNode) -> Result<Out<Table
             }
             None => None,
         };
-        let graphs = graph_inputs(db, p)?;
+        // An error of the graph members names its member already.
+        let graphs_failed = std::cell::Cell::new(false);
         let f = match frames::gpu::build(
             ranges,
-            &graphs,
+            || graph_inputs(db, p).inspect_err(|_| graphs_failed.set(true)),
             &threads,
             &map,
             frames::placement::UNPLACED,
         ) {
             // Names the dump already.
-            Err(e) if e.is::<frames::gpu::DumpMismatch>() => Err(e),
+            Err(e) if e.is::<frames::gpu::DumpMismatch>() || graphs_failed.get() => Err(e),
             r => in_member(db, p, &member, r),
         }?;
         let mut notes = f.notes.0;
@@ -362,7 +363,7 @@ pub fn compile_frame(db: &Db, p: Process) -> Result<Option<Out<Tables>>, NodeErr
                             if member.starts_with(archive::PUSHPOP_CSV_XZ) {
                                 pushpop::read_csv_xz(&bytes, p.archive_ref(db).xz_check())
                             } else {
-                                frames::compile_rows::read_parquet(&bytes)
+                                frames::compile_rows::read_parquet(bytes)
                             },
                         )?
                     }

@@ -71,12 +71,14 @@ const SELECT_BATCH: usize = 1 << 16;
 /// [`Selection::keep`] as they are read. The kept rows are normalized together (so what
 /// [`normalize`] derives from a row's ancestors, `RangeStack` from `ParentId`, is right only
 /// when every kept row's ancestors are kept).
-pub fn read_parquet_selected(bytes: &[u8], selection: &mut dyn Selection) -> Result<RecordBatch> {
+pub fn read_parquet_selected(
+    bytes: &bytes::Bytes,
+    selection: &mut dyn Selection,
+) -> Result<RecordBatch> {
     let bad = |e: &dyn std::fmt::Display| anyhow!("bad parquet file: {e}");
-    let data = bytes::Bytes::copy_from_slice(bytes);
     let open = || -> Result<ParquetRecordBatchReaderBuilder<bytes::Bytes>> {
         let builder =
-            ParquetRecordBatchReaderBuilder::try_new(data.clone()).map_err(|e| bad(&e))?;
+            ParquetRecordBatchReaderBuilder::try_new(bytes.clone()).map_err(|e| bad(&e))?;
         super::check_parquet_expansion(builder.metadata(), bytes.len() as u64)?;
         Ok(builder.with_batch_size(SELECT_BATCH))
     };
@@ -114,12 +116,13 @@ pub fn read_parquet_selected(bytes: &[u8], selection: &mut dyn Selection) -> Res
     normalize(&batch)
 }
 
-/// Reads the parquet variant.
-pub fn read_parquet(bytes: &[u8]) -> Result<RecordBatch> {
+/// Reads the parquet variant (`bytes`: a `Vec<u8>` or shared bytes, not copied).
+pub fn read_parquet(bytes: impl Into<bytes::Bytes>) -> Result<RecordBatch> {
+    let bytes: bytes::Bytes = bytes.into();
     let len = bytes.len() as u64;
     let mut buffers = PushBuffers::new(len);
     buffers
-        .push_range(0..len, bytes.to_vec().into())
+        .push_range(0..len, bytes)
         .map_err(|e| anyhow!("bad parquet file: {e}"))?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(buffers)
         .map_err(|e| anyhow!("bad parquet file: {e}"))?;
@@ -577,7 +580,7 @@ mod tests {
         assert!(e.contains("missing column"), "{e}");
         let e = read_csv(b"").unwrap_err().to_string();
         assert!(e.contains("empty"), "{e}");
-        let e = read_parquet(b"PAR1garbage").unwrap_err().to_string();
+        let e = read_parquet(&b"PAR1garbage"[..]).unwrap_err().to_string();
         assert!(e.contains("parquet"), "{e}");
         let bad = CSV.replace(",90,30,60,", ",x,30,60,");
         assert!(read_csv(bad.as_bytes()).is_err());
@@ -608,7 +611,7 @@ mod tests {
         };
         let path = dir.join("reference/h200-fsdp2_1proc/report_nvtx_pushpop_trace.parquet");
         let bytes = std::fs::read(path).unwrap();
-        let batch = read_parquet(&bytes).unwrap();
+        let batch = read_parquet(bytes.clone()).unwrap();
         assert_eq!(batch.num_rows(), 2178);
         let c = Columns::of(&batch).unwrap();
         assert_eq!(c.parent_id.null_count(), 22);

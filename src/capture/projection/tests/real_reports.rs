@@ -350,7 +350,7 @@ fn reproduces_nsys_projection_and_pushpop_on_fsdp2_1proc() {
     let mut w = parquet::arrow::ArrowWriter::try_new(&mut bytes, pp.schema(), None).unwrap();
     w.write(&pp).unwrap();
     w.close().unwrap();
-    let normalised = crate::formats::pushpop::read_parquet(&bytes).unwrap();
+    let normalised = crate::formats::pushpop::read_parquet(bytes.clone()).unwrap();
     assert_eq!(normalised.num_rows(), 2178);
     assert_eq!(
         col_i64(&normalised, "Lvl"),
@@ -424,7 +424,7 @@ fn projects_long_1proc() {
     );
     assert_eq!(
         pushpop_file::normalize(&pp).unwrap(),
-        pushpop_file::read_parquet(&pushpop_file::write_parquet(&pp).unwrap()).unwrap()
+        pushpop_file::read_parquet(pushpop_file::write_parquet(&pp).unwrap()).unwrap()
     );
     // Row-by-row comparison with `nsys stats` (about 12 s more): on request.
     if std::env::var_os("NSYS_JAX_PIPE_SLOW_TESTS").is_some() {
