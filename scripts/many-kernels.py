@@ -2,7 +2,9 @@
 (two kernels each), run STEPS times on one GPU, profiled from step 3 through a cudaProfilerApi
 capture range. 1500 steps of 200 layers give about 600k kernels; with
 XLA_FLAGS=--xla_gpu_graph_min_graph_size=1 the step runs as one CUDA graph (Nsight Systems
-2024.x fails to import graph-node traces much longer than 600 steps of it)."""
+2024.x fails to import graph-node traces much longer than 600 steps of it; 2023.4 imports a
+million graph kernels, LAYERS=500 STEPS=1003, with --cuda-flush-interval=60000, and without it
+stops at "Wrong event order")."""
 import ctypes, os
 import jax, jax.numpy as jnp
 STEPS = int(os.environ.get("STEPS", "1500"))
