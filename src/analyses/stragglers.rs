@@ -76,23 +76,6 @@ impl StragglersPartial {
     }
 }
 
-/// Names stored once each, by their index.
-#[derive(Default)]
-struct Interner<'a> {
-    index: rustc_hash::FxHashMap<&'a str, u32>,
-    names: Vec<String>,
-}
-
-impl<'a> Interner<'a> {
-    fn get(&mut self, name: &'a str) -> u32 {
-        let next = self.names.len() as u32;
-        *self.index.entry(name).or_insert_with(|| {
-            self.names.push(name.to_string());
-            next
-        })
-    }
-}
-
 impl crate::engine::value::JsonValue for StragglersPartial {}
 
 pub fn partial(steady: &Steady) -> StragglersPartial {
@@ -106,12 +89,12 @@ pub fn partial(steady: &Steady) -> StragglersPartial {
     let start = s(PROJ_START).as_primitive::<Int64Type>();
     let dur = s(PROJ_DUR).as_primitive::<Int64Type>();
     let hid = s(PROJ_DUR_HIDDEN).as_primitive::<Int64Type>();
-    let mut names = Interner::default();
+    let mut names = crate::formats::interner::Interner::default();
     let arrivals = (0..c.num_rows())
         .map(|i| Arrival {
-            program: names.get(prog.value(i)),
+            program: names.intern(prog.value(i)),
             execution: exec.value(i),
-            thunk: names.get(name.value(i)),
+            thunk: names.intern(name.value(i)),
             thunk_execution: texec.value(i),
             device: dev.value(i),
             start_ns: start.value(i),
@@ -133,7 +116,7 @@ pub fn partial(steady: &Steady) -> StragglersPartial {
             .1 += mdur.value(i);
     }
     StragglersPartial {
-        names: names.names,
+        names: names.iter().map(String::from).collect(),
         arrivals,
         module_ns,
     }

@@ -3,12 +3,12 @@
 //! than every batch and then their concatenation. Columns are 64-bit integers, or names as
 //! dictionaries of 32-bit keys, each batch's dictionary merged into the table's one.
 
+use super::interner::Interner;
 use anyhow::{Result, bail};
 use arrow::array::{
     Array, ArrayRef, AsArray, DictionaryArray, Int32Builder, Int64Builder, RecordBatch, StringArray,
 };
 use arrow::datatypes::{DataType, Int32Type, Int64Type, SchemaRef};
-use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 /// Rows reserved up front at most, whatever a file declares (a declared size is not
@@ -19,8 +19,7 @@ enum Column {
     Int64(Int64Builder),
     Names {
         keys: Int32Builder,
-        index: FxHashMap<Box<str>, i32>,
-        values: Vec<Box<str>>,
+        values: Interner,
     },
 }
 
@@ -42,8 +41,7 @@ impl Gather {
                 DataType::Int64 => Ok(Column::Int64(Int64Builder::with_capacity(rows))),
                 t if *t == super::columns::dictionary_type() => Ok(Column::Names {
                     keys: Int32Builder::with_capacity(rows),
-                    index: FxHashMap::default(),
-                    values: Vec::new(),
+                    values: Interner::default(),
                 }),
                 t => bail!("column {:?}: cannot gather {t}", f.name()),
             })
@@ -62,11 +60,7 @@ impl Gather {
                     Some(a) => b.append_array(a),
                     None => bail!("column {:?} is {}, not int64", field.name(), a.data_type()),
                 },
-                Column::Names {
-                    keys,
-                    index,
-                    values,
-                } => {
+                Column::Names { keys, values } => {
                     let Some(d) = a.as_dictionary_opt::<Int32Type>() else {
                         bail!("column {:?} is {}, not names", field.name(), a.data_type());
                     };
@@ -81,15 +75,16 @@ impl Gather {
                     let mut to_table = Vec::with_capacity(names.len());
                     for i in 0..names.len() {
                         let name = if names.is_null(i) { "" } else { names.value(i) };
-                        let next = i32::try_from(values.len())?;
-                        let key = *index.entry(name.into()).or_insert_with(|| {
-                            values.push(name.into());
-                            next
-                        });
-                        to_table.push(key);
+                        to_table.push(i32::try_from(values.intern(name))?);
                     }
                     for k in d.keys().iter() {
-                        keys.append_option(k.map(|k| to_table[k as usize]));
+                        match k.map(|k| to_table.get(usize::try_from(k).ok()?).copied()) {
+                            Some(Some(k)) => keys.append_value(k),
+                            Some(None) => {
+                                bail!("column {:?}: a key beyond its dictionary", field.name())
+                            }
+                            None => keys.append_null(),
+                        }
                     }
                 }
             }
@@ -104,9 +99,7 @@ impl Gather {
             .map(|c| -> Result<ArrayRef> {
                 Ok(match c {
                     Column::Int64(mut b) => Arc::new(b.finish()),
-                    Column::Names {
-                        mut keys, values, ..
-                    } => {
+                    Column::Names { mut keys, values } => {
                         let values = StringArray::from_iter_values(values.iter());
                         Arc::new(DictionaryArray::<Int32Type>::try_new(
                             keys.finish(),

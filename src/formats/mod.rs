@@ -6,6 +6,7 @@ pub mod gather;
 pub mod gpus;
 pub mod graph_ops;
 pub mod hlo;
+pub mod interner;
 pub mod limits;
 pub mod memory_usage;
 pub mod metadata;

@@ -4,7 +4,7 @@
 //! hundred names and programs).
 
 use crate::formats::hlo::HloModuleInfo;
-use rustc_hash::FxHashMap;
+use crate::formats::interner::Interner;
 use std::sync::Arc;
 
 /// A name of the frame: an index into its [`Names`].
@@ -13,36 +13,23 @@ pub type Name = u32;
 /// No name (a null in the frame).
 pub const NO_NAME: Name = Name::MAX;
 
-/// The distinct names of a frame being built, each stored once.
+/// The distinct names of a frame being built, each stored once; [`NO_NAME`] is none.
 #[derive(Default)]
-pub struct Names {
-    index: FxHashMap<Arc<str>, Name>,
-    list: Vec<Arc<str>>,
-}
+pub struct Names(Interner);
 
 impl Names {
     /// The index of `name`, added if new.
     pub fn intern(&mut self, name: &str) -> Name {
-        if let Some(&n) = self.index.get(name) {
-            return n;
-        }
-        let n = Name::try_from(self.list.len())
-            .ok()
-            .filter(|&n| n != NO_NAME)
-            .expect("fewer than 2^32 - 1 distinct names");
-        let name: Arc<str> = Arc::from(name);
-        self.list.push(name.clone());
-        self.index.insert(name, n);
-        n
+        self.0.intern(name)
     }
 
     /// The index of `name`, if it is one of the names.
     pub fn find(&self, name: &str) -> Option<Name> {
-        self.index.get(name).copied()
+        self.0.find(name)
     }
 
     pub fn get(&self, n: Name) -> &str {
-        &self.list[n as usize]
+        self.0.get(n)
     }
 
     /// The name, or None for [`NO_NAME`].
@@ -52,7 +39,7 @@ impl Names {
 
     /// Every name, in the order of their indices.
     pub fn iter(&self) -> impl Iterator<Item = &str> {
-        self.list.iter().map(|s| &**s)
+        self.0.iter()
     }
 }
 
@@ -94,20 +81,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_are_stored_once_and_found_by_index() {
+    fn no_name_is_none() {
         let mut names = Names::default();
         let a = names.intern("fusion.1");
-        let b = names.intern("all-gather.2");
-        assert_eq!(names.intern("fusion.1"), a);
-        assert_ne!(a, b);
-        assert_eq!(names.get(b), "all-gather.2");
         assert_eq!(names.opt(NO_NAME), None);
         assert_eq!(names.opt(a), Some("fusion.1"));
-        assert_eq!(names.find("all-gather.2"), Some(b));
-        assert_eq!(names.find("x"), None);
-        assert_eq!(
-            names.iter().collect::<Vec<_>>(),
-            ["fusion.1", "all-gather.2"]
-        );
     }
 }
