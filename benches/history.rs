@@ -14,30 +14,15 @@
 
 #[path = "../tests/common/scaled.rs"]
 mod scaled;
+#[path = "common/timed.rs"]
+mod timed;
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_nsys-jax-pipe")
-}
-
-/// Wall time [s] and peak RSS [MiB] of a command (its own, from wait4).
-fn timed(mut cmd: Command) -> (f64, f64) {
-    let t = Instant::now();
-    cmd.stdout(std::process::Stdio::null());
-    let child = cmd.spawn().expect("the binary runs");
-    let mut status = 0;
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waits for our own child and fills `usage`.
-    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert!(pid > 0, "wait4 failed");
-    let wall = t.elapsed().as_secs_f64();
-    let status = std::process::ExitStatus::from_raw(status);
-    assert!(status.success(), "{cmd:?} failed ({status})");
-    (wall, usage.ru_maxrss as f64 / 1024.0)
 }
 
 fn main() {
@@ -88,7 +73,8 @@ fn main() {
             .arg(&cache)
             .arg("-o")
             .arg(work.join(format!("h-{tag}")));
-        timed(c)
+        let (wall, mib, _) = timed::timed(c).expect("history runs");
+        (wall, mib)
     };
     let (cold_s, cold_mib) = history("cold");
     let (warm_s, warm_mib) = history("warm");
