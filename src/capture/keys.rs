@@ -11,13 +11,15 @@ use arrow::array::RecordBatch;
 use std::sync::Mutex;
 
 /// The tables `nsys export` writes of a report, by this nsys (its version key). Kept in
-/// memory only: the members derived from them are stored, and writing the tables too (tens of
-/// megabytes) cost a cold capture more than a later export of the same report would.
+/// memory only, and only while the members derived from them are made (see
+/// [`super::derive_all`]): the members are stored, writing the tables too (tens of megabytes)
+/// cost a cold capture more than a later export of the same report would, and they are the
+/// largest thing a capture's archive holds.
 pub struct ExportNode {
     pub report: Key,
     pub nsys_version: Key,
 }
-node_kind!(ExportNode, kinds::NSYS_EXPORT, Transient, Tables);
+node_kind!(ExportNode, kinds::NSYS_EXPORT, Held, Tables);
 impl ExportNode {
     fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.param("nsys-version", self.nsys_version.0)
@@ -40,6 +42,14 @@ pub enum Producer {
 }
 
 impl Producer {
+    /// Every producer, in the order they are made.
+    pub const ALL: [Producer; 4] = [
+        Producer::Projection,
+        Producer::Pushpop,
+        Producer::Metadata,
+        Producer::Events,
+    ];
+
     /// The kind of the members it derives.
     pub fn kind(self) -> &'static kinds::Kind {
         match self {
@@ -63,9 +73,9 @@ impl Producer {
 }
 
 /// The members one producer derived (by file name), and, when it ran in this process, the
-/// tables two of them were written from (trace.parquet, the push/pop parquet), for the first
-/// reader of each to take instead of decoding the file again. The tables are never stored: a
-/// value read from the store has none.
+/// trace as reading trace.parquet gives it (`formats::trace::read`: the columns the frames
+/// read, names as a dictionary), for its first reader to take instead of decoding the file
+/// again. The tables are never stored: a value read from the store has none.
 #[derive(Debug, Default)]
 pub struct Derived {
     pub files: Files,
@@ -73,7 +83,7 @@ pub struct Derived {
 }
 
 impl Derived {
-    /// The table `member` was written from, if this value still holds it (then no longer).
+    /// The table of `member`, if this value still holds it (then no longer).
     pub fn take_table(&self, member: &str) -> Option<RecordBatch> {
         let mut tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
         let i = tables.iter().position(|(n, _)| n == member)?;
@@ -87,10 +97,25 @@ impl Value for Derived {
     }
 
     fn decode(bytes: &[u8]) -> anyhow::Result<Self> {
+        Self::decode_shared(bytes::Bytes::copy_from_slice(bytes))
+    }
+
+    fn decode_shared(bytes: bytes::Bytes) -> anyhow::Result<Self> {
         Ok(Derived {
-            files: Files::decode(bytes)?,
+            files: Files::decode_shared(bytes)?,
             tables: Mutex::default(),
         })
+    }
+
+    fn encode_owned(self) -> anyhow::Result<(bytes::Bytes, Self)> {
+        let (bytes, files) = self.files.encode_owned()?;
+        Ok((
+            bytes,
+            Derived {
+                files,
+                tables: self.tables,
+            },
+        ))
     }
 }
 

@@ -221,12 +221,12 @@ pub fn derived_member(
     member: &str,
 ) -> Result<Option<Vec<u8>>> {
     let derived = derived(engine, nsys, report, report_key, member)?;
-    Ok(derived.files.get(member).map(<[u8]>::to_vec))
+    Ok(derived.files.get(member).map(|b| b.to_vec()))
 }
 
-/// The table a derived member was written from, when it was derived in this process and no
-/// one took the table before (see [`keys::Derived`]); reading the member's bytes gives the
-/// same table otherwise.
+/// The table of a derived member as reading it gives it, when it was derived in this process
+/// and no one took the table before (see [`keys::Derived`]); read the member's bytes
+/// otherwise.
 pub fn derived_table(
     engine: &Engine,
     nsys: &Nsys,
@@ -237,7 +237,8 @@ pub fn derived_table(
     Ok(derived(engine, nsys, report, report_key, member)?.take_table(member))
 }
 
-/// The value of the node that derives `member`.
+/// The value of the node that derives `member` (all the report's producers are made together:
+/// see [`derive_all`]).
 fn derived(
     engine: &Engine,
     nsys: &Nsys,
@@ -245,61 +246,120 @@ fn derived(
     report_key: &Key,
     member: &str,
 ) -> Result<Arc<keys::Derived>> {
-    let export = export_key(report_key, nsys);
-    let Some(node) = producer(member, &export) else {
+    let Some(producer) = Producer::of(member) else {
         bail!("{member}: not a member derived from the report");
     };
-    let label = file_label(report);
-    let (_, derived) = engine.compute(&node, &label, || {
-        let stored = export_tables(engine, nsys, report, report_key, None)?;
-        let t = ExportTables::from_named(&stored.0)?;
-        let what = |step: &str| format!("{}: {step}", report.display());
-        let mut tables = Vec::new();
-        let files = match node.producer {
-            Producer::Projection => {
-                if t.has_gpu_activity() {
-                    let (p, graph) = projection::project_with_graph_ops(&t)
-                        .with_context(|| what("NVTX projection"))?;
-                    let table = trace::classic_table(&p, 0)?;
-                    let mut files = vec![(TRACE.to_string(), trace::write_classic_table(&table)?)];
-                    tables.push((TRACE.to_string(), table));
-                    if let Some(g) = graph {
-                        files.push((GRAPH_OPS.to_string(), graph_ops::write(&g)?));
-                    }
-                    if let Some(c) =
-                        transfers::from_export(&t).with_context(|| what("copies and sets"))?
-                    {
-                        files.push((TRANSFERS.to_string(), transfers::write(&c)?));
-                    }
-                    files
-                } else {
-                    vec![]
+    let all = derive_all(engine, nsys, report, report_key, None)?;
+    Ok(all
+        .into_iter()
+        .find(|(p, _)| *p == producer)
+        .expect("every producer is made")
+        .1)
+}
+
+/// The members of every producer of a report ([`Producer::ALL`]), made from one export that
+/// is held while they are made and let go after (taken from `early` when that is it): the
+/// export's tables are the largest thing a capture's archive holds, and nothing else reads
+/// them. The producers run side by side, on threads of their own (the caller may be a graph
+/// query, which must not lend its thread to rayon's other work while it waits).
+fn derive_all(
+    engine: &Engine,
+    nsys: &Nsys,
+    report: &Path,
+    report_key: &Key,
+    early: Option<EarlyExport>,
+) -> Result<Vec<(Producer, Arc<keys::Derived>)>> {
+    let export = export_key(report_key, nsys);
+    let nodes = Producer::ALL.map(|producer| DerivedNode { producer, export });
+    if nodes.iter().all(|n| engine.has_value(n)) {
+        // (Exported after all should a stored value turn out unreadable.)
+        let export = || export_tables(engine, nsys, report, report_key, None);
+        return nodes
+            .iter()
+            .map(|n| derive(engine, n, report, &export))
+            .collect();
+    }
+    // The export first: threads waiting for it inside a member could not help read it.
+    let held = export_tables(engine, nsys, report, report_key, early)?;
+    let export = || Ok(held.clone());
+    std::thread::scope(|s| {
+        let running: Vec<_> = (nodes.iter())
+            .map(|n| s.spawn(|| derive(engine, n, report, &export)))
+            .collect();
+        running
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("deriving a member panicked")))
+            })
+            .collect()
+    })
+}
+
+/// The value of `node`: its members made from the tables `export` gives, when not at hand.
+fn derive(
+    engine: &Engine,
+    node: &DerivedNode,
+    report: &Path,
+    export: &(dyn Fn() -> Result<Arc<Tables>> + Sync),
+) -> Result<(Producer, Arc<keys::Derived>)> {
+    let (_, derived) = engine.compute(node, &file_label(report), || {
+        produce(
+            node.producer,
+            &ExportTables::from_named(&export()?.0)?,
+            report,
+        )
+    })?;
+    Ok((node.producer, derived))
+}
+
+/// The members `producer` derives from the export `t` of `report`.
+fn produce(producer: Producer, t: &ExportTables, report: &Path) -> Result<keys::Derived> {
+    let what = |step: &str| format!("{}: {step}", report.display());
+    let mut tables = Vec::new();
+    let files = match producer {
+        Producer::Projection => {
+            if t.has_gpu_activity() {
+                let (p, graph) = projection::project_with_graph_ops(t)
+                    .with_context(|| what("NVTX projection"))?;
+                let table = trace::classic_table(&p, 0)?;
+                drop(p);
+                let mut files = vec![(TRACE.to_string(), trace::write_classic_table(&table)?)];
+                // Kept as reading the member gives it: the columns the frames read.
+                tables.push((TRACE.to_string(), trace::from_table(&table)?));
+                drop(table);
+                if let Some(g) = graph {
+                    files.push((GRAPH_OPS.to_string(), graph_ops::write(&g)?));
                 }
-            }
-            Producer::Pushpop => {
-                let p = projection::pushpop(&t).with_context(|| what("push/pop trace"))?;
-                let file = pushpop::write_parquet(&p)?;
-                tables.push((PUSHPOP_PARQUET.to_string(), p));
-                vec![(PUSHPOP_PARQUET.to_string(), file)]
-            }
-            Producer::Metadata => metadata::metadata_files(&t).with_context(|| what("metadata"))?,
-            Producer::Events => {
-                let user = projection::user_nvtx(&t).with_context(|| what("user NVTX ranges"))?;
-                let mut files = vec![(USER_NVTX.to_string(), user_nvtx::write(&user)?)];
-                if let Some(m) =
-                    memory_usage::from_export(&t).with_context(|| what("memory usage"))?
+                if let Some(c) =
+                    transfers::from_export(t).with_context(|| what("copies and sets"))?
                 {
-                    files.push((MEMORY_USAGE.to_string(), memory_usage::write(&m)?));
+                    files.push((TRANSFERS.to_string(), transfers::write(&c)?));
                 }
                 files
+            } else {
+                vec![]
             }
-        };
-        Ok(keys::Derived {
-            files: Files(files),
-            tables: std::sync::Mutex::new(tables),
-        })
-    })?;
-    Ok(derived)
+        }
+        Producer::Pushpop => {
+            // Not kept: the compile frame reads only the compilations' rows of the member.
+            let p = projection::pushpop(t).with_context(|| what("push/pop trace"))?;
+            vec![(PUSHPOP_PARQUET.to_string(), pushpop::write_parquet(&p)?)]
+        }
+        Producer::Metadata => metadata::metadata_files(t).with_context(|| what("metadata"))?,
+        Producer::Events => {
+            let user = projection::user_nvtx(t).with_context(|| what("user NVTX ranges"))?;
+            let mut files = vec![(USER_NVTX.to_string(), user_nvtx::write(&user)?)];
+            if let Some(m) = memory_usage::from_export(t).with_context(|| what("memory usage"))? {
+                files.push((MEMORY_USAGE.to_string(), memory_usage::write(&m)?));
+            }
+            files
+        }
+    };
+    Ok(keys::Derived {
+        files: Files(files.into_iter().map(|(n, b)| (n, b.into())).collect()),
+        tables: std::sync::Mutex::new(tables),
+    })
 }
 
 /// A classic-layout `trace.parquet` without rows: what a capture without GPU activity is
@@ -427,9 +487,9 @@ pub struct ArchiveContents {
 /// report, the derived parquet files, `dump/<file>.xz` for each of `dumps` (member, file,
 /// content key), the project's `protos/` and `sources/<absolute path>` for the Python files
 /// `source_names` gives (the file names of the HLO stack frames). The export (with what is
-/// built from it), the dump compression and `source_names` run in parallel, unless `serial`
-/// (required inside a graph query, which must not fan out to other threads). The export is
-/// taken from `early` when that is it.
+/// built from it, see [`derive_all`]), the dump compression and `source_names` run in
+/// parallel, unless `serial` (required inside a graph query, which must not fan out to
+/// rayon's threads). The export is taken from `early` when that is it.
 pub fn archive_contents(
     engine: &Engine,
     nsys: &Nsys,
@@ -445,37 +505,14 @@ pub fn archive_contents(
     }
     let report_key = engine.file_key(&archive.path)?;
     let derived = || -> Result<Vec<Entry>> {
-        // The export first, when a member needs it: the members are then derived side by
-        // side (threads waiting for it inside a member could not help read it).
-        let export = export_key(&report_key, nsys);
-        if archive::DERIVED
-            .iter()
-            .filter_map(|m| producer(m, &export))
-            .any(|node| !engine.is_stored(&node))
-        {
-            export_tables(engine, nsys, &archive.path, &report_key, early)?;
-        }
-        let one = |m: &&str| derived_member(engine, nsys, &archive.path, &report_key, m);
-        if !serial {
-            // Each producer once, side by side (a thread asking for the second member of a
-            // producer another thread is running would wait for it), then the members.
-            let firsts: Vec<&str> = archive::DERIVED
-                .iter()
-                .enumerate()
-                .filter(|&(i, m)| {
-                    let p = Producer::of(m);
-                    !archive::DERIVED[..i].iter().any(|o| Producer::of(o) == p)
-                })
-                .map(|(_, m)| *m)
-                .collect();
-            firsts.par_iter().try_for_each(|m| one(m).map(drop))?;
-        }
-        let files: Vec<Option<Vec<u8>>> =
-            archive::DERIVED.iter().map(one).collect::<Result<_>>()?;
+        let all = derive_all(engine, nsys, &archive.path, &report_key, early)?;
         Ok(archive::DERIVED
             .iter()
-            .zip(files)
-            .filter_map(|(m, b)| b.map(|b| Entry::stored(*m, b)))
+            .filter_map(|m| {
+                let producer = Producer::of(m)?;
+                let (_, d) = all.iter().find(|(p, _)| *p == producer)?;
+                d.files.get(m).map(|b| Entry::stored(*m, b.clone()))
+            })
             .collect())
     };
     // The report is deflated while nsys exports it.
@@ -604,6 +641,30 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn the_export_is_kept_only_while_held() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        let engine = Engine::new(None).unwrap();
+        let node = keys::ExportNode {
+            report: Key::of_bytes(b"report"),
+            nsys_version: Key::of_bytes(b"nsys"),
+        };
+        let runs = AtomicUsize::new(0);
+        let compute = || {
+            runs.fetch_add(1, SeqCst);
+            Ok(Tables(vec![]))
+        };
+        let (_, a) = engine.compute(&node, "r", compute).unwrap();
+        let (_, b) = engine.compute(&node, "r", compute).unwrap();
+        assert!(Arc::ptr_eq(&a, &b) && runs.load(SeqCst) == 1);
+        assert!(engine.has_value(&node));
+        drop((a, b));
+        // Let go by its last holder: gone, and made again when asked for.
+        assert!(!engine.has_value(&node));
+        let (_, _c) = engine.compute(&node, "r", compute).unwrap();
+        assert_eq!(runs.load(SeqCst), 2);
+    }
 
     #[test]
     fn finds_the_dump_beside_a_report() {

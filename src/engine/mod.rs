@@ -227,8 +227,8 @@ impl Engine {
         self.memo.record(path, "written-output", key)
     }
 
-    /// The key and value of `node`, kept as its kind says ([`Keep::Stored`] or
-    /// [`Keep::Volatile`]; see [`Engine::node`] and [`Engine::volatile_node`]).
+    /// The key and value of `node`, kept as its kind says ([`Keep`]; see [`Engine::node`],
+    /// [`Engine::volatile_node`] and [`Engine::transient`]).
     ///
     /// The file calling it must be reached from the kind's files: else the code computing the
     /// value would not be part of the kind's version, and an edit of it would not reach the
@@ -249,6 +249,9 @@ impl Engine {
             Keep::Stored => self.node(node.kind(), label, key, compute),
             Keep::Volatile => self.volatile_node(node.kind(), label, key, compute),
             Keep::Transient => self.transient(node.kind(), label, key, compute),
+            Keep::Held => self.weakly_held(node.kind(), label, key, || {
+                self.transient(node.kind(), label, key, compute)
+            }),
         }?;
         Ok((key, value))
     }
@@ -298,6 +301,16 @@ impl Engine {
         self.stored(node.kind(), &node.key())
     }
 
+    /// Whether `node`'s value is at hand without computing it: held in this process or in
+    /// the store.
+    pub fn has_value<N: Node>(&self, node: &N) -> bool {
+        let id = (node.kind().to_string(), node.key());
+        let in_cell =
+            (self.cells.lock().unwrap().get(&id)).is_some_and(|c| matches!(c.get(), Some(Ok(_))));
+        let held = (self.held.lock().unwrap().get(&id)).is_some_and(|w| w.strong_count() > 0);
+        in_cell || held || self.stored(&id.0, &id.1)
+    }
+
     /// Whether the store holds a value of kind `kind` for `key`.
     pub fn stored(&self, kind: &str, key: &Key) -> bool {
         self.store.as_ref().is_some_and(|s| s.contains(kind, key))
@@ -330,13 +343,25 @@ impl Engine {
         key: Key,
         compute: impl FnOnce() -> Result<T>,
     ) -> Result<Arc<T>> {
+        self.weakly_held(kind, label, key, || self.node(kind, label, key, compute))
+    }
+
+    /// The value `get` gives (computed once for concurrent requests, through the node's
+    /// cell), then shared only while some caller holds it.
+    fn weakly_held<T: Send + Sync + 'static>(
+        &self,
+        kind: &str,
+        label: &str,
+        key: Key,
+        get: impl FnOnce() -> Result<Arc<T>>,
+    ) -> Result<Arc<T>> {
         let id = (kind.to_string(), key);
         let alive = self.held.lock().unwrap().get(&id).and_then(Weak::upgrade);
         if let Some(v) = alive {
             self.record(kind, label, key, Status::Reused, Instant::now());
             return Ok(v.downcast::<T>().expect("one value type per node kind"));
         }
-        let v = self.node(kind, label, key, compute);
+        let v = get();
         // From now on the value is found through the weak entry; the cell (which would keep
         // it alive) goes. Entries whose values died are dropped on each insertion.
         let mut held = self.held.lock().unwrap();

@@ -16,6 +16,10 @@ pub enum Keep {
     Volatile,
     /// In memory only: cheaper to recompute than to store and load (a decoded HLO module).
     Transient,
+    /// In memory only, and only while someone holds the value: a large intermediate that the
+    /// nodes computed from it need together and nothing needs after (a report's exported
+    /// tables, once the members derived from them are made).
+    Held,
 }
 
 /// A kind of node, as a key type with its value type.

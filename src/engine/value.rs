@@ -280,33 +280,43 @@ fn batch_from_ipc_buffer(mut buffer: arrow::buffer::Buffer) -> Result<RecordBatc
     }
 }
 
-/// Named files (e.g. the parquet members of an archive), stored as they are.
+/// Named files (e.g. the parquet members of an archive), stored as they are. The bytes are
+/// shared: with the archive entries written from them, and with the stored payload they
+/// were read from.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Files(pub Vec<(String, Vec<u8>)>);
+pub struct Files(pub Vec<(String, bytes::Bytes)>);
 
 impl Files {
-    pub fn get(&self, name: &str) -> Option<&[u8]> {
-        self.0
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, b)| b.as_slice())
+    pub fn get(&self, name: &str) -> Option<&bytes::Bytes> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, b)| b)
     }
 }
 
 impl Value for Files {
     fn encode(&self) -> Result<Vec<u8>> {
         Ok(encode_named(
-            self.0.iter().map(|(n, b)| (n.as_str(), b.as_slice())),
+            self.0.iter().map(|(n, b)| (n.as_str(), &b[..])),
         ))
     }
 
     fn decode(bytes: &[u8]) -> Result<Self> {
+        Self::decode_shared(bytes::Bytes::copy_from_slice(bytes))
+    }
+
+    fn decode_shared(bytes: bytes::Bytes) -> Result<Self> {
         Ok(Files(
-            decode_named(bytes)?
+            decode_named(&bytes)?
                 .into_iter()
-                .map(|(n, b)| (n, b.to_vec()))
+                .map(|(n, b)| (n, bytes.slice_ref(b)))
                 .collect(),
         ))
+    }
+
+    /// The files kept are those of the stored bytes: the two are not both held.
+    fn encode_owned(self) -> Result<(bytes::Bytes, Self)> {
+        let bytes = bytes::Bytes::from(self.encode()?);
+        drop(self);
+        Ok((bytes.clone(), Files::decode_shared(bytes)?))
     }
 }
 
@@ -428,12 +438,18 @@ mod tests {
     #[test]
     fn files_round_trip() {
         let f = Files(vec![
-            ("a.parquet".into(), vec![1, 2, 3]),
-            ("b".into(), vec![]),
+            ("a.parquet".into(), vec![1, 2, 3].into()),
+            ("b".into(), bytes::Bytes::new()),
         ]);
         let enc = f.encode().unwrap();
         assert_eq!(Files::decode(&enc).unwrap(), f);
         assert!(Files::decode(&enc[..enc.len() - 1]).is_err());
         assert!(Files::decode(&[0xff, 0xff, 0xff, 0xff, 1, 0, 0, 0]).is_err());
+        // What is kept after storing is read in place from the stored bytes.
+        let (stored, kept) = f.clone().encode_owned().unwrap();
+        assert_eq!(kept, f);
+        let range = stored.as_ptr() as usize..stored.as_ptr() as usize + stored.len();
+        let a = kept.get("a.parquet").unwrap();
+        assert!(range.contains(&(a.as_ptr() as usize)), "a file was copied");
     }
 }

@@ -22,8 +22,9 @@ pub struct Entry {
 
 #[derive(Clone, Debug)]
 enum Content {
-    /// Bytes to deflate (true) or store (false).
-    Raw(Vec<u8>, bool),
+    /// Bytes to deflate (true) or store (false), shared with whoever else holds them (a
+    /// derived member's node value).
+    Raw(bytes::Bytes, bool),
     /// The member already compressed: a one-member zip (see [`Entry::pack`]), and the
     /// blake3 hash of its uncompressed bytes.
     Packed(Vec<u8>, [u8; 32]),
@@ -33,17 +34,17 @@ enum Content {
 }
 
 impl Entry {
-    pub fn stored(name: impl Into<String>, bytes: Vec<u8>) -> Entry {
+    pub fn stored(name: impl Into<String>, bytes: impl Into<bytes::Bytes>) -> Entry {
         Entry {
             name: name.into(),
-            content: Content::Raw(bytes, false),
+            content: Content::Raw(bytes.into(), false),
         }
     }
 
-    pub fn deflated(name: impl Into<String>, bytes: Vec<u8>) -> Entry {
+    pub fn deflated(name: impl Into<String>, bytes: impl Into<bytes::Bytes>) -> Entry {
         Entry {
             name: name.into(),
-            content: Content::Raw(bytes, true),
+            content: Content::Raw(bytes.into(), true),
         }
     }
 
@@ -286,7 +287,7 @@ pub fn write_dir(entries: &[Entry], dest: &Path) -> Result<()> {
                 .with_context(|| format!("{}: cannot create folder", d.display()))?;
         }
         let bytes = match &e.content {
-            Content::Raw(b, _) => b.clone(),
+            Content::Raw(b, _) => b.to_vec(),
             Content::InZip(archive, member, _) => archive.read(member)?,
             Content::Packed(z, _) => {
                 let mut part = zip::ZipArchive::new(std::io::Cursor::new(z.as_slice()))?;

@@ -245,14 +245,25 @@ pub fn pandas_metadata(batch: &RecordBatch, index: &PandasIndex, levels: usize) 
 /// metadata (see [`pandas_metadata`]). Columns whose values are mostly distinct (see
 /// [`mostly_distinct`]) are written without a dictionary.
 pub fn write_parquet(batch: &RecordBatch, index: &PandasIndex, levels: usize) -> Result<Vec<u8>> {
+    use arrow::datatypes::{DataType, Field};
     use parquet::arrow::ArrowWriter;
     use parquet::basic::Compression;
     use parquet::file::properties::WriterProperties;
     let pandas = pandas_metadata(batch, index, levels);
     let mut meta = batch.schema().metadata().clone();
     meta.insert("pandas".to_string(), pandas.clone());
-    let schema = std::sync::Arc::new(batch.schema().as_ref().clone().with_metadata(meta));
-    let batch = batch.clone().with_schema(schema.clone())?;
+    // Dictionary-encoded text (a column of names, a row per range) is written as text, as
+    // pandas wrote it, converted a slice of rows at a time so that the strings of the whole
+    // column never exist at once.
+    let is_dictionary_text =
+        |t: &DataType| matches!(t, DataType::Dictionary(_, v) if v.as_ref() == &DataType::Utf8);
+    let fields: Vec<Field> = (batch.schema().fields().iter())
+        .map(|f| match is_dictionary_text(f.data_type()) {
+            true => f.as_ref().clone().with_data_type(DataType::Utf8),
+            false => f.as_ref().clone(),
+        })
+        .collect();
+    let schema = std::sync::Arc::new(arrow::datatypes::Schema::new_with_metadata(fields, meta));
     let mut props = WriterProperties::builder();
     for (field, column) in schema.fields().iter().zip(batch.columns()) {
         if mostly_distinct(column) {
@@ -267,11 +278,32 @@ pub fn write_parquet(batch: &RecordBatch, index: &PandasIndex, levels: usize) ->
             pandas,
         )]))
         .set_compression(Compression::SNAPPY)
-        .set_max_row_group_row_count(Some(128 * 1024))
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .build();
     let mut out = Vec::new();
-    let mut w = ArrowWriter::try_new(&mut out, schema, Some(props))?;
-    w.write(&batch)?;
+    let mut w = ArrowWriter::try_new(&mut out, schema.clone(), Some(props))?;
+    let converted = batch
+        .schema()
+        .fields()
+        .iter()
+        .any(|f| is_dictionary_text(f.data_type()));
+    // Slices of whole write batches of the writer (1,024 rows), half a row group: the
+    // file is the one the whole batch would make.
+    let step = if converted {
+        ROW_GROUP_ROWS / 2
+    } else {
+        batch.num_rows().max(1)
+    };
+    for start in (0..batch.num_rows().max(1)).step_by(step) {
+        let part = batch.slice(start, step.min(batch.num_rows() - start));
+        let columns = (part.columns().iter())
+            .map(|c| match is_dictionary_text(c.data_type()) {
+                true => arrow::compute::cast(c, &DataType::Utf8),
+                false => Ok(c.clone()),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        w.write(&RecordBatch::try_new(schema.clone(), columns)?)?;
+    }
     w.close()?;
     Ok(out)
 }
@@ -284,6 +316,9 @@ const DISTINCT_SAMPLE: usize = 4096;
 /// it finds the dictionary too large and falls back to plain pages; for timestamps and ids
 /// (every value different) that look-up was most of the writing time, and the plain pages
 /// are no larger. Other columns keep the dictionary.
+/// Rows per row group of the parquet files written.
+const ROW_GROUP_ROWS: usize = 128 * 1024;
+
 fn mostly_distinct(column: &arrow::array::ArrayRef) -> bool {
     use arrow::array::{Array, AsArray};
     use arrow::datatypes::{DataType as D, Float64Type, Int32Type, Int64Type};
@@ -301,6 +336,11 @@ fn mostly_distinct(column: &arrow::array::ArrayRef) -> bool {
         ),
         D::Utf8 => count_distinct(column.as_string::<i32>().iter().take(n)),
         D::LargeUtf8 => count_distinct(column.as_string::<i64>().iter().take(n)),
+        // As its text would be.
+        D::Dictionary(..) => match arrow::compute::cast(&column.slice(0, n), &D::Utf8) {
+            Ok(text) => return mostly_distinct(&text),
+            Err(_) => return false,
+        },
         _ => return false,
     };
     distinct * 2 > n
@@ -315,6 +355,32 @@ mod tests {
     use super::*;
     use arrow::array::{ArrayRef, Int64Array, StringArray};
     use std::sync::Arc;
+
+    #[test]
+    fn dictionary_text_is_written_as_the_text_would_be() {
+        use arrow::array::DictionaryArray;
+        use arrow::datatypes::Int32Type;
+        // More rows than a row group; few names (a dictionary in the file) and mostly
+        // distinct ones (plain).
+        let n = 300_000;
+        for distinct in [7, 250_000] {
+            let names: Vec<String> = (0..n)
+                .map(|i| format!("fusion.{}", (i * 7919) % distinct))
+                .collect();
+            let text: ArrayRef = Arc::new(StringArray::from_iter_values(&names));
+            let dict: DictionaryArray<Int32Type> = names.iter().map(String::as_str).collect();
+            let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(0..n as i64));
+            let plain = RecordBatch::try_from_iter([("Name", text), ("Id", ids.clone())]).unwrap();
+            let coded =
+                RecordBatch::try_from_iter([("Name", Arc::new(dict) as ArrayRef), ("Id", ids)])
+                    .unwrap();
+            let (a, b) = (
+                write_parquet(&plain, &PandasIndex::Default, 1).unwrap(),
+                write_parquet(&coded, &PandasIndex::Default, 1).unwrap(),
+            );
+            assert!(a == b, "{distinct} distinct names: the files differ");
+        }
+    }
 
     #[test]
     fn only_mostly_distinct_columns_lose_their_dictionary() {

@@ -256,32 +256,22 @@ pub fn read_export_dir(dir: &Path) -> Result<ExportTables> {
             dir.display()
         );
     }
-    // The three large tables are read side by side, the small ones after the smallest, on
-    // threads of their own (the caller may be a graph query, which must not lend its thread
-    // to rayon's other work while it waits).
-    let (nvtx, runtime, kernel, small) = std::thread::scope(|s| {
-        let nvtx = s.spawn(|| read_table(dir, NVTX_EVENTS, Some(NVTX_COLS)));
-        let runtime = s.spawn(|| read_table(dir, RUNTIME, Some(RUNTIME_COLS)));
-        let small = || -> Result<[Option<RecordBatch>; 8]> {
-            Ok([
-                read_table(dir, STRING_IDS, Some(STRING_COLS))?,
-                read_table(dir, MEMCPY, Some(MEM_COLS))?,
-                read_table(dir, MEMSET, Some(MEM_COLS))?,
-                read_table(dir, THREAD_NAMES, Some(THREAD_COLS))?,
-                read_table(dir, TARGET_INFO_GPU, None)?,
-                read_table(dir, TARGET_INFO_NVTX_CUDA_DEVICE, None)?,
-                read_table(dir, TARGET_INFO_SYSTEM_ENV, None)?,
-                read_table(dir, MEMORY_USAGE, Some(MEMORY_USAGE_COLS))?,
-            ])
-        };
-        let (kernel, small) = (read_table(dir, KERNEL, Some(KERNEL_COLS)), small());
-        let joined = |h: std::thread::ScopedJoinHandle<'_, _>| {
-            h.join()
-                .unwrap_or_else(|_| Err(anyhow!("reading a table panicked")))
-        };
-        (joined(nvtx), joined(runtime), kernel, small)
-    });
-    let nvtx_events = match nvtx? {
+    // One table at a time: each is mapped, its wanted columns copied out and the mapping
+    // dropped before the next (reading them side by side would map them all at once).
+    let nvtx = read_table(dir, NVTX_EVENTS, Some(NVTX_COLS))?;
+    let runtime = read_table(dir, RUNTIME, Some(RUNTIME_COLS))?;
+    let kernel = read_table(dir, KERNEL, Some(KERNEL_COLS))?;
+    let small = [
+        read_table(dir, STRING_IDS, Some(STRING_COLS))?,
+        read_table(dir, MEMCPY, Some(MEM_COLS))?,
+        read_table(dir, MEMSET, Some(MEM_COLS))?,
+        read_table(dir, THREAD_NAMES, Some(THREAD_COLS))?,
+        read_table(dir, TARGET_INFO_GPU, None)?,
+        read_table(dir, TARGET_INFO_NVTX_CUDA_DEVICE, None)?,
+        read_table(dir, TARGET_INFO_SYSTEM_ENV, None)?,
+        read_table(dir, MEMORY_USAGE, Some(MEMORY_USAGE_COLS))?,
+    ];
+    let nvtx_events = match nvtx {
         Some(t) => t,
         // nsys writes no file for a table without rows: a report without NVTX events (a
         // program that never ran XLA code) has none, but has other tables.
@@ -295,7 +285,6 @@ pub fn read_export_dir(dir: &Path) -> Result<ExportTables> {
             dir.display()
         ),
     };
-    let (runtime, kernel) = (runtime?, kernel?);
     let [
         string_ids,
         memcpy,
@@ -305,7 +294,7 @@ pub fn read_export_dir(dir: &Path) -> Result<ExportTables> {
         nvtx_cuda_device,
         system_env,
         memory_usage,
-    ] = small?;
+    ] = small;
     Ok(ExportTables {
         nvtx_events,
         string_ids,
@@ -343,12 +332,11 @@ fn read_table(dir: &Path, table: &str, cols: Option<&[Col]>) -> Result<Option<Re
 }
 
 fn read_file(path: &Path, cols: Option<&[Col]>) -> Result<RecordBatch> {
-    let raw = if path.extension().is_some_and(|e| e == "arrow") {
-        read_arrow(path, cols)?
+    if path.extension().is_some_and(|e| e == "arrow") {
+        read_arrow(path, cols)
     } else {
-        read_parquet_file(path, cols)?
-    };
-    normalise_columns(raw, cols)
+        normalise_columns(read_parquet_file(path, cols)?, cols)
+    }
 }
 
 /// The wanted columns that a file has, as indices into its schema, in file order.
@@ -371,25 +359,77 @@ fn wanted_roots(file_schema: &Schema, cols: Option<&[Col]>) -> Result<Vec<usize>
     Ok(roots)
 }
 
-/// An Arrow IPC stream file of an arrowdir export.
+/// An Arrow IPC stream file of an arrowdir export, mapped rather than read: the decoded
+/// arrays point into the mapping, so only the pages of the wanted columns are ever touched,
+/// and each wanted column is copied out of it (normalised) before it is unmapped. Reading
+/// the file instead would hold each record batch's whole body — every column nsys wrote,
+/// three times what is used for the kernel table — for as long as any column of it lives
+/// (docs/design.md, "Bounded memory").
 fn read_arrow(path: &Path, cols: Option<&[Col]>) -> Result<RecordBatch> {
-    use arrow::ipc::reader::StreamReader;
+    use arrow::ipc::reader::StreamDecoder;
     let file = File::open(path).map_err(|e| anyhow!("cannot open: {e}"))?;
-    let probe = StreamReader::try_new(std::io::BufReader::new(file), None)
-        .map_err(|e| anyhow!("not a readable Arrow IPC stream ({e})"))?;
-    let roots = wanted_roots(&probe.schema(), cols)?;
-    drop(probe);
-    let file = File::open(path).map_err(|e| anyhow!("cannot open: {e}"))?;
-    let reader = StreamReader::try_new(
-        std::io::BufReader::with_capacity(1 << 20, file),
-        Some(roots),
-    )
-    .map_err(|e| anyhow!("not a readable Arrow IPC stream ({e})"))?;
-    let schema = reader.schema();
-    let batches = reader
-        .collect::<Result<Vec<_>, _>>()
+    // SAFETY: export folders are this process's scratch folders (see `capture`), written by
+    // an nsys that has exited; nothing writes the file while it is mapped.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| anyhow!("cannot map: {e}"))?;
+    let mapped = map.as_ptr() as usize..map.as_ptr() as usize + map.len();
+    let mut buffer = arrow::buffer::Buffer::from(bytes::Bytes::from_owner(map));
+    let mut decoder = StreamDecoder::new();
+    let unreadable = |e| anyhow!("not a readable Arrow IPC stream ({e})");
+    let mut batches = Vec::new();
+    let mut roots: Option<Vec<usize>> = None;
+    while !buffer.is_empty() {
+        let Some(batch) = decoder.decode(&mut buffer).map_err(unreadable)? else {
+            continue;
+        };
+        let roots = match &roots {
+            Some(r) => r,
+            None => roots.insert(wanted_roots(&batch.schema(), cols)?),
+        };
+        let batch = normalise_columns(batch.project(roots)?, cols)?;
+        batches.push(detach(batch, &mapped)?);
+    }
+    drop(buffer);
+    decoder
+        .finish()
         .map_err(|e| anyhow!("corrupt or truncated Arrow IPC stream ({e})"))?;
-    Ok(crate::engine::value::one_batch(&schema, batches)?)
+    if batches.is_empty() {
+        let schema = decoder
+            .schema()
+            .ok_or_else(|| anyhow!("not a readable Arrow IPC stream (no schema)"))?;
+        let roots = wanted_roots(&schema, cols)?;
+        let empty = RecordBatch::new_empty(Arc::new(schema.project(&roots)?));
+        return normalise_columns(empty, cols);
+    }
+    Ok(crate::engine::value::one_batch(
+        &batches[0].schema(),
+        batches,
+    )?)
+}
+
+/// `batch` with every column that still points into the address range `mapped` copied out
+/// of it (normalised columns that were converted already own their values).
+fn detach(batch: RecordBatch, mapped: &std::ops::Range<usize>) -> Result<RecordBatch> {
+    use arrow::array::{ArrayData, MutableArrayData, make_array};
+    fn inside(d: &ArrayData, mapped: &std::ops::Range<usize>) -> bool {
+        let within = |p: *const u8| mapped.contains(&(p as usize));
+        d.buffers().iter().any(|b| within(b.as_ptr()))
+            || d.nulls().is_some_and(|n| within(n.buffer().as_ptr()))
+            || d.child_data().iter().any(|c| inside(c, mapped))
+    }
+    let columns = batch
+        .columns()
+        .iter()
+        .map(|c| {
+            let data = c.to_data();
+            if !inside(&data, mapped) {
+                return Ok(c.clone());
+            }
+            let mut copy = MutableArrayData::new(vec![&data], false, data.len());
+            copy.try_extend(0, 0, data.len())?;
+            Ok(make_array(copy.freeze()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(RecordBatch::try_new(batch.schema(), columns)?)
 }
 
 fn read_parquet_file(path: &Path, cols: Option<&[Col]>) -> Result<RecordBatch> {
@@ -634,6 +674,80 @@ mod tests {
         );
         assert_eq!(nvtx.column_by_name("text").unwrap().null_count(), 2);
         assert!(t.kernel.is_none() && t.string_ids.is_none() && t.memset.is_none());
+    }
+
+    fn write_arrow(path: &Path, schema: &Schema, batches: &[RecordBatch]) {
+        let file = File::create(path).unwrap();
+        let mut w = arrow::ipc::writer::StreamWriter::try_new(file, schema).unwrap();
+        for b in batches {
+            w.write(b).unwrap();
+        }
+        w.finish().unwrap();
+    }
+
+    #[test]
+    fn reads_arrow_streams_batch_by_batch_and_refuses_damaged_ones() {
+        let tmp = tempfile::tempdir().unwrap();
+        let gt = (1u64 << 48) | (64 << 24) | 472;
+        let one = nvtx_batch(
+            Arc::new(UInt64Array::from(vec![gt, gt])),
+            Arc::new(Float64Array::from(vec![Some(10.0), None])),
+        );
+        let two = nvtx_batch(
+            Arc::new(UInt64Array::from(vec![gt + 1])),
+            Arc::new(Float64Array::from(vec![Some(30.0)])),
+        );
+        let path = tmp.path().join("NVTX_EVENTS.arrow");
+        write_arrow(&path, &one.schema(), &[one.clone(), two]);
+        let t = read_export_dir(tmp.path()).unwrap();
+        let g = int64_column(&t.nvtx_events, NVTX_EVENTS, "globalTid").unwrap();
+        assert_eq!(g.values(), &[gt as i64, gt as i64, gt as i64 + 1]);
+        let e = int64_column(&t.nvtx_events, NVTX_EVENTS, "end").unwrap();
+        assert_eq!((e.value(0), e.is_null(1), e.value(2)), (10, true, 30));
+        assert_eq!(t.nvtx_events.num_columns(), NVTX_COLS.len());
+
+        // A stream of a schema alone is a table without rows.
+        write_arrow(&path, &one.schema(), &[]);
+        let t = read_export_dir(tmp.path()).unwrap();
+        assert_eq!(t.nvtx_events.num_rows(), 0);
+        assert_eq!(t.nvtx_events.num_columns(), NVTX_COLS.len());
+
+        // Cut short, or empty: an error naming the file.
+        write_arrow(&path, &one.schema(), &[one.clone()]);
+        let whole = std::fs::read(&path).unwrap();
+        for cut in [
+            &whole[..whole.len() - 20],
+            &whole[..0],
+            b"not arrow at all".as_slice(),
+        ] {
+            std::fs::write(&path, cut).unwrap();
+            let e = format!("{:#}", read_export_dir(tmp.path()).unwrap_err());
+            assert!(
+                e.contains("NVTX_EVENTS.arrow") && e.contains("Arrow IPC"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn detached_columns_own_their_values() {
+        let batch = nvtx_batch(
+            Arc::new(Int64Array::from(vec![1, 2, 3])),
+            Arc::new(Int64Array::from(vec![Some(4), None, Some(6)])),
+        );
+        let end = batch.column_by_name("end").unwrap().to_data();
+        let at = end.buffers()[0].as_ptr() as usize;
+        let out = detach(batch.clone(), &(at..at + 24)).unwrap();
+        let copied = out.column_by_name("end").unwrap();
+        assert_ne!(copied.to_data().buffers()[0].as_ptr() as usize, at);
+        assert_eq!(
+            copied.as_ref(),
+            batch.column_by_name("end").unwrap().as_ref()
+        );
+        // Columns elsewhere are kept as they are.
+        let start =
+            |b: &RecordBatch| b.column_by_name("start").unwrap().to_data().buffers()[0].as_ptr();
+        assert_eq!(start(&out), start(&batch));
     }
 
     #[test]

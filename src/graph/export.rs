@@ -81,7 +81,9 @@ pub fn pandas_frames(db: &Db, run: Run) -> Result<Out<Files>> {
             &nsys_jax::compile(&compiles)?,
             &nsys_jax::communication(sorted.as_ref())?,
         )?;
-        Ok(Files(files))
+        Ok(Files(
+            files.into_iter().map(|(n, b)| (n, b.into())).collect(),
+        ))
     }))?;
     debug_assert_eq!(key, node.key());
     Ok(Out { key, value })

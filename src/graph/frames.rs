@@ -230,7 +230,7 @@ fn own_gpu_frames(db: &Db, p: Process, node: &GpuFramesNode) -> Result<Out<Table
     let (key, value) = fail(db.engine().compute(node, &label, || {
         let member = p.resolve(db, archive::TRACE).expect("key found it");
         let ranges = match derived_table(db, p, &member)? {
-            Some(table) => in_member(db, p, &member, trace::from_table(&table))?,
+            Some(table) => table,
             None => in_member(db, p, &member, trace::read(read_member(db, p, &member)?))?,
         };
         let threads = match p.resolve(db, archive::THREAD_METADATA) {
@@ -350,24 +350,19 @@ pub fn compile_frame(db: &Db, p: Process) -> Result<Option<Out<Tables>>, NodeErr
         db.engine()
             .compute(&CompileFrameNode { pushpop }, &label, || {
                 let (member, _) = pushpop_member(db, p)?.expect("key found it");
-                let raw = match derived_table(db, p, &member)? {
-                    Some(table) => in_member(db, p, &member, pushpop::normalize(&table))?,
-                    None => {
-                        let bytes = read_member(db, p, &member)?;
-                        in_member(
-                            db,
-                            p,
-                            &member,
-                            // In a combined archive the member is
-                            // `report_nvtx_pushpop_trace.csv.xz/<stem>`.
-                            if member.starts_with(archive::PUSHPOP_CSV_XZ) {
-                                pushpop::read_csv_xz(&bytes, p.archive_ref(db).xz_check())
-                            } else {
-                                frames::compile_rows::read_parquet(bytes)
-                            },
-                        )?
-                    }
-                };
+                let bytes = read_member(db, p, &member)?;
+                let raw = in_member(
+                    db,
+                    p,
+                    &member,
+                    // In a combined archive the member is
+                    // `report_nvtx_pushpop_trace.csv.xz/<stem>`.
+                    if member.starts_with(archive::PUSHPOP_CSV_XZ) {
+                        pushpop::read_csv_xz(&bytes, p.archive_ref(db).xz_check())
+                    } else {
+                        frames::compile_rows::read_parquet(bytes)
+                    },
+                )?;
                 let frame = in_member(db, p, &member, frames::compile::build_compile_frame(&raw))?;
                 Ok(Tables(vec![("compile".into(), frame)]))
             }),

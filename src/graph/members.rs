@@ -124,9 +124,9 @@ pub fn read_archive_member(db: &Db, archive: &Archive, member: &str) -> Result<V
     archive.read(member)
 }
 
-/// The table a capture's derived `member` was written from, while this process still holds
-/// it (see [`capture::derived_table`]): its first reader takes it instead of decoding the
-/// member's bytes. None for a member of any other input.
+/// The table of a capture's derived `member` as reading it gives it, while this process still
+/// holds it (see [`capture::derived_table`]): its first reader takes it instead of decoding
+/// the member's bytes. None for a member of any other input.
 pub(super) fn derived_table(
     db: &Db,
     p: Process,

@@ -2,9 +2,13 @@
 //! of each thread, the capture's end and the names of ranges (domain and text).
 
 use std::cmp::Reverse;
+use std::sync::Arc;
 
 use anyhow::{Result, bail};
-use arrow::array::{Array, Int64Array, RecordBatch, StringArray, StringBuilder};
+use arrow::array::{
+    Array, ArrayRef, Int64Array, RecordBatch, StringArray, StringDictionaryBuilder,
+};
+use arrow::datatypes::Int32Type;
 
 use super::ranges::{PROCESS_MASK, Range, Strings};
 use crate::formats::nsys_export::{
@@ -215,13 +219,35 @@ impl Namer {
     }
 
     /// Appends the name of the range in `row` to `out`.
-    pub(super) fn append_name(&self, out: &mut StringBuilder, row: usize) {
-        use std::fmt::Write;
+    pub(super) fn append_name(&self, out: &mut NameColumn, row: usize) -> Result<()> {
+        out.scratch.clear();
         if let Some(d) = self.domain(row) {
-            // Writing into a StringBuilder's current value cannot fail.
-            let _ = write!(out, "{d}:");
+            out.scratch.push_str(d);
+            out.scratch.push(':');
         }
-        out.append_value(self.text(row));
+        out.scratch.push_str(self.text(row));
+        out.builder.append(&out.scratch)?;
+        Ok(())
+    }
+}
+
+/// A column of range names, built as a dictionary: a row per range (one per thunk execution),
+/// a few hundred distinct names. Written to parquet as text (see `formats::write_parquet`).
+pub(super) struct NameColumn {
+    builder: StringDictionaryBuilder<Int32Type>,
+    scratch: String,
+}
+
+impl NameColumn {
+    pub(super) fn with_capacity(rows: usize) -> Self {
+        NameColumn {
+            builder: StringDictionaryBuilder::with_capacity(rows, 1024, 64 * 1024),
+            scratch: String::new(),
+        }
+    }
+
+    pub(super) fn finish(mut self) -> ArrayRef {
+        Arc::new(self.builder.finish())
     }
 }
 

@@ -36,13 +36,14 @@ mod ranges;
 mod tree;
 mod user;
 
-use events::{Nvtx, capture_end, pid, tid};
+use events::{NameColumn, Nvtx, capture_end, pid, tid};
 
 pub use user::user_nvtx;
 
 use ranges::{PROCESS_MASK, Range, range_id};
 use tree::{Tree, thread_groups};
 
+use crate::formats::columns::dictionary_type;
 use crate::formats::nsys_export::{ExportTables, RUNTIME, int64_column};
 
 pub use events::{NVTX_PUSH_POP, NVTX_START_END, NVTX_TEXT_PUSH_POP, NVTX_TEXT_START_END};
@@ -82,14 +83,14 @@ pub fn project_with_graph_ops(t: &ExportTables) -> Result<(RecordBatch, Option<R
 
     let n = out.len();
     let namer = nvtx.namer()?;
-    let mut name = StringBuilder::with_capacity(n, n * 48);
+    let mut name = NameColumn::with_capacity(n);
     let mut style = StringBuilder::with_capacity(n, n * 8);
     let mut stack = StringBuilder::with_capacity(n, n * 16);
     let mut parent_id = Int64Builder::with_capacity(n);
     let mut chain = Vec::new();
     for &i in &out {
         let r = &ranges[i];
-        namer.append_name(&mut name, r.row as usize);
+        namer.append_name(&mut name, r.row as usize)?;
         style.append_value(if r.push_pop { "PushPop" } else { "StartEnd" });
         parent_id.append_option(tree.parent[i].map(|p| range_id(&ranges[p as usize])));
         append_stack(&mut stack, &ranges, &tree, i, &mut chain);
@@ -98,7 +99,7 @@ pub fn project_with_graph_ops(t: &ExportTables) -> Result<(RecordBatch, Option<R
         Arc::new(Int64Array::from_iter_values(out.iter().map(|&i| f(i))))
     };
     let columns: Vec<ArrayRef> = vec![
-        Arc::new(name.finish()),
+        name.finish(),
         col(&|i| agg[i].first_start),
         col(&|i| agg[i].last_end - agg[i].first_start),
         col(&|i| ranges[i].start),
@@ -118,11 +119,12 @@ pub fn project_with_graph_ops(t: &ExportTables) -> Result<(RecordBatch, Option<R
     Ok((projection, graph))
 }
 
-/// The schema of [`project`]'s output.
+/// The schema of [`project`]'s output. `Name` is a dictionary (a row per range, few distinct
+/// names), written to parquet as text.
 pub fn projection_schema() -> Arc<Schema> {
     let int = |name: &str| Field::new(name, DataType::Int64, false);
     Arc::new(Schema::new(vec![
-        Field::new("Name", DataType::Utf8, false),
+        Field::new("Name", dictionary_type(), false),
         int("Projected Start"),
         int("Projected Duration"),
         int("Orig Start"),
@@ -163,12 +165,12 @@ pub fn pushpop(t: &ExportTables) -> Result<RecordBatch> {
 
     let n = out.len();
     let namer = nvtx.namer()?;
-    let mut name = StringBuilder::with_capacity(n, n * 48);
+    let mut name = NameColumn::with_capacity(n);
     let mut stack = StringBuilder::with_capacity(n, n * 16);
     let mut parent_id = Int64Builder::with_capacity(n);
     let mut chain = Vec::new();
     for &i in &out {
-        namer.append_name(&mut name, ranges[i].row as usize);
+        namer.append_name(&mut name, ranges[i].row as usize)?;
         parent_id.append_option(tree.parent[i].map(|p| range_id(&ranges[p as usize])));
         append_stack(&mut stack, &ranges, &tree, i, &mut chain);
     }
@@ -182,7 +184,7 @@ pub fn pushpop(t: &ExportTables) -> Result<RecordBatch> {
         col(&dur),
         col(&|i| dur_child[i]),
         col(&|i| dur(i) - dur_child[i]),
-        Arc::new(name.finish()),
+        name.finish(),
         col(&|i| pid(ranges[i].thread)),
         col(&|i| tid(ranges[i].thread)),
         col(&|i| tree.level[i] as i64),
@@ -194,7 +196,7 @@ pub fn pushpop(t: &ExportTables) -> Result<RecordBatch> {
     Ok(RecordBatch::try_new(pushpop_schema(), columns)?)
 }
 
-/// The schema of [`pushpop`]'s output.
+/// The schema of [`pushpop`]'s output (`Name` a dictionary, as in [`projection_schema`]).
 pub fn pushpop_schema() -> Arc<Schema> {
     let int = |name: &str| Field::new(name, DataType::Int64, false);
     Arc::new(Schema::new(vec![
@@ -203,7 +205,7 @@ pub fn pushpop_schema() -> Arc<Schema> {
         int("Duration (ns)"),
         int("DurChild (ns)"),
         int("DurNonChild (ns)"),
-        Field::new("Name", DataType::Utf8, false),
+        Field::new("Name", dictionary_type(), false),
         int("PID"),
         int("TID"),
         int("Lvl"),

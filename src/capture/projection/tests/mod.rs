@@ -111,9 +111,8 @@ fn ints(b: &RecordBatch, c: &str) -> Vec<Option<i64>> {
 }
 
 fn strs(b: &RecordBatch, c: &str) -> Vec<String> {
-    b.column_by_name(c)
-        .unwrap()
-        .as_string::<i32>()
+    let text = arrow::compute::cast(b.column_by_name(c).unwrap(), &DataType::Utf8).unwrap();
+    text.as_string::<i32>()
         .iter()
         .map(|s| s.unwrap().to_string())
         .collect()
