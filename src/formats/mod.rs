@@ -308,6 +308,9 @@ pub fn write_parquet(batch: &RecordBatch, index: &PandasIndex, levels: usize) ->
     Ok(out)
 }
 
+/// Rows per row group of the parquet files written.
+const ROW_GROUP_ROWS: usize = 128 * 1024;
+
 /// Rows looked at by [`mostly_distinct`].
 const DISTINCT_SAMPLE: usize = 4096;
 
@@ -316,9 +319,6 @@ const DISTINCT_SAMPLE: usize = 4096;
 /// it finds the dictionary too large and falls back to plain pages; for timestamps and ids
 /// (every value different) that look-up was most of the writing time, and the plain pages
 /// are no larger. Other columns keep the dictionary.
-/// Rows per row group of the parquet files written.
-const ROW_GROUP_ROWS: usize = 128 * 1024;
-
 fn mostly_distinct(column: &arrow::array::ArrayRef) -> bool {
     use arrow::array::{Array, AsArray};
     use arrow::datatypes::{DataType as D, Float64Type, Int32Type, Int64Type};
