@@ -237,8 +237,8 @@ pub fn derived_table(
     Ok(derived(engine, nsys, report, report_key, member)?.take_table(member))
 }
 
-/// The value of the node that derives `member` (all the report's producers are made together:
-/// see [`derive_all`]).
+/// The value of the node that derives `member`: at hand (in this process or stored), else
+/// made with all the report's producers together (see [`derive_all`]).
 fn derived(
     engine: &Engine,
     nsys: &Nsys,
@@ -246,13 +246,18 @@ fn derived(
     report_key: &Key,
     member: &str,
 ) -> Result<Arc<keys::Derived>> {
-    let Some(producer) = Producer::of(member) else {
+    let Some(node) = producer(member, &export_key(report_key, nsys)) else {
         bail!("{member}: not a member derived from the report");
     };
+    if engine.has_value(&node) {
+        // (Exported after all should a stored value turn out unreadable.)
+        let export = || export_tables(engine, nsys, report, report_key, None);
+        return Ok(derive(engine, &node, report, &export)?.1);
+    }
     let all = derive_all(engine, nsys, report, report_key, None)?;
     Ok(all
         .into_iter()
-        .find(|(p, _)| *p == producer)
+        .find(|(p, _)| *p == node.producer)
         .expect("every producer is made")
         .1)
 }

@@ -676,6 +676,11 @@ mod tests {
         assert!(t.kernel.is_none() && t.string_ids.is_none() && t.memset.is_none());
     }
 
+    /// The whole error (with its causes) of reading the export in `dir`.
+    fn export_error(dir: &Path) -> String {
+        format!("{:#}", read_export_dir(dir).unwrap_err())
+    }
+
     fn write_arrow(path: &Path, schema: &Schema, batches: &[RecordBatch]) {
         let file = File::create(path).unwrap();
         let mut w = arrow::ipc::writer::StreamWriter::try_new(file, schema).unwrap();
@@ -721,7 +726,7 @@ mod tests {
             b"not arrow at all".as_slice(),
         ] {
             std::fs::write(&path, cut).unwrap();
-            let e = format!("{:#}", read_export_dir(tmp.path()).unwrap_err());
+            let e = export_error(tmp.path());
             assert!(
                 e.contains("NVTX_EVENTS.arrow") && e.contains("Arrow IPC"),
                 "{e}"
@@ -775,7 +780,7 @@ mod tests {
             Arc::new(Float64Array::from(vec![Some(10.5), None])),
         );
         write_parquet(&tmp.path().join("NVTX_EVENTS.parquet"), &batch);
-        let e = format!("{:#}", read_export_dir(tmp.path()).unwrap_err());
+        let e = export_error(tmp.path());
         assert!(
             e.contains("NVTX_EVENTS.parquet") && e.contains("\"end\""),
             "{e}"
@@ -786,11 +791,11 @@ mod tests {
             Arc::new(Float64Array::from(vec![Some(10.0), None])),
         );
         write_parquet(&tmp.path().join("NVTX_EVENTS.parquet"), &batch);
-        let e = format!("{:#}", read_export_dir(tmp.path()).unwrap_err());
+        let e = export_error(tmp.path());
         assert!(e.contains("globalTid") && e.contains("row 0"), "{e}");
 
         std::fs::write(tmp.path().join("NVTX_EVENTS.parquet"), b"not parquet").unwrap();
-        let e = format!("{:#}", read_export_dir(tmp.path()).unwrap_err());
+        let e = export_error(tmp.path());
         assert!(
             e.contains("NVTX_EVENTS.parquet") && e.contains("parquet"),
             "{e}"
@@ -802,7 +807,7 @@ mod tests {
         )])
         .unwrap();
         write_parquet(&tmp.path().join("NVTX_EVENTS.parquet"), &no_tid);
-        let e = format!("{:#}", read_export_dir(tmp.path()).unwrap_err());
+        let e = export_error(tmp.path());
         assert!(
             e.contains("NVTX_EVENTS.parquet") && e.contains("eventType"),
             "{e}"
