@@ -145,6 +145,53 @@ pub fn bootstrap_median_change(
     Some((at(tail), at(1.0 - tail)))
 }
 
+/// Count, mean and sum of squared deviations of a sample, mergeable across processes.
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq)]
+pub struct Moments {
+    pub n: u64,
+    /// Exact sum [ns].
+    pub sum: i64,
+    pub mean: f64,
+    pub m2: f64,
+}
+
+impl Moments {
+    pub fn of(xs: impl IntoIterator<Item = i64>) -> Moments {
+        let mut m = Moments::default();
+        for x in xs {
+            m.n += 1;
+            m.sum += x;
+            let d = x as f64 - m.mean;
+            m.mean += d / m.n as f64;
+            m.m2 += d * (x as f64 - m.mean);
+        }
+        m
+    }
+
+    /// The moments of both samples together (Chan et al.).
+    pub fn merge(self, o: Moments) -> Moments {
+        if self.n == 0 {
+            return o;
+        }
+        if o.n == 0 {
+            return self;
+        }
+        let n = self.n + o.n;
+        let d = o.mean - self.mean;
+        Moments {
+            n,
+            sum: self.sum + o.sum,
+            mean: (self.sum + o.sum) as f64 / n as f64,
+            m2: self.m2 + o.m2 + d * d * (self.n as f64 * o.n as f64) / n as f64,
+        }
+    }
+
+    /// Sample standard deviation (None below two values).
+    pub fn std(&self) -> Option<f64> {
+        (self.n > 1).then(|| (self.m2.max(0.0) / (self.n - 1) as f64).sqrt())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

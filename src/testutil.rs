@@ -128,3 +128,19 @@ pub fn write_program(path: &std::path::Path, script: &str) -> PathBuf {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
     path.to_path_buf()
 }
+
+/// Whether this process may make a private mount namespace (`unshare -m`, as root), where a
+/// test mounts a small or read-only tmpfs; `None` (skipped loudly) otherwise.
+pub fn private_mounts() -> Option<()> {
+    let ok = std::process::Command::new("unshare")
+        .args(["-m", "sh", "-c", "mount -t tmpfs -o size=64k none /mnt"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        Some(())
+    } else {
+        skip("cannot mount a tmpfs in a private mount namespace (unshare -m needs root)")
+    }
+}

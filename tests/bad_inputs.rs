@@ -289,3 +289,154 @@ fn a_reused_output_folder_loses_only_the_stale_outputs() {
         .collect();
     assert_eq!(outputs, ["summary.json", "pipeline-run.json"]);
 }
+
+/// The example archive with its members as `change` leaves them, written to `path`.
+fn example_with(path: &Path, change: impl FnOnce(&mut Vec<(String, Vec<u8>)>)) {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mlp-fsdp-2gpu.zip");
+    let mut members: Vec<(String, Vec<u8>)> = zip_members(&example)
+        .into_iter()
+        .map(|m| {
+            let b = zip_read(&example, &m);
+            (m, b)
+        })
+        .collect();
+    change(&mut members);
+    let refs: Vec<(&str, &[u8])> = members
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_slice()))
+        .collect();
+    zip_with(path, &refs);
+}
+
+/// The middle one of the rows of the example's trace that are thunks (not modules): one of
+/// the steady state, neither before the first module nor in a cut last execution.
+fn middle_thunk_row(trace: &arrow::array::RecordBatch) -> usize {
+    use arrow::array::AsArray;
+    let names = trace.column_by_name("Name").unwrap().as_string::<i32>();
+    let thunks: Vec<usize> = (0..trace.num_rows())
+        .filter(|&r| names.value(r).contains("Thunk:#"))
+        .collect();
+    thunks[thunks.len() / 2]
+}
+
+/// One thunk made longer than its module (a cell of the trace set to 400,000 ns, which gave
+/// a negative "GPU idle during modules" before the trace was checked): an input error naming
+/// the trace member, the range and its module.
+#[test]
+fn a_thunk_longer_than_its_module_is_an_impossible_trace() {
+    use crate::fuzz::{parquet_bytes, table, with_column};
+    use arrow::array::{ArrayRef, AsArray, Int64Array};
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("long-thunk.zip");
+    let trace = "nvtx_gpu_proj_trace/trace.parquet";
+    example_with(&p, |m| {
+        let b = &mut m.iter_mut().find(|(n, _)| n == trace).unwrap().1;
+        let t = table(b);
+        let row = middle_thunk_row(&t);
+        *b = parquet_bytes(&with_column(&t, "Projected Duration", |a| {
+            let mut v = a
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .values()
+                .to_vec();
+            v[row] = 400_000;
+            std::sync::Arc::new(Int64Array::from(v)) as ArrayRef
+        }));
+    });
+    expect_error(
+        &[p],
+        &[
+            trace,
+            "an impossible trace: thunk ranges lie outside their module's range on the GPU (1 in all",
+            "400000 ns",
+            "XlaModule",
+        ],
+    );
+}
+
+/// A damaged optional member (the device metadata replaced by the system metadata, or cut
+/// short) is one warning naming the archive, the member and what is lost, said under `-q`;
+/// the run goes on and the roofline says it has no peaks.
+#[test]
+fn a_damaged_device_metadata_member_is_a_warning_under_quiet() {
+    for (what, damage) in [
+        ("swapped", "not a device metadata table"),
+        ("truncated", "not a readable parquet file"),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join(format!("{what}.zip"));
+        example_with(&p, |m| {
+            let system = m
+                .iter()
+                .find(|(n, _)| n == "system-metadata.parquet")
+                .unwrap()
+                .1
+                .clone();
+            let b = &mut m
+                .iter_mut()
+                .find(|(n, _)| n == "device-metadata.parquet")
+                .unwrap()
+                .1;
+            match what {
+                "swapped" => *b = system,
+                _ => b.truncate(b.len() / 2),
+            }
+        });
+        let out = tmp.path().join("out");
+        let o = analyze(
+            &tmp.path().join("cache"),
+            &out,
+            &["-q", "--analysis", "roofline"],
+            std::slice::from_ref(&p),
+        );
+        assert_ok(&o);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        let warning = format!(
+            "nsys-jax-pipe: warning: {}: device-metadata.parquet: {damage}",
+            p.display()
+        );
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{what}: {stderr}");
+        assert!(
+            lines[0].starts_with(&warning)
+                && lines[0].ends_with(
+                    "; no GPU names or peaks: the roofline, MFU and the memory limit are skipped"
+                ),
+            "{what}: {stderr}"
+        );
+        let roofline = std::fs::read_to_string(out.join("roofline.json")).unwrap();
+        assert!(!roofline.contains("H200"), "{what}: peaks without metadata");
+    }
+}
+
+/// A member written twice in a zip archive: which copy would be read is not defined, so the
+/// archive is refused, naming the member.
+#[test]
+fn a_member_written_twice_is_an_input_error_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("twice.zip");
+    // The zip writer refuses a repeated name: write a placeholder of the same length and
+    // rename it in the bytes (the local header and the central directory both).
+    example_with(&p, |m| {
+        let copy = m
+            .iter()
+            .find(|(n, _)| n == "thread-metadata.parquet")
+            .unwrap()
+            .1
+            .clone();
+        m.push(("thread-metadataXparquet".into(), copy));
+    });
+    let mut bytes = std::fs::read(&p).unwrap();
+    let (from, to) = (b"thread-metadataXparquet", b"thread-metadata.parquet");
+    let mut i = 0;
+    while i + from.len() <= bytes.len() {
+        if &bytes[i..i + from.len()] == from {
+            bytes[i..i + from.len()].copy_from_slice(to);
+        }
+        i += 1;
+    }
+    std::fs::write(&p, bytes).unwrap();
+    expect_error(
+        &[p],
+        &["member thread-metadata.parquet appears twice", "twice.zip"],
+    );
+}

@@ -418,3 +418,148 @@ fn a_full_disk_for_an_archive_is_one_error_line() {
     assert_eq!(std::fs::read(&out).unwrap(), b"old");
     assert!(temporaries(d).is_empty(), "{:?}", temporaries(d));
 }
+
+/// `script` run by `sh` in a private mount namespace (where it may mount tmpfs file systems
+/// that go with it), with the binary as `$BIN`, a private TMPDIR and `$T` = `dir`.
+fn in_mount_namespace(dir: &Path, script: &str) -> Output {
+    let tmp = dir.join("tmpdir");
+    std::fs::create_dir_all(&tmp).unwrap();
+    Command::new("unshare")
+        .args(["-m", "sh", "-euc", script])
+        .current_dir(dir)
+        .env_remove("NSYS_JAX_PIPE_CACHE")
+        .env("TMPDIR", &tmp)
+        .env("BIN", bin())
+        .env("T", dir)
+        .env("EXAMPLE", example())
+        .env(
+            "OTHER",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/problems/healthy.zip"),
+        )
+        .output()
+        .unwrap()
+}
+
+/// A full disk while another archive's analyses replace a folder's: the run fails naming
+/// the file it could not write, and the folder holds the earlier run's outputs, every one
+/// as it was (its run record still naming the earlier input), with nothing temporary left.
+/// The disk is a real tmpfs, filled but for a few pages, so that some new files fit and one
+/// does not.
+#[test]
+fn a_full_disk_while_replacing_outputs_leaves_the_earlier_ones_whole() {
+    let Some(()) = testutil::private_mounts() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let o = in_mount_namespace(
+        d,
+        r#"
+        mkdir -p "$T/disk" "$T/before" "$T/after"
+        mount -t tmpfs -o size=8m none "$T/disk"
+        "$BIN" analyze --no-cache -q -o "$T/disk/out" "$EXAMPLE" >/dev/null
+        cp -a "$T/disk/out/." "$T/before/"
+        # Fill the disk, then free 24 KiB: the first small outputs fit, a larger one does not.
+        dd if=/dev/zero of="$T/disk/fill" bs=4k 2>/dev/null || true
+        truncate -s -24k "$T/disk/fill"
+        set +e
+        "$BIN" analyze --no-cache -q -o "$T/disk/out" "$OTHER" >/dev/null 2>"$T/err"
+        echo "rc=$?" >"$T/rc"
+        set -e
+        cp -a "$T/disk/out/." "$T/after/"
+        ls -a "$T/disk/out" >"$T/listing"
+        "#,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rc = std::fs::read_to_string(d.join("rc")).unwrap();
+    let err = std::fs::read_to_string(d.join("err")).unwrap();
+    assert_eq!(rc.trim(), "rc=2", "{err}");
+    let last = err.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with("nsys-jax-pipe: error: ")
+            && last.contains("No space left on device")
+            && last.contains("no output was changed"),
+        "{err}"
+    );
+    let (before, after) = (
+        output_files_with_record(&d.join("before")),
+        output_files_with_record(&d.join("after")),
+    );
+    assert!(!before.is_empty());
+    assert_eq!(
+        before.iter().map(|f| &f.0).collect::<Vec<_>>(),
+        after.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
+    for ((name, a), (_, b)) in before.iter().zip(&after) {
+        assert!(a == b, "{name} changed");
+    }
+    let record = std::fs::read_to_string(d.join("after/pipeline-run.json")).unwrap();
+    assert!(record.contains("mlp-fsdp-2gpu.zip") && !record.contains("healthy.zip"));
+    let listing = std::fs::read_to_string(d.join("listing")).unwrap();
+    assert!(
+        !listing.contains(".nsys-jax-pipe-"),
+        "temporary files left: {listing}"
+    );
+}
+
+/// Every file of an output folder, its run record too, by relative path, sorted.
+fn output_files_with_record(out: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = walkdir::WalkDir::new(out)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            let rel = e.path().strip_prefix(out).unwrap().display().to_string();
+            (rel, std::fs::read(e.path()).unwrap())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// A cache folder on a read-only file system, empty or not there at all: one warning, and the
+/// run goes on without the cache, with the outputs of a run without one.
+#[test]
+fn a_read_only_cache_is_one_warning_and_the_run_goes_on_in_memory() {
+    let Some(()) = testutil::private_mounts() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let o = in_mount_namespace(
+        d,
+        r#"
+        mkdir -p "$T/ro"
+        mount -t tmpfs -o ro,size=64k none "$T/ro"
+        "$BIN" analyze --no-cache -q -o "$T/reference" "$EXAMPLE" >/dev/null
+        for c in ro ro/cache; do
+            set +e
+            "$BIN" analyze --cache-dir "$T/$c" -q -o "$T/out-$(basename $c)" "$EXAMPLE" \
+                >/dev/null 2>"$T/err-$(basename $c)"
+            echo $? >"$T/rc-$(basename $c)"
+            set -e
+        done
+        "#,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let reference = output_files(&d.join("reference"));
+    for (name, cache) in [("ro", d.join("ro")), ("cache", d.join("ro/cache"))] {
+        let err = std::fs::read_to_string(d.join(format!("err-{name}"))).unwrap();
+        let rc = std::fs::read_to_string(d.join(format!("rc-{name}"))).unwrap();
+        assert_eq!(rc.trim(), "0", "{name}: {err}");
+        let warning = format!(
+            "nsys-jax-pipe: warning: cache {}: cannot use it (Read-only file system); continuing without caching",
+            cache.display()
+        );
+        assert_eq!(
+            err.lines().collect::<Vec<_>>(),
+            vec![warning.as_str()],
+            "{name}"
+        );
+        assert_eq!(
+            output_files(&d.join(format!("out-{name}"))),
+            reference,
+            "{name}"
+        );
+    }
+}

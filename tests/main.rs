@@ -27,6 +27,7 @@ mod notebook_ops;
 mod nsys_jax_archives;
 mod pax_reference;
 mod pgle_memory;
+mod plausible;
 mod python_package;
 mod remote_cache;
 mod roofline;

@@ -20,15 +20,15 @@ fn parquet(batch: &RecordBatch) -> Vec<u8> {
     buf
 }
 
-struct Range {
-    name: &'static str,
-    start: i64,
-    dur: i64,
-    tid: i64,
-    ops: i64,
-    id: i64,
-    parent: Option<i64>,
-    stack: String,
+pub(crate) struct Range {
+    pub name: &'static str,
+    pub start: i64,
+    pub dur: i64,
+    pub tid: i64,
+    pub ops: i64,
+    pub id: i64,
+    pub parent: Option<i64>,
+    pub stack: String,
 }
 
 /// The projected NVTX ranges (classic layout), ns.
@@ -129,6 +129,11 @@ fn trace() -> Vec<u8> {
             format!(":{m}:{}", m + 4),
         );
     }
+    trace_of(&r)
+}
+
+/// The projected trace of ranges `r` (classic layout), as parquet.
+pub(crate) fn trace_of(r: &[Range]) -> Vec<u8> {
     let n = r.len();
     let batch = RecordBatch::try_from_iter(vec![
         (
@@ -300,11 +305,17 @@ fn hlo_dump() -> Vec<u8> {
 }
 
 fn write_archive(path: &Path) {
+    write_archive_with(path, trace())
+}
+
+/// The synthetic archive with the projected trace `trace` (of `jit_step`, program 5, whose
+/// dump has `fusion.1`, `fusion.2` and `all-reduce-start`, launched from thread 101).
+pub(crate) fn write_archive_with(path: &Path, trace: Vec<u8>) {
     let f = std::fs::File::create(path).unwrap();
     let mut z = zip::ZipWriter::new(f);
     let opts = zip::write::SimpleFileOptions::default();
     for (name, bytes) in [
-        ("nvtx_gpu_proj_trace/trace.parquet", trace()),
+        ("nvtx_gpu_proj_trace/trace.parquet", trace),
         ("thread-metadata.parquet", thread_metadata()),
         ("report_nvtx_pushpop_trace.csv.xz", pushpop_csv_xz()),
         (

@@ -363,7 +363,12 @@ impl Share for MemoryHeldShare {
         let steady = p.steady.and_then(|s| steady_window(&s.module));
         match p.memory_usage {
             Some(events) => {
-                crate::analyses::memory_timeline::partial(events, &(p.devices)()?, steady)
+                // Device metadata that cannot be read is said once, when the run opens.
+                crate::analyses::memory_timeline::partial(
+                    events,
+                    &(p.devices)().unwrap_or_default(),
+                    steady,
+                )
             }
             None => Ok(HeldPartial::default()),
         }

@@ -41,52 +41,7 @@ pub const TOP_FRACTION: f64 = 0.99;
 /// The opcode of what a command-buffer thunk ran that is not attributed to an instruction.
 pub const COMMAND_BUFFER_OPCODE: &str = "[command buffer]";
 
-/// Count, mean and sum of squared deviations of a sample, mergeable across processes.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq)]
-pub struct Moments {
-    pub n: u64,
-    /// Exact sum [ns].
-    pub sum: i64,
-    pub mean: f64,
-    pub m2: f64,
-}
-
-impl Moments {
-    pub fn of(xs: impl IntoIterator<Item = i64>) -> Moments {
-        let mut m = Moments::default();
-        for x in xs {
-            m.n += 1;
-            m.sum += x;
-            let d = x as f64 - m.mean;
-            m.mean += d / m.n as f64;
-            m.m2 += d * (x as f64 - m.mean);
-        }
-        m
-    }
-
-    /// The moments of both samples together (Chan et al.).
-    pub fn merge(self, o: Moments) -> Moments {
-        if self.n == 0 {
-            return o;
-        }
-        if o.n == 0 {
-            return self;
-        }
-        let n = self.n + o.n;
-        let d = o.mean - self.mean;
-        Moments {
-            n,
-            sum: self.sum + o.sum,
-            mean: (self.sum + o.sum) as f64 / n as f64,
-            m2: self.m2 + o.m2 + d * d * (self.n as f64 * o.n as f64) / n as f64,
-        }
-    }
-
-    /// Sample standard deviation (None below two values).
-    pub fn std(&self) -> Option<f64> {
-        (self.n > 1).then(|| (self.m2.max(0.0) / (self.n - 1) as f64).sqrt())
-    }
-}
+pub use crate::stats::Moments;
 
 /// One (program, thunk) of one process.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -451,7 +406,10 @@ pub fn reduce(parts: &[&OpsPartial]) -> Ops {
             }
         }
     }
-    let idle_in = tot.modules - tot.thunks;
+    // Thunks that run side by side (concurrent graph branches, several streams) add up to
+    // more than their modules' time: then no module time is idle (said in a note below).
+    let overlapping = (tot.thunks - tot.modules).max(0);
+    let idle_in = (tot.modules - tot.thunks).max(0);
     // Copies and sets between modules are GPU work, not idle time.
     let transfers = super::transfers::reduce(
         &parts
@@ -533,6 +491,13 @@ pub fn reduce(parts: &[&OpsPartial]) -> Ops {
     variability.sort_by(|a, b| b.cv.total_cmp(&a.cv).then(b.mean_ms.total_cmp(&a.mean_ms)));
 
     let mut notes = Vec::new();
+    if overlapping > 0 {
+        notes.push(format!(
+            "the thunks' times add up to {:.3} ms more than their modules' ({:.3} ms): thunks ran side by side; GPU idle during modules counted as 0",
+            overlapping as f64 * MS,
+            tot.modules as f64 * MS
+        ));
+    }
     let missing: u64 = parts.iter().map(|p| p.missing.0).sum();
     if missing > 0 {
         let example = parts

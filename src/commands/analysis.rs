@@ -19,7 +19,11 @@ pub fn open_inputs(
 ) -> Result<(graph::Db, graph::Run)> {
     let inputs = graph::classify_inputs(paths, &capture.dumps)?;
     say_dump_notes(&inputs, ui);
-    graph::open_run(engine, &inputs, capture.nsys.clone())
+    let (db, run) = graph::open_run(engine, &inputs, capture.nsys.clone())?;
+    for problem in graph::members::member_problems(&db, run) {
+        ui.warn(&problem);
+    }
+    Ok((db, run))
 }
 
 /// What the analyses of a run produced: files (relative to the output folder), where each

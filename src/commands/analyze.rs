@@ -55,8 +55,16 @@ pub fn analyze(engine: Engine, req: &AnalyzeRequest, ui: &dyn Ui) -> Result<Done
     let (db, run) = open_inputs(engine, &req.inputs, &req.capture, ui)?;
     let done = update(&db, run, req, &req.inputs, ui)?;
     if let (Some(l), Some(dir)) = (&req.label, &req.cache_dir) {
-        let remote = db.ctx.engine.store().and_then(|s| s.remote());
-        super::labels::record(dir, remote, l, &req.inputs, &req.capture.dumps)?;
+        match db.ctx.engine.store() {
+            Some(store) => {
+                super::labels::record(dir, store.remote(), l, &req.inputs, &req.capture.dumps)?
+            }
+            // The cache could not be used (said once when it was opened).
+            None => ui.warn(&format!(
+                "label {l} not recorded: the cache {} cannot be used",
+                dir.display()
+            )),
+        }
     }
     // A command is the last thing its process does: freeing the loaded profiles one
     // allocation at a time would only delay the exit.
@@ -180,21 +188,51 @@ fn write_keyed(
     engine.record_output(path, key)
 }
 
-/// The analyses' files and the run record in `out`; what an earlier run wrote there and this
-/// one did not is stale and removed.
+/// The analyses' files and the run record in `out`, committed together: every file that
+/// changes is first written to a temporary file beside its destination, and only when all are
+/// written are they renamed into place, the run record last. A failure while writing (a full
+/// disk, a file size limit, a read-only folder) removes the temporary files and leaves the
+/// folder as the earlier run left it, which the error says. What an earlier run wrote there
+/// and this one did not is stale and removed once the new files are in place.
 fn write_output_folder(
     engine: &crate::engine::Engine,
     out: &std::path::Path,
     mut files: Vec<OutputFile>,
     record: &crate::engine::RunRecord,
 ) -> Result<()> {
+    use std::io::Write;
     let earlier = earlier_outputs(out);
     files.push(OutputFile::of_bytes(
         RUN_RECORD.into(),
         serde_json::to_vec_pretty(record)?,
     ));
+    let mut staged = Vec::new();
     for f in &files {
-        write_keyed(engine, &out.join(&f.rel), &f.bytes, f.key)?;
+        let dest = out.join(&f.rel);
+        if engine.output_is(&dest, f.key) {
+            continue;
+        }
+        let dir = dest.parent().unwrap_or(out);
+        let written = crate::tmpfiles::TempFile::new_in(dir, crate::tmpfiles::SUFFIX)
+            .and_then(|mut t| t.write_all(&f.bytes).map(|()| t));
+        match written {
+            Ok(t) => staged.push((t, dest, f.key)),
+            Err(e) => {
+                // Dropped, the staged files are removed.
+                drop(staged);
+                anyhow::bail!(
+                    "{}: cannot write ({}); no output was changed: {} holds the earlier run's outputs",
+                    dest.display(),
+                    io_reason(&e),
+                    out.display()
+                );
+            }
+        }
+    }
+    for (t, dest, key) in staged {
+        t.commit(&dest, true)
+            .map_err(|e| anyhow::anyhow!("{}: cannot write ({})", dest.display(), io_reason(&e)))?;
+        engine.record_output(&dest, key)?;
     }
     for rel in earlier.iter().filter(|r| !record.outputs.contains(r)) {
         let path = out.join(rel);
@@ -206,6 +244,15 @@ fn write_output_folder(
         }
     }
     Ok(())
+}
+
+/// An I/O error's reason without its `(os error N)`.
+fn io_reason(e: &std::io::Error) -> String {
+    let s = crate::formats::archive::io_reason(e);
+    match s.find(" (os error ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
 }
 
 #[cfg(test)]

@@ -88,7 +88,24 @@ impl Engine {
     pub fn tiered(cache_dir: Option<&Path>, remote_url: Option<&str>) -> Result<Engine> {
         let remote = remote_url.map(remote::Remote::open).transpose()?;
         let store = match (cache_dir, remote) {
-            (Some(dir), remote) => Some(Store::open(dir)?.with_remote(remote)),
+            // A cache folder that cannot be made or written (read-only, no permission) costs
+            // one warning: the results do not depend on the cache.
+            (Some(dir), remote) => match Store::open(dir) {
+                Ok(store) => Some(store.with_remote(remote)),
+                Err(e) => {
+                    eprintln!(
+                        "nsys-jax-pipe: warning: cache {}: cannot use it ({}); continuing without caching{}",
+                        dir.display(),
+                        root_cause(&e),
+                        if remote.is_some() {
+                            " (nor the remote cache)"
+                        } else {
+                            ""
+                        }
+                    );
+                    None
+                }
+            },
             (None, None) => None,
             (None, Some(_)) => {
                 anyhow::bail!("a remote cache needs the local one (drop --no-cache)")

@@ -143,6 +143,15 @@ impl Archive {
         let zip = zip::ZipArchive::new(f).map_err(|e| {
             anyhow::anyhow!("{}: corrupt or truncated zip archive ({e})", path.display())
         })?;
+        // Of two members of one name, which one a reader gets is not defined.
+        if zip.has_duplicate_names() {
+            let name = duplicate_name(path, zip.central_directory_start())
+                .map_or_else(|| "two members".to_string(), |n| format!("member {n}"));
+            bail!(
+                "{}: {name} appears twice (a damaged or tampered zip archive)",
+                path.display()
+            );
+        }
         let mut members = BTreeMap::new();
         // The central directory alone (no member's local header is read here: a damaged
         // one is found, and said, when that member is read).
@@ -453,6 +462,33 @@ impl Archive {
             }
         }
         out
+    }
+}
+
+/// The first name that appears twice in the central directory that starts at `start` of
+/// the zip archive `path` (None when the directory cannot be walked: then the error names no
+/// member). Each header: its signature, 42 bytes of fields, then the name, the extra field and
+/// the comment, whose lengths are at offsets 28, 30 and 32 (APPNOTE 4.3.12).
+fn duplicate_name(path: &Path, start: u64) -> Option<String> {
+    use std::io::{Seek, SeekFrom};
+    let mut f = std::io::BufReader::new(fs::File::open(path).ok()?);
+    f.seek(SeekFrom::Start(start)).ok()?;
+    let mut seen = std::collections::HashSet::new();
+    loop {
+        let mut h = [0u8; 46];
+        f.read_exact(&mut h).ok()?;
+        if h[..4] != *b"PK\x01\x02" {
+            return None;
+        }
+        let len = |at: usize| u16::from_le_bytes([h[at], h[at + 1]]);
+        let mut name = vec![0; len(28) as usize];
+        f.read_exact(&mut name).ok()?;
+        f.seek_relative(i64::from(len(30)) + i64::from(len(32)))
+            .ok()?;
+        let name = String::from_utf8_lossy(&name).into_owned();
+        if !seen.insert(name.clone()) {
+            return Some(name);
+        }
     }
 }
 

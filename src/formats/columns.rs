@@ -42,6 +42,37 @@ impl Names {
 }
 
 /// The type of a column of names stored once each: a dictionary of 32-bit keys.
+/// A column of numbers: integers, floating point (pandas writes integer columns with nulls
+/// so), or nulls only. Text is another column or a damaged one, and is never parsed.
+pub fn ensure_numbers(a: &dyn Array, name: &str) -> Result<()> {
+    let t = a.data_type();
+    if t.is_integer() || t.is_floating() || *t == DataType::Null {
+        Ok(())
+    } else {
+        bail!("column {name:?} holds {t}, not numbers")
+    }
+}
+
+/// A column of text: strings of any width, dictionary-encoded strings, or nulls only.
+/// Numbers are another column or a damaged one, and are never printed as text.
+pub fn ensure_text(a: &dyn Array, name: &str) -> Result<()> {
+    let text = |t: &DataType| {
+        matches!(
+            t,
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
+        )
+    };
+    let ok = match a.data_type() {
+        DataType::Dictionary(_, v) => text(v),
+        t => text(t),
+    };
+    if ok {
+        Ok(())
+    } else {
+        bail!("column {name:?} holds {}, not text", a.data_type())
+    }
+}
+
 pub fn dictionary_type() -> DataType {
     DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
 }

@@ -48,11 +48,13 @@ pub fn metadata_files(t: &ExportTables) -> Result<Vec<(String, Vec<u8>)>> {
     ])
 }
 
-/// The text column `name` of a metadata file (any string type), or nothing without one.
+/// The text column `name` of a metadata file (any string type), or nothing without one; a
+/// column of another type is an error (a retyped or swapped table).
 fn text_values(batch: &RecordBatch, name: &str) -> Result<Vec<Option<String>>> {
     let Some(c) = batch.column_by_name(name) else {
         return Ok(Vec::new());
     };
+    super::columns::ensure_text(c, name)?;
     let c = cast(c, &DataType::Utf8)?;
     let c = c
         .as_any()
@@ -61,9 +63,22 @@ fn text_values(batch: &RecordBatch, name: &str) -> Result<Vec<Option<String>>> {
     Ok(c.iter().map(|v| v.map(str::to_string)).collect())
 }
 
+/// The columns a metadata table must have: a table without them is another table, or
+/// damaged.
+fn require(batch: &RecordBatch, what: &str, columns: &[&str]) -> Result<()> {
+    for c in columns {
+        anyhow::ensure!(
+            batch.column_by_name(c).is_some(),
+            "not {what}: no column {c}"
+        );
+    }
+    Ok(())
+}
+
 /// The GPU name of each row of `device-metadata.parquet`.
 pub fn gpu_names(device_metadata: Vec<u8>) -> Result<Vec<String>> {
     let batch = super::read_parquet(device_metadata)?;
+    require_devices(&batch)?;
     Ok(
         text_values(&batch, &format!("('{TARGET_INFO_GPU}', 'name')"))?
             .into_iter()
@@ -72,11 +87,22 @@ pub fn gpu_names(device_metadata: Vec<u8>) -> Result<Vec<String>> {
     )
 }
 
-/// The integer column `name` of a metadata file (any integer type), or nothing without one.
+/// What makes a table the device metadata: the GPUs' names.
+fn require_devices(batch: &RecordBatch) -> Result<()> {
+    require(
+        batch,
+        "a device metadata table",
+        &[&format!("('{TARGET_INFO_GPU}', 'name')")],
+    )
+}
+
+/// The integer column `name` of a metadata file (any integer type, or floating point as
+/// pandas writes integers with nulls), or nothing without one; text is an error.
 fn int_values(batch: &RecordBatch, name: &str) -> Result<Vec<Option<i64>>> {
     let Some(c) = batch.column_by_name(name) else {
         return Ok(Vec::new());
     };
+    super::columns::ensure_numbers(c, name)?;
     let c = cast(c, &DataType::Int64)?;
     let c = c
         .as_any()
@@ -102,6 +128,7 @@ pub fn device_facts(device_metadata: Vec<u8>) -> Result<Vec<super::gpus::DeviceF
     .collect();
     let names: Vec<&str> = wanted.iter().map(String::as_str).collect();
     let batch = super::read_parquet_columns(device_metadata, &names)?;
+    require_devices(&batch)?;
     let names = text_values(&batch, &col("name"))?;
     let ints = |c: &str| -> Result<Vec<Option<i64>>> {
         let v = int_values(&batch, &col(c))?;
@@ -142,6 +169,7 @@ pub fn device_facts(device_metadata: Vec<u8>) -> Result<Vec<super::gpus::DeviceF
 /// The `(name, value)` entries of `system-metadata.parquet`.
 pub fn system_entries(system_metadata: Vec<u8>) -> Result<Vec<(String, String)>> {
     let batch = super::read_parquet(system_metadata)?;
+    require(&batch, "a system metadata table", &["name", "value"])?;
     let names = text_values(&batch, "name")?;
     let values = text_values(&batch, "value")?;
     Ok(names

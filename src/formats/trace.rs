@@ -116,20 +116,9 @@ fn col<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a ArrayRef> {
         .with_context(|| format!("trace.parquet has no column {name:?}"))
 }
 
-/// Numbers: integers, or floating point (pandas writes integer columns with nulls so), or
-/// a column of nulls. Text or anything else is refused rather than cast.
-fn numeric(a: &ArrayRef, name: &str) -> Result<()> {
-    let t = a.data_type();
-    if t.is_integer() || t.is_floating() || *t == DataType::Null {
-        Ok(())
-    } else {
-        bail!("column {name:?} holds {t}, not numbers")
-    }
-}
-
 fn as_i64(b: &RecordBatch, name: &str) -> Result<ArrayRef> {
     let a = col(b, name)?;
-    numeric(a, name)?;
+    super::columns::ensure_numbers(a.as_ref(), name)?;
     // Casting is checked: a value beyond the 64-bit range is an error, not a wrapped number.
     let opts = arrow::compute::CastOptions {
         safe: false,
@@ -141,7 +130,7 @@ fn as_i64(b: &RecordBatch, name: &str) -> Result<ArrayRef> {
 
 fn as_i32(b: &RecordBatch, name: &str) -> Result<ArrayRef> {
     let a = col(b, name)?;
-    numeric(a, name)?;
+    super::columns::ensure_numbers(a.as_ref(), name)?;
     let opts = arrow::compute::CastOptions {
         safe: false,
         ..Default::default()
@@ -150,22 +139,10 @@ fn as_i32(b: &RecordBatch, name: &str) -> Result<ArrayRef> {
         .map_err(|e| anyhow::anyhow!("column {name:?}: {e}"))
 }
 
-/// Text: strings of any width, dictionary-encoded strings, or a column of nulls.
+/// Text (see [`super::columns::ensure_text`]).
 fn as_utf8(b: &RecordBatch, name: &str) -> Result<ArrayRef> {
     let a = col(b, name)?;
-    let text = |t: &DataType| {
-        matches!(
-            t,
-            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
-        )
-    };
-    let ok = match a.data_type() {
-        DataType::Dictionary(_, v) => text(v),
-        t => text(t),
-    };
-    if !ok {
-        bail!("column {name:?} holds {}, not text", a.data_type());
-    }
+    super::columns::ensure_text(a.as_ref(), name)?;
     Ok(cast(a, &DataType::Utf8).with_context(|| format!("column {name:?}: not text"))?)
 }
 
@@ -340,6 +317,13 @@ pub struct ThreadNames {
 
 pub fn read_thread_metadata(bytes: Vec<u8>) -> Result<ThreadNames> {
     let b = super::read_parquet(bytes)?;
+    // `Priority` tells the thread table from others with names, processes and threads (the
+    // projected trace has all three).
+    for c in ["Name", "Priority", "PID", "TID"] {
+        if b.column_by_name(c).is_none() {
+            bail!("not a thread metadata table: no column {c}");
+        }
+    }
     let pid = as_i64(&b, "PID")?;
     let tid = as_i64(&b, "TID")?;
     let name = as_utf8(&b, "Name")?;

@@ -405,6 +405,15 @@ pub fn build(
             }
         }
 
+        super::nesting::check(&super::nesting::View {
+            name: &name,
+            range_id: &range_id,
+            start: &proj_start,
+            dur: &proj_dur,
+            is_thunk: &is_thunk,
+            module_of: &module_of,
+        })?;
+
         // Program identity and execution counters (per launching thread and program).
         let mut progs: Vec<Program> = Vec::new();
         let mut prog_index: FxHashMap<(Arc<str>, String, Option<i64>), u32> = FxHashMap::default();

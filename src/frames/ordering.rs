@@ -78,7 +78,9 @@ pub fn overlap<K: Ord + Copy>(
                         covered += ce.min(e) - cs.max(s);
                     }
                 }
-                hidden[i as usize] = covered;
+                // Compute thunks that overlap each other (concurrent graph branches) cover
+                // no more than the whole communication: its exposed time is never negative.
+                hidden[i as usize] = covered.min(e - s);
             }
         }
         g = h;

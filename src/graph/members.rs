@@ -183,3 +183,56 @@ fn or_empty_table(member: &str, bytes: Option<Vec<u8>>) -> Result<Option<Vec<u8>
 pub(super) fn in_member<T>(db: &Db, p: Process, member: &str, r: Result<T>) -> Result<T> {
     r.context(Place::member(&p.archive_ref(db).path, member))
 }
+
+/// The optional members of an archive, what reading each checks, and what the analyses lose
+/// when it cannot be read.
+type Check = fn(Vec<u8>) -> Result<()>;
+const OPTIONAL: [(&str, Check, &str); 3] = [
+    (
+        archive::DEVICE_METADATA,
+        |b| crate::formats::metadata::device_facts(b).map(drop),
+        "no GPU names or peaks: the roofline, MFU and the memory limit are skipped",
+    ),
+    (
+        archive::SYSTEM_METADATA,
+        |b| crate::formats::metadata::system_entries(b).map(drop),
+        "the provenance lacks the host, driver and CUDA versions",
+    ),
+    (
+        crate::formats::run_metadata::MEMBER,
+        |b| crate::formats::run_metadata::read(&b).map(drop),
+        "the provenance lacks how the profile was made",
+    ),
+];
+
+/// One line for each optional member of the run's archives that is there but cannot be read
+/// (a bad checksum, truncated, another table, retyped columns), naming the archive, the
+/// member, the problem and what the analyses lose; the run goes on without it. Members a
+/// capture derives from its report are this tool's own and not checked.
+pub fn member_problems(db: &Db, run: super::Run) -> Vec<String> {
+    let mut problems = Vec::new();
+    for &p in run.processes(db).iter() {
+        let archive = p.archive_ref(db);
+        if archive.is_capture() {
+            continue;
+        }
+        for (member, check, lost) in OPTIONAL {
+            let Some(m) = p.resolve(db, member) else {
+                continue;
+            };
+            if archive.is_from_report(&m) {
+                continue;
+            }
+            if let Err(e) = read_member(db, p, &m).and_then(check) {
+                // A reading error names the archive and the member already.
+                let what = crate::error::one_line(&e);
+                let path = archive.path.display().to_string();
+                problems.push(match what.contains(&path) {
+                    true => format!("{what}; {lost}"),
+                    false => format!("{path}: {m}: {what}; {lost}"),
+                });
+            }
+        }
+    }
+    problems
+}

@@ -162,6 +162,7 @@ fn int64_column(batch: &RecordBatch, column: &str, nullable: bool) -> Result<Opt
     let Some(array) = find(batch, column) else {
         return Ok(None);
     };
+    crate::formats::columns::ensure_numbers(array, column)?;
     let cast = safe_cast(array, &DataType::Int64, column)?;
     let out = cast.as_primitive::<Int64Type>().clone();
     if !nullable && out.null_count() > 0 {
@@ -179,6 +180,7 @@ fn utf8_column(batch: &RecordBatch, column: &str) -> Result<Option<StringArray>>
 }
 
 fn utf8(array: &ArrayRef, column: &str) -> Result<StringArray> {
+    crate::formats::columns::ensure_text(array, column)?;
     let cast = safe_cast(array, &DataType::Utf8, column)?;
     Ok(cast.as_string::<i32>().clone())
 }

@@ -8,28 +8,31 @@
 //! campaign: `NSYS_JAX_PIPE_FUZZ_CASES=10000 NSYS_JAX_PIPE_FUZZ_SEED=7 cargo test --release
 //! --test fuzz -- --nocapture`. Failing inputs are kept under `target/fuzz-failures/`.
 
+mod classes;
+pub(crate) use classes::{negatives, parquet_bytes, table, with_column};
+
 use crate::common::*;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/mlp-fsdp-2gpu.zip");
-const DUMP_MODULE: &str = "jit_train_step.sm_9.0a_gpu_after_optimizations.hlo.pb.xz";
+pub(super) const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/mlp-fsdp-2gpu.zip");
+pub(super) const DUMP_MODULE: &str = "jit_train_step.sm_9.0a_gpu_after_optimizations.hlo.pb.xz";
 /// Longer than any honest run of the example takes, by far.
 const HANG: Duration = Duration::from_secs(60);
 
 /// splitmix64: a small, well-mixed, seedable generator.
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
-    fn below(&mut self, n: usize) -> usize {
+    pub(super) fn below(&mut self, n: usize) -> usize {
         (self.next() % n.max(1) as u64) as usize
     }
 }
@@ -96,7 +99,7 @@ fn mutate(b: &mut Vec<u8>, rng: &mut Rng) -> String {
     }
 }
 
-fn members() -> Vec<(String, Vec<u8>)> {
+pub(super) fn members() -> Vec<(String, Vec<u8>)> {
     zip_members(Path::new(EXAMPLE))
         .into_iter()
         // The report is not read by `analyze` of an archive that has its derived tables.
@@ -108,7 +111,7 @@ fn members() -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
-fn zip_bytes(members: &[(String, Vec<u8>)]) -> Vec<u8> {
+pub(super) fn zip_bytes(members: &[(String, Vec<u8>)]) -> Vec<u8> {
     let mut z = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     for (name, bytes) in members {
         let opts = zip::write::SimpleFileOptions::default()
@@ -119,29 +122,22 @@ fn zip_bytes(members: &[(String, Vec<u8>)]) -> Vec<u8> {
     z.finish().unwrap().into_inner()
 }
 
-fn xz(raw: &[u8]) -> Vec<u8> {
+pub(super) fn xz(raw: &[u8]) -> Vec<u8> {
     let mut e = liblzma::write::XzEncoder::new(Vec::new(), 0);
     e.write_all(raw).unwrap();
     e.finish().unwrap()
 }
 
+/// The parquet file rewritten without compression or dictionaries.
 fn plain_parquet(bytes: &[u8]) -> Vec<u8> {
-    let r = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
-        bytes::Bytes::from(bytes.to_vec()),
-    )
-    .unwrap()
-    .build()
-    .unwrap();
-    let schema = arrow::array::RecordBatchReader::schema(&r);
+    let b = table(bytes);
     let props = parquet::file::properties::WriterProperties::builder()
         .set_compression(parquet::basic::Compression::UNCOMPRESSED)
         .set_dictionary_enabled(false)
         .build();
     let mut out = Vec::new();
-    let mut w = parquet::arrow::ArrowWriter::try_new(&mut out, schema, Some(props)).unwrap();
-    for b in r {
-        w.write(&b.unwrap()).unwrap();
-    }
+    let mut w = parquet::arrow::ArrowWriter::try_new(&mut out, b.schema(), Some(props)).unwrap();
+    w.write(&b).unwrap();
     w.close().unwrap();
     out
 }
@@ -212,15 +208,31 @@ fn case(base: &[(String, Vec<u8>)], rng: &mut Rng) -> (Vec<u8>, String) {
 }
 
 #[derive(Debug)]
-enum Outcome {
+pub(super) enum Outcome {
     Ok,
     InputError(String),
     Bad(String),
 }
 
-fn run_case(zip: &Path, out: &Path) -> Outcome {
+pub(super) fn run_case(zip: &Path, out: &Path) -> Outcome {
+    run_case_said(zip, out).0
+}
+
+/// [`run_case`], and what the run wrote on stderr.
+pub(super) fn run_case_said(zip: &Path, out: &Path) -> (Outcome, String) {
+    run_case_with(zip, out, |_| {})
+}
+
+/// [`run_case_said`], the command set up by `env` first (its environment).
+pub(super) fn run_case_with(
+    zip: &Path,
+    out: &Path,
+    env: impl FnOnce(&mut std::process::Command),
+) -> (Outcome, String) {
     use std::os::unix::process::ExitStatusExt;
-    let mut child = std::process::Command::new(bin())
+    let mut command = std::process::Command::new(bin());
+    env(&mut command);
+    let mut child = command
         .args(["analyze", "--no-cache", "-q", "-o"])
         .arg(out)
         .arg(zip)
@@ -248,15 +260,21 @@ fn run_case(zip: &Path, out: &Path) -> Outcome {
     };
     let stderr = reader.join().unwrap();
     let Some(status) = status else {
-        return Outcome::Bad(format!("hang: no exit after {HANG:?}"));
+        return (
+            Outcome::Bad(format!("hang: no exit after {HANG:?}")),
+            stderr,
+        );
     };
     if let Some(sig) = status.signal() {
-        return Outcome::Bad(format!("killed by signal {sig}: {stderr}"));
+        return (
+            Outcome::Bad(format!("killed by signal {sig}: {stderr}")),
+            stderr,
+        );
     }
     if stderr.contains("panicked") || stderr.contains("internal error") {
-        return Outcome::Bad(format!("panic: {stderr}"));
+        return (Outcome::Bad(format!("panic: {stderr}")), stderr);
     }
-    match status.code() {
+    let outcome = match status.code() {
         Some(0) => Outcome::Ok,
         Some(2) => {
             let last = stderr
@@ -281,10 +299,11 @@ fn run_case(zip: &Path, out: &Path) -> Outcome {
             }
         }
         c => Outcome::Bad(format!("exit {c:?}: {stderr}")),
-    }
+    };
+    (outcome, stderr)
 }
 
-fn env_or(name: &str, default: u64) -> u64 {
+pub(super) fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
@@ -316,7 +335,13 @@ fn damaged_archives_end_in_an_answer_or_an_input_error() {
                         let (bytes, what) = case(base, &mut rng);
                         let zip = tmp.join(format!("case{i}.zip"));
                         std::fs::write(&zip, &bytes).unwrap();
-                        let o = run_case(&zip, &tmp.join(format!("out{i}")));
+                        let mut o = run_case(&zip, &tmp.join(format!("out{i}")));
+                        if let Outcome::Ok = o {
+                            let found = negatives(&tmp.join(format!("out{i}")));
+                            if !found.is_empty() {
+                                o = Outcome::Bad(format!("negative numbers: {}", found.join(", ")));
+                            }
+                        }
                         if let Outcome::Bad(_) = o {
                             std::fs::create_dir_all(failures_dir).unwrap();
                             std::fs::copy(
