@@ -1,0 +1,154 @@
+"""A GPT-style decoder training step with cuDNN fused attention: the workload of
+tests/data/models/gpt-cudnn*/ and (FSDP=1, 2 GPUs) tests/data/models/fsdp-gpt/.
+
+Model (pre-LayerNorm GPT-2 block without biases), bf16 compute on f32 master parameters:
+  x = wte[tokens] + wpe[positions]                         (gathers)
+  LAYERS x:  h = LN(x); q, k, v = split(h @ wqkv)          (D x 3D)
+             a = jax.nn.dot_product_attention(q, k, v, is_causal=CAUSAL,
+                                              implementation='cudnn')   (B, S, H, Dh)
+             x = x + a @ wo                                (D x D)
+             h = LN(x); x = x + gelu(h @ w1) @ w2          (D x 4D, 4D x D)
+  logits = LN(x) @ wout (D x V); loss = mean softmax cross-entropy (f32)
+  optax.adamw(1e-4) update; params and optimizer state donated.
+The attention is XLA's cuDNN flash attention custom call (`__cudnn$fmhaSoftmax*` forward,
+`__cudnn$fmhaSoftmaxBackward*` backward).
+
+FSDP=1: the same step over all visible devices (2 for the capture) through a Mesh with one
+axis "fsdp": every parameter and the optimizer state sharded on their first dimension, the
+batch on its rows; in the forward each weight is constrained to be replicated
+(with_sharding_constraint to P()), so XLA all-gathers it, and the weight gradients come back
+reduce-scattered.
+
+Ground truth printed by formula (per step, all devices): matmuls 2*M*N*K each, every one
+with a data gradient and a weight gradient in the backward (every matmul's input depends on
+parameters: the embeddings), so backward = 2 x forward; attention forward 4*B*H*pairs*Dh
+(pairs = S*S, causal S*(S+1)/2), backward model FLOPs 2 x forward (dQ, dK, dV, dP), hardware
+2.5 x forward (the flash backward recomputes Q K^T).
+
+Environment: B (8), S (2048), D (2048), H (16), LAYERS (2), V (32768), CAUSAL (1), FSDP (0),
+STEPS, WARMUP, ATTN (common.py).
+"""
+import os
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+import common
+
+B = common.env_int("B", 8)
+S = common.env_int("S", 2048)
+D = common.env_int("D", 2048)
+H = common.env_int("H", 16)
+LAYERS = common.env_int("LAYERS", 2)
+V = common.env_int("V", 32768)
+CAUSAL = bool(common.env_int("CAUSAL", 1))
+FSDP = bool(common.env_int("FSDP", 0))
+DH = D // H
+T = B * S
+BF = jnp.bfloat16
+
+common.describe("gpt" + (" fsdp" if FSDP else ""))
+print(f"shapes: B={B} S={S} D={D} H={H} Dh={DH} LAYERS={LAYERS} V={V} causal={CAUSAL} "
+      f"fsdp={FSDP} tokens/step={T}", flush=True)
+
+# Ground truth (whole step, all devices).
+mm = lambda m, n, k: 2 * m * n * k  # noqa: E731
+per_layer = {"qkv": mm(T, 3 * D, D), "out proj": mm(T, D, D), "mlp up": mm(T, 4 * D, D),
+             "mlp down": mm(T, D, 4 * D)}
+attn_f = common.attention_flops(B, H, S, S, DH, CAUSAL)
+attn_full = common.attention_flops(B, H, S, S, DH, False)
+table = []
+for name, f in per_layer.items():
+    table.append((f"{LAYERS} layers {name} fwd", LAYERS * f, LAYERS * f))
+    table.append((f"{LAYERS} layers {name} bwd (dgrad+wgrad)", 2 * LAYERS * f, 2 * LAYERS * f))
+table.append(("lm head fwd", mm(T, V, D), mm(T, V, D)))
+table.append(("lm head bwd", 2 * mm(T, V, D), 2 * mm(T, V, D)))
+table.append((f"{LAYERS} layers attention fwd", LAYERS * attn_f, LAYERS * attn_f))
+table.append((f"{LAYERS} layers attention bwd (model 2x, hardware 2.5x)", 2 * LAYERS * attn_f,
+              int(2.5 * LAYERS * attn_f)))
+print(f"attention fwd per layer: {attn_f:.6e} FLOP ({'causal, lower triangle' if CAUSAL else 'full'};"
+      f" the full S x S rectangle is {attn_full:.6e})", flush=True)
+MODEL, HW = common.print_flops(table, "hardware for causal attention assumes exactly the "
+                               "lower triangle; a flash kernel computes whole diagonal tiles")
+nparams = V * D + S * D + LAYERS * (12 * D * D + 2 * D) + D + D * V  # no biases
+print(f"parameters: {nparams} ({nparams / 1e6:.1f} M); adamw: elementwise over them", flush=True)
+
+devices = jax.devices() if FSDP else jax.devices()[:1]
+NDEV = len(devices)
+mesh = Mesh(devices, ("fsdp",))
+shard0 = NamedSharding(mesh, P("fsdp"))
+replicated = NamedSharding(mesh, P())
+
+
+def init(key):
+    ks = iter(jax.random.split(key, 4 + 4 * LAYERS))
+    n = lambda shape, s=0.02: jax.random.normal(next(ks), shape, jnp.float32) * s  # noqa: E731
+    layers = [dict(ln1=jnp.ones((D,)), wqkv=n((D, 3 * D)), wo=n((D, D)), ln2=jnp.ones((D,)),
+                   w1=n((D, 4 * D)), w2=n((4 * D, D))) for _ in range(LAYERS)]
+    return dict(wte=n((V, D)), wpe=n((S, D)), layers=layers, lnf=jnp.ones((D,)),
+                wout=n((D, V)))
+
+
+def ln(x, g):
+    x32 = x.astype(jnp.float32)
+    mu = x32.mean(-1, keepdims=True)
+    var = jnp.square(x32 - mu).mean(-1, keepdims=True)
+    return ((x32 - mu) * jax.lax.rsqrt(var + 1e-5) * g).astype(BF)
+
+
+def gathered(w):
+    """FSDP: the full weight for this use (an all-gather); a plain cast otherwise."""
+    if FSDP:
+        w = jax.lax.with_sharding_constraint(w, replicated)
+    return w.astype(BF)
+
+
+def loss_fn(params, tokens, labels):
+    x = gathered(params["wte"])[tokens] + gathered(params["wpe"])[None, :S]
+    for p in params["layers"]:
+        h = ln(x, gathered(p["ln1"]))
+        qkv = (h @ gathered(p["wqkv"])).reshape(B, S, 3, H, DH)
+        q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        a = jax.nn.dot_product_attention(q, k, v, is_causal=CAUSAL,
+                                         implementation=None if common.ATTN == "xla" else "cudnn")
+        x = x + a.reshape(B, S, D) @ gathered(p["wo"])
+        h = ln(x, gathered(p["ln2"]))
+        x = x + jax.nn.gelu(h @ gathered(p["w1"])) @ gathered(p["w2"])
+    logits = ln(x, gathered(params["lnf"])) @ gathered(params["wout"])
+    return optax.softmax_cross_entropy_with_integer_labels(
+        logits.astype(jnp.float32), labels).mean()
+
+
+opt = optax.adamw(1e-4)
+
+
+def step(params, opt_state, tokens, labels):  # named step: its XLA module is jit_step
+    loss, grads = jax.value_and_grad(loss_fn)(params, tokens, labels)
+    updates, opt_state = opt.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, loss
+
+
+key = jax.random.PRNGKey(0)
+params_shape = jax.eval_shape(init, key)
+leaf_sh = lambda x: shard0 if FSDP and x.ndim >= 1 else replicated  # noqa: E731
+p_sh = jax.tree.map(leaf_sh, params_shape)
+params = jax.jit(init, out_shardings=p_sh)(key)
+o_sh = jax.tree.map(leaf_sh, jax.eval_shape(opt.init, params_shape))
+opt_state = jax.jit(opt.init, out_shardings=o_sh)(params)
+data_sh = NamedSharding(mesh, P("fsdp", None)) if FSDP else replicated
+tk = jax.random.split(jax.random.PRNGKey(1))
+tokens = jax.device_put(jax.random.randint(tk[0], (B, S), 0, V, jnp.int32), data_sh)
+labels = jax.device_put(jax.random.randint(tk[1], (B, S), 0, V, jnp.int32), data_sh)
+jstep = jax.jit(step, in_shardings=(p_sh, o_sh, data_sh, data_sh),
+                out_shardings=(p_sh, o_sh, replicated), donate_argnums=(0, 1))
+
+
+def one(state):
+    p, o, loss = jstep(state[0], state[1], tokens, labels)
+    return (p, o), loss
+
+
+common.run(one, (params, opt_state), MODEL, HW, NDEV,
+           after=lambda i, loss: print(f"step {i}: loss {float(loss):.6f}", flush=True))
