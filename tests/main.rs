@@ -23,6 +23,7 @@ mod hostile_fs;
 mod html_report;
 mod import_diagnostics;
 mod layout;
+mod models;
 mod notebook_ops;
 mod nsys_jax_archives;
 mod pax_reference;

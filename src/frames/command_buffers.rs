@@ -19,7 +19,13 @@
 //!    nodes of a child graph, numbered after all the command buffer's own nodes.
 //! 3. **By position**: when as many nodes are left as candidates, they pair up in order (a
 //!    graph node that the profiler records as another kind of work).
-//! 4. **By time**: the graph's nodes run in thunk order, but their ids need not follow it
+//! 4. **By child graph**: a library call is recorded as a child graph whose nodes are
+//!    numbered after all the command buffer's own nodes, call after call in command order,
+//!    each call's nodes run back to back, most opened by a workspace memset
+//!    (`frames/library_calls.rs`): the nodes after the last attributed one, cut at those
+//!    memsets and where an attributed node ran between two of them, go to the free library
+//!    candidates in order when the counts agree.
+//! 5. **By time**: the graph's nodes run in thunk order, but their ids need not follow it
 //!    (XLA creates a library call's nodes — cuBLAS, cuDNN — after the others'), so what is
 //!    left is placed by when it ran: the nodes between two attributed ones (in time) belong
 //!    to the free candidates between theirs. One candidate takes them all (a cuBLAS call's
@@ -27,7 +33,7 @@
 //!    operations in order when as many of both are left, each pair of one class, an
 //!    auxiliary operation (memset, copy, split-K reduction, layout conversion) going with the
 //!    next main one.
-//! 5. What none of these matches stays in one row named after the command buffer (opcode
+//! 6. What none of these matches stays in one row named after the command buffer (opcode
 //!    `[command buffer]`), and is reported by operation name with its time. Without thunk
 //!    metadata, kernel names alone.
 //!
@@ -78,6 +84,20 @@ enum Class {
     /// A kernel XLA generated (named after an instruction).
     Kernel,
     Library,
+    /// A library GEMM (cuBLAS, cuBLASLt): one main kernel a call.
+    LibraryGemm,
+    /// A dynamic slice fusion's copy, recorded as a child graph.
+    ChildCopy,
+}
+
+/// The work a class does when matched by class: library GEMMs are library work, a dynamic
+/// slice fusion's copy a copy.
+fn family(c: Class) -> Class {
+    match c {
+        Class::LibraryGemm => Class::Library,
+        Class::ChildCopy => Class::Memcpy,
+        c => c,
+    }
 }
 
 /// The class of an operation not matched by name.
@@ -119,6 +139,10 @@ fn thunk_class(kind: &str) -> Option<Class> {
         "kCollectiveBroadcast" => Class::Broadcast,
         "kMemset32BitValue" | "kMemzero" => Class::Memset,
         "kKernel" | "kCustomKernel" => Class::Kernel,
+        "kGemm" | "kCublasLtMatmul" => Class::LibraryGemm,
+        // A dynamic slice fusion in a command buffer is, in practice, a copy into or out of
+        // a loop's carried buffer (a scan's dynamic-update-slice), recorded as a child graph.
+        "kDynamicSliceFusion" => Class::ChildCopy,
         "kCommandBuffer" | "kSequential" | "kAsync" | "kWaitForStreams" | "kWhile"
         | "kConditional" | "kDynamicSlice" => return None,
         _ if k.ends_with("Done") => return None,
@@ -210,6 +234,19 @@ fn attribute(
     let mut took: Vec<Option<usize>> = vec![None; nodes.len()];
     let mut how = vec![0u8; nodes.len()];
     let mut after = 0;
+    let id = |j: usize| ops.graph_node_id.value(here[nodes[j].0] as usize);
+    // The graph's own nodes (commands) come before every library call's child graph: a
+    // kernel numbered below the last one named after an instruction is one XLA emitted, even
+    // when no candidate's name is its own (a sort's `sort_17_1`, `sort_17_1__2`, ...).
+    let last_named = (0..nodes.len())
+        .filter(|&j| {
+            matches!(
+                names.get(ops.name.value(here[nodes[j].0] as usize)),
+                Some(Some(_))
+            )
+        })
+        .map(id)
+        .max();
     for (j, n) in nodes.iter().enumerate() {
         let name = ops.name.value(here[n.0] as usize);
         // The instruction the kernel is named after (XLA reuses one kernel for identical
@@ -234,7 +271,14 @@ fn attribute(
             how[j] = 1;
             continue;
         }
+        // An own kernel that no candidate names: unnamed, or named after an instruction
+        // inside a fusion (`sort_14_1` of `sort.14_1` in `fusion.32`).
+        let own_kernel = match named {
+            Some(instr) => !candidates.at.contains_key(instr),
+            None => op_class(name) == Class::Library,
+        } && last_named.is_some_and(|last| id(j) < last);
         let class = match named {
+            _ if own_kernel => Class::Kernel,
             Some(_) => Class::Kernel,
             None => op_class(name),
         };
@@ -244,12 +288,21 @@ fn attribute(
         if class == Class::Library {
             continue;
         }
+        // A kernel named after an instruction fits one of the same opcode; an unnamed own
+        // kernel any instruction's kernel.
         let fits = |c: usize| {
             !taken[c]
                 && list[c].0 == class
-                && (class != Class::Kernel || opcode(&list[c].1) == named.and_then(|x| opcode(x)))
+                && (class != Class::Kernel
+                    || own_kernel
+                    || opcode(&list[c].1) == named.and_then(|x| opcode(x)))
         };
-        if let Some(at) = (after..list.len()).find(|&c| fits(c)) {
+        // An unnamed own kernel is the command after the one the node before it ran.
+        let from = match j.checked_sub(1).and_then(|p| took[p]) {
+            Some(c) if own_kernel => c + 1,
+            _ => after,
+        };
+        if let Some(at) = (from..list.len()).find(|&c| fits(c)) {
             taken[at] = true;
             after = at + 1;
             owner[j] = Some(&list[at].1);
@@ -267,6 +320,45 @@ fn attribute(
             taken[c] = true;
             how[j] = 3;
         }
+    }
+    // Library calls by their child graphs: nodes numbered after every attributed one, cut
+    // into calls where a workspace memset opens one, go to the free library candidates in
+    // order.
+    use super::library_calls::Call;
+    let free_calls: Vec<(usize, Call)> = (0..list.len())
+        .filter(|&c| !taken[c])
+        .filter_map(|c| match list[c].0 {
+            Class::Library => Some((c, Call::Library)),
+            Class::LibraryGemm => Some((c, Call::Gemm)),
+            Class::ChildCopy => Some((c, Call::Copy)),
+            _ => None,
+        })
+        .collect();
+    let seen: Vec<super::library_calls::Node> = nodes
+        .iter()
+        .zip(&took)
+        .map(|(n, took)| {
+            let first = here[n.0] as usize;
+            let name = ops.name.value(first);
+            super::library_calls::Node {
+                id: ops.graph_node_id.value(first),
+                start: ops.start.value(first),
+                end: (n.0..n.1)
+                    .map(|k| ops.end.value(here[k] as usize))
+                    .max()
+                    .unwrap_or(0),
+                owned: took.is_some(),
+                opens: name == MEMSET,
+                main: auxiliary(name).is_none(),
+                copy: name == MEMCPY,
+            }
+        })
+        .collect();
+    for (j, c) in super::library_calls::child_graph_calls(&seen, &free_calls) {
+        owner[j] = Some(&list[c].1);
+        took[j] = Some(c);
+        taken[c] = true;
+        how[j] = 5;
     }
     // Then by time: what runs between two attributed nodes belongs to the free candidates
     // between theirs (a library call's kernels: a workspace memset, the GEMM, a split-K
@@ -294,6 +386,7 @@ fn attribute(
                 2 => attribution.by_order += d,
                 3 => attribution.by_position += d,
                 4 => attribution.by_time += d,
+                5 => attribution.by_call += d,
                 _ => {
                     let e = attribution
                         .unmatched
@@ -310,7 +403,7 @@ fn attribute(
 }
 
 /// Time of the command buffers' graph operations [ns]: in all, matched by name, by order
-/// within a class, by position, by time; and what stayed unmatched, by operation name
+/// within a class, by position, by time, by child graph; and what stayed unmatched, by operation name
 /// (time, count).
 #[derive(Default, Debug, Clone, PartialEq, Eq)]
 pub struct Attribution {
@@ -319,6 +412,8 @@ pub struct Attribution {
     pub by_order: i64,
     pub by_position: i64,
     pub by_time: i64,
+    /// Library calls placed by their child graphs.
+    pub by_call: i64,
     pub unmatched: BTreeMap<String, (i64, u64)>,
 }
 
@@ -389,7 +484,7 @@ fn by_time_gaps<'n>(
                     && main
                         .iter()
                         .zip(&free)
-                        .all(|(&j, &c)| op_class(name(j)) == class(c));
+                        .all(|(&j, &c)| op_class(name(j)) == family(class(c)));
                 if same_class && !main.is_empty() {
                     let paired: HashMap<usize, usize> =
                         main.iter().copied().zip(free.iter().copied()).collect();
@@ -769,11 +864,24 @@ mod tests {
     /// cuBLAS inside a graph, as XLA records it (`tests/data/gemm-bf16-cmdbuf`): the GEMM
     /// nodes are created after the fusions' (node order is not thunk order), each GEMM comes
     /// with a workspace memset, and one is split-K (a reduction kernel after it). The library
-    /// kernels' names say nothing of their instructions; time order does.
+    /// kernels' names say nothing of their instructions; their child graphs do, and where
+    /// those do not pair with the candidates (a call that never ran), time order does.
     #[test]
-    fn library_kernels_are_matched_by_time_between_attributed_ones() {
-        let hlo = module(&["custom-call.1", "fusion.4", "custom-call.0", "fusion.5"]);
-        let metadata = vec![
+    fn library_kernels_are_matched_by_child_graph_or_by_time_between_attributed_ones() {
+        for never_ran in [false, true] {
+            library_kernels(never_ran);
+        }
+    }
+
+    fn library_kernels(never_ran: bool) {
+        let hlo = module(&[
+            "custom-call.1",
+            "fusion.4",
+            "custom-call.0",
+            "fusion.5",
+            "custom-call.9",
+        ]);
+        let mut metadata = vec![
             entry("command_buffer_1", "kCommandBuffer"),
             entry("", "kSequential"),
             entry("custom-call.1", "kCublasLtMatmul"),
@@ -781,6 +889,9 @@ mod tests {
             entry("custom-call.0", "kCublasLtMatmul"),
             entry("fusion.5", "kCustomKernel"),
         ];
+        if never_ran {
+            metadata.push(entry("custom-call.9", "kCublasLtMatmul"));
+        }
         let inputs = GraphInputs {
             ops: Some(ops(&[
                 (3, 1, 300, 340, "fusion_4"),
@@ -806,7 +917,11 @@ mod tests {
                 ("fusion.5", 700, 40)
             ]
         );
-        assert_eq!((a.by_name, a.by_time), (80, 5 + 180 + 5 + 240 + 80));
+        let (by_call, by_time) = match never_ran {
+            false => (5 + 180 + 5 + 240 + 80, 0),
+            true => (0, 5 + 180 + 5 + 240 + 80),
+        };
+        assert_eq!((a.by_name, a.by_call, a.by_time), (80, by_call, by_time));
         assert!(a.unmatched.is_empty() && notes.is_empty(), "{notes:?}");
     }
 
@@ -935,6 +1050,8 @@ mod tests {
         );
         assert_eq!(thunk_class("kAllToAll"), Some(Class::SendRecv));
         assert_eq!(thunk_class("kAllGatherDone"), None);
-        assert_eq!(thunk_class("kGemm"), Some(Class::Library));
+        assert_eq!(thunk_class("kGemm"), Some(Class::LibraryGemm));
+        assert_eq!(thunk_class("kCuDnn"), Some(Class::Library));
+        assert_eq!(thunk_class("kDynamicSliceFusion"), Some(Class::ChildCopy));
     }
 }

@@ -4,6 +4,7 @@ pub mod compile;
 pub mod compile_rows;
 pub mod facts;
 pub mod gpu;
+mod library_calls;
 mod nesting;
 pub mod nsys_jax;
 pub mod ordering;

@@ -1,0 +1,131 @@
+//! The real model corpus (`tests/data/models/`, READMEs there): GPT steps with cuDNN flash
+//! attention, Llama blocks under `scan` and remat, MoE with `ragged_dot` and all-to-all, fp8
+//! GEMMs, a `ppermute` pipeline and FSDP, captured on H200s. Every operation that ran inside a
+//! command buffer is attributed to an HLO instruction, and on one GPU each instruction's time
+//! is the one its kernels took by the kernel-to-instruction table (`kernel_table.md`, made from
+//! the graph node ids and the thunk order, independently of this tool).
+
+use crate::common::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The captures of the corpus, and whether each ran on one GPU.
+const CAPTURES: [(&str, bool); 13] = [
+    ("gpt-cudnn", true),
+    ("gpt-cudnn-nocmdbuf", true),
+    ("gpt-cudnn-nocausal", true),
+    ("gpt-cudnn-long", true),
+    ("llama-scan", true),
+    ("llama-scan-nocmdbuf", true),
+    ("moe-ragged", true),
+    ("moe-ragged-nocmdbuf", true),
+    ("fp8-gemm", true),
+    ("fp8-gemm-nocmdbuf", true),
+    ("moe-a2a", false),
+    ("pipeline", false),
+    ("fsdp-gpt", false),
+];
+
+fn capture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/models")
+        .join(name)
+}
+
+/// `kernel_table.md` as instruction → total ms. A dynamic slice fusion's copy is listed
+/// under the `fusion-start` that wraps it; here it goes under one name, `[slice copies]`.
+fn kernel_table(dir: &Path) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for line in std::fs::read_to_string(dir.join("kernel_table.md")).unwrap().lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if cells.len() < 10 || cells[1].parse::<u32>().is_err() {
+            continue;
+        }
+        let instruction = cells[5].trim_matches('`');
+        let instruction = instruction.split(" (in ").next().unwrap();
+        *out.entry(slice_copies(instruction)).or_default() += cells[8].parse::<f64>().unwrap();
+    }
+    out
+}
+
+fn slice_copies(instruction: &str) -> String {
+    if instruction.starts_with("fusion-start") || instruction.starts_with("loop_dynamic_") {
+        "[slice copies]".into()
+    } else {
+        instruction.to_string()
+    }
+}
+
+fn analyse(nsys: &Path, tmp: &Path, name: &str) -> serde_json::Value {
+    let out = tmp.join(name);
+    let o = run_with_nsys(
+        nsys,
+        &os(&args![
+            "analyze",
+            "--cache-dir",
+            tmp.join("cache"),
+            "-o",
+            &out,
+            "--analysis",
+            "ops",
+            capture(name).join("rep.nsys-rep")
+        ]),
+    );
+    assert_ok(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        !stdout.contains("not attributed") && !err.contains("not attributed"),
+        "{name}: {stdout}"
+    );
+    json(&out.join("ops.json"))
+}
+
+#[test]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
+fn every_kernel_of_the_model_corpus_goes_to_its_instruction() {
+    let Some(nsys) = nsys() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, one_gpu) in CAPTURES {
+        let ops = analyse(&nsys, tmp.path(), name);
+        let buffers = &ops["command_buffers"];
+        let (whole, attributed) = (
+            buffers["ms"].as_f64().unwrap(),
+            buffers["attributed_ms"].as_f64().unwrap(),
+        );
+        assert!(
+            attributed >= 0.995 * whole,
+            "{name}: {attributed} of {whole} ms attributed"
+        );
+        // On one GPU every step is in the steady state, and inside a command buffer an
+        // instruction's time is the time its kernels kept the GPU busy: the table's sum.
+        // (Without command buffers a thunk's time is its NVTX range's span on the GPU, gaps
+        // between its kernels included, as Nsight Systems projects it.)
+        if !one_gpu || name.ends_with("-nocmdbuf") {
+            continue;
+        }
+        let mut ours: BTreeMap<String, f64> = BTreeMap::new();
+        for t in ops["top_thunks"].as_array().unwrap() {
+            *ours
+                .entry(slice_copies(t["thunk"].as_str().unwrap()))
+                .or_default() += t["total_ms"].as_f64().unwrap();
+        }
+        let truth = kernel_table(&capture(name));
+        for (instruction, ms) in &truth {
+            let got = ours.get(instruction).copied().unwrap_or(0.0);
+            assert!(
+                (got - ms).abs() <= 0.005 + 0.01 * ms,
+                "{name}: {instruction} {got} ms, its kernels {ms} ms"
+            );
+        }
+        for (instruction, ms) in &ours {
+            assert!(
+                truth.contains_key(instruction) || *ms < 0.005,
+                "{name}: {instruction} ({ms} ms) runs no kernel of the table"
+            );
+        }
+    }
+}
