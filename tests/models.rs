@@ -36,7 +36,10 @@ fn capture(name: &str) -> PathBuf {
 /// under the `fusion-start` that wraps it; here it goes under one name, `[slice copies]`.
 fn kernel_table(dir: &Path) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
-    for line in std::fs::read_to_string(dir.join("kernel_table.md")).unwrap().lines() {
+    for line in std::fs::read_to_string(dir.join("kernel_table.md"))
+        .unwrap()
+        .lines()
+    {
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
         if cells.len() < 10 || cells[1].parse::<u32>().is_err() {
             continue;
@@ -126,6 +129,88 @@ fn every_kernel_of_the_model_corpus_goes_to_its_instruction() {
                 truth.contains_key(instruction) || *ms < 0.005,
                 "{name}: {instruction} ({ms} ms) runs no kernel of the table"
             );
+        }
+    }
+}
+
+/// Model FLOPs per step (all devices) worked out from each program's shapes
+/// (`tests/data/models/README.md`): matmuls, attention by its (query, key) pairs, no
+/// recomputation. The captures whose model FLOPs need what the HLO does not say are left
+/// out: `ragged_dot`'s routed rows (moe-ragged, moe-a2a's capacity) and a pipeline's bubbles.
+const MODEL_FLOPS: [(&str, f64, f64); 9] = [
+    ("gpt-cudnn", 1.731771e13, 1.0),
+    ("gpt-cudnn-nocmdbuf", 1.731771e13, 1.0),
+    ("gpt-cudnn-nocausal", 1.814194e13, 1.0),
+    ("gpt-cudnn-long", 9.895806e12, 1.0),
+    ("llama-scan", 1.298838e13, 1.0),
+    ("llama-scan-nocmdbuf", 1.298838e13, 1.0),
+    ("fp8-gemm", 1.209463e13, 1.0),
+    ("fp8-gemm-nocmdbuf", 1.209463e13, 1.0),
+    ("fsdp-gpt", 1.731771e13, 2.0),
+];
+
+/// Per step: the model FLOPs within 2 % of the analytic count, attention's cuDNN calls costed
+/// (forward and backward, the backward's recomputed scores as hardware FLOPs only), and the
+/// MFU printed equal to model FLOPs ÷ (period × peak).
+#[test]
+#[cfg_attr(
+    not(test_nsys),
+    ignore = "needs Nsight Systems (scripts/install-nsys.sh .nsys, or NSYS)"
+)]
+fn the_model_corpus_counts_its_model_flops() {
+    let Some(nsys) = nsys() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, truth, devices) in MODEL_FLOPS {
+        let out = tmp.path().join(name);
+        assert_ok(&run_with_nsys(
+            &nsys,
+            &os(&args![
+                "analyze",
+                "--cache-dir",
+                tmp.path().join("cache"),
+                "-o",
+                &out,
+                "--analysis",
+                "roofline",
+                capture(name).join("rep.nsys-rep")
+            ]),
+        ));
+        let r = json(&out.join("roofline.json"));
+        let step = &r["step"];
+        let f = |k: &str| step[k].as_f64().unwrap_or_else(|| panic!("{name}: {k}"));
+        // The step row is per device.
+        let model = f("model_flops") * devices;
+        assert!(
+            (model - truth).abs() <= 0.02 * truth,
+            "{name}: {model:e} model FLOPs a step, {truth:e} worked out"
+        );
+        assert!(f("flops") >= f("model_flops"), "{name}");
+        let peak = r["peaks"]["tflops"][step["math"].as_str().unwrap()]
+            .as_f64()
+            .unwrap();
+        let mfu = 100.0 * f("model_flops") / (f("period_ms") * 1e-3 * peak * 1e12);
+        assert!(
+            (f("mfu_percent") - mfu).abs() < 1e-6 * mfu,
+            "{name}: MFU {} printed, {mfu} by its definition",
+            f("mfu_percent")
+        );
+        if name.starts_with("gpt") || name.starts_with("llama") {
+            let attention: Vec<&serde_json::Value> = r["ops"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|o| {
+                    o["thunk"]
+                        .as_str()
+                        .unwrap()
+                        .contains("dot_product_attention")
+                })
+                .collect();
+            assert!(!attention.is_empty(), "{name}: attention not costed");
+            for o in attention {
+                assert!(o["flops"].as_f64().unwrap() > 0.0, "{name}: {o}");
+                assert_eq!(o["bound"], "compute", "{name}: {o}");
+            }
         }
     }
 }

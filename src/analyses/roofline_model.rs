@@ -609,9 +609,12 @@ pub fn reduce(parts: &[&RooflinePartial], params: &RooflineParams) -> Roofline {
             Some(m) => {
                 let e = s.flops.by_math.entry(m).or_default();
                 e.0 += cost.matmul_flops * n;
-                if o.recomputed {
-                    e.1 += cost.matmul_flops * n;
-                }
+                // Recomputed: the whole op (rematerialised), or what it executes beyond the
+                // model's work (a flash attention backward's scores).
+                e.1 += match o.recomputed {
+                    true => cost.matmul_flops * n,
+                    false => cost.recomputed_flops * n,
+                };
                 s.flops.vector += (cost.flops - cost.matmul_flops).max(0.0) * n;
             }
             None => s.flops.vector += cost.flops * n,
@@ -749,6 +752,7 @@ mod tests {
             flops,
             matmul_flops: flops,
             transcendentals: 0.0,
+            recomputed_flops: 0.0,
             bytes,
             math: Some(math),
         })

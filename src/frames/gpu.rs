@@ -508,6 +508,20 @@ pub fn build(
         let unplaced = (0..n)
             .filter(|&r| is_thunk[r] && device(r).is_none())
             .count();
+        let thunks = is_thunk.iter().filter(|&&t| t).count();
+        // Thread metadata that places none of the trace's thunks belongs to another process
+        // (or lost its rows): the analyses would find nothing, and say so only in a note.
+        if unplaced > 0 && unplaced == thunks && !threads.name.is_empty() {
+            anyhow::bail!(
+                "{}: names none of the {} threads that launched the trace's {thunks} thunks (a thread table of another process, or a damaged one)",
+                crate::formats::archive::THREAD_METADATA,
+                (0..n)
+                    .filter(|&r| is_thunk[r])
+                    .map(|r| (pid.value(r), tid.value(r)))
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .len()
+            );
+        }
         if unplaced > 0 {
             notes.0.push(format!(
                 "ignored {unplaced} thunks launched from threads that map to no device"

@@ -4,6 +4,9 @@
 //! cost model: windows, dimension numbers, library call targets and configs, precisions;
 //! docs/design.md, "HLO fields").
 //!
+//! - cuDNN fused attention (`custom-call` to `__cudnn$fmha…`): from its score shape, mask
+//!   and operands (`super::attention`); a backward call's recomputed scores are
+//!   [`Cost::recomputed_flops`].
 //! - `dot`: 2 × result elements × the product of the left operand's contracting dimensions
 //!   (2·B·M·N·K). cuBLAS calls (`custom-call` to `__cublas$…`) the same, with their dimension
 //!   numbers and precision from the GEMM backend config (their result is a tuple: the output,
@@ -56,6 +59,10 @@ pub struct Cost {
     /// Those of matmuls and convolutions, run on [`Cost::math`].
     pub matmul_flops: f64,
     pub transcendentals: f64,
+    /// Of `matmul_flops`, those the op executes beyond the model's (a flash attention
+    /// backward's recomputed scores): hardware FLOPs, not model FLOPs.
+    #[serde(default)]
+    pub recomputed_flops: f64,
     /// Operands read plus result written.
     pub bytes: f64,
     pub math: Option<Math>,
@@ -66,6 +73,7 @@ impl Cost {
         self.flops += o.flops;
         self.matmul_flops += o.matmul_flops;
         self.transcendentals += o.transcendentals;
+        self.recomputed_flops += o.recomputed_flops;
         // The unit of the largest matmul share decides.
         if o.math.is_some() && (self.math.is_none() || o.matmul_flops > self.matmul_flops / 2.0) {
             self.math = o.math;
@@ -326,6 +334,19 @@ impl Model<'_, '_> {
             c.matmul_flops = c.flops;
             let lhs = operand(0)?;
             c.math = math(lhs.element_type, &i.cost.precision);
+        } else if op == "custom-call" && super::attention::is_fused_attention(target) {
+            let operands = i
+                .operand_ids
+                .as_slice()
+                .iter()
+                .take(3)
+                .map(|&o| self.shape(o))
+                .collect::<Result<Vec<&Shape>>>()?;
+            let a = super::attention::cost(target, &i.cost.backend_config, &operands)?;
+            c.flops = a.flops;
+            c.matmul_flops = a.flops;
+            c.recomputed_flops = a.flops - a.model_flops;
+            c.math = operands.first().and_then(|q| math(q.element_type, &[]));
         } else if op == "fusion" || op == "call" || op == "async-start" {
             for comp in i.called_computation_ids.as_slice() {
                 for inner in self.computations.get(comp).copied().unwrap_or_default() {

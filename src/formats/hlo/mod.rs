@@ -23,6 +23,7 @@ use std::sync::Arc;
 use anyhow::Result;
 
 mod alike;
+mod attention;
 mod collectives;
 pub mod cost;
 pub mod heap;
