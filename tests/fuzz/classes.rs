@@ -196,17 +196,13 @@ fn bad_times(trace: &[u8], rng: &mut Rng) -> (Vec<u8>, String) {
     (parquet_bytes(&b), what)
 }
 
-/// Range names in other scripts (the programs' and instructions' names too).
+/// Range names in other scripts: the thunks' JAX op names (`name=params['w_in']`), which
+/// reach the outputs as they are.
 fn unicode_names(trace: &[u8]) -> Vec<u8> {
     let b = table(trace);
     let b = with_column(&b, "Name", |a| {
         Arc::new(StringArray::from_iter(a.as_string::<i32>().iter().map(
-            |s| {
-                s.map(|s| {
-                    s.replace("train_step", "trän_stép_шаг_步骤🚀")
-                        .replace("fusion", "fusión")
-                })
-            },
+            |s| s.map(|s| s.replace("params", "paramètres_параметры_参数🚀")),
         )))
     });
     parquet_bytes(&b)
