@@ -185,7 +185,7 @@ fn the_model_corpus_counts_its_model_flops() {
             "{name}: {model:e} model FLOPs a step, {truth:e} worked out"
         );
         assert!(f("flops") >= f("model_flops"), "{name}");
-        let peak = r["peaks"]["tflops"][step["math"].as_str().unwrap()]
+        let peak = r["peaks"]["tflops"][step["mfu_math"].as_str().unwrap()]
             .as_f64()
             .unwrap();
         let mfu = 100.0 * f("model_flops") / (f("period_ms") * 1e-3 * peak * 1e12);
@@ -213,4 +213,30 @@ fn the_model_corpus_counts_its_model_flops() {
             }
         }
     }
+}
+
+/// MFU is against the bf16 peak for f32 work: a chain of f32 HIGHEST GEMMs running near its
+/// own units' roof reads under 10 %, its ops' roof share beside it.
+#[test]
+fn an_f32_gemm_chain_reads_a_low_mfu_and_a_high_roof_share() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let archive = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/problems/f32_highest.zip");
+    assert_ok(&analyze(
+        &tmp.path().join("cache"),
+        &out,
+        &["--analysis", "roofline"],
+        &[archive],
+    ));
+    let r = json(&out.join("roofline.json"));
+    let step = &r["step"];
+    assert_eq!(
+        (step["math"].as_str(), step["mfu_math"].as_str()),
+        (Some("f32"), Some("bf16"))
+    );
+    let mfu = step["mfu_percent"].as_f64().unwrap();
+    assert!(mfu > 0.0 && mfu <= 10.0, "{step}");
+    let top = &r["ops"][0];
+    assert_eq!(top["math"], "f32", "{top}");
+    assert!(top["roof_percent"].as_f64().unwrap() >= 50.0, "{top}");
 }

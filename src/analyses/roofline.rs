@@ -108,13 +108,18 @@ fn utilisation_line(what: &str, u: &Utilisation) -> String {
     // A no-break space keeps a percentage and its sign on one line of wrapped text.
     let pct = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{}\u{a0}%", num(v)));
     format!(
-        "{what}: {} in {}, {} TFLOP/s; MFU {}, HFU {} ({})",
+        "{what}: {} in {}, {} TFLOP/s; MFU {}, HFU {} ({}{})",
         flop(u.flops),
         duration_ms(u.time_ms),
         num(u.tflops),
         pct(u.mfu_percent),
         pct(u.hfu_percent),
         u.math.as_deref().unwrap_or("no matmuls"),
+        // Said when the matmuls ran on other units than the peak's.
+        match (&u.math, &u.mfu_math) {
+            (Some(m), Some(p)) if m != p => format!(", of the {p} peak"),
+            _ => String::new(),
+        },
     )
 }
 

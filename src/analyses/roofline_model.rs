@@ -268,8 +268,11 @@ pub struct Utilisation {
     pub matmul_flops: f64,
     /// Matmul FLOPs less the recomputed ones.
     pub model_flops: f64,
-    /// The math unit of most matmul FLOPs (its peak is the one MFU divides by).
+    /// The math units the matmul FLOPs ran on (`bf16`, `bf16+f32`, ...).
     pub math: Option<String>,
+    /// The peak MFU and HFU divide by: the dense tensor math the model's matmuls map to,
+    /// `bf16` (for f32, tf32, bf16 and f16 work) or `fp8` (when most matmul FLOPs are fp8).
+    pub mfu_math: Option<String>,
     pub tflops: f64,
     pub mfu_percent: Option<f64>,
     pub hfu_percent: Option<f64>,
@@ -383,27 +386,33 @@ impl Flops {
     }
 }
 
-/// Utilisation over `time_ns`. With one math unit, MFU is model FLOPs ÷ (time × its peak);
-/// with several, each unit's FLOPs take the time its peak needs for them, so the share of
-/// the time that work would take at the peaks is the utilisation (the same number with one
-/// unit, never above 100 % for work that fits the peaks). HFU adds the recomputed FLOPs and
-/// those outside matmuls (at the vector peak).
+/// The dense tensor math whose peak MFU and HFU divide by: fp8 when most matmul FLOPs are
+/// fp8 (int8, f64 likewise), bf16 otherwise — f32 and tf32 work included, which could have run
+/// on bf16 tensor cores (PaLM's MFU, as MaxText reports it).
+fn mfu_math(dominant: Option<Math>) -> Option<Math> {
+    Some(match dominant? {
+        m @ (Math::Fp8 | Math::Int8 | Math::F64) => m,
+        _ => Math::Bf16,
+    })
+}
+
+/// Utilisation over `time_ns`: MFU = model FLOPs ÷ (time × the peak of [`mfu_math`]), so an
+/// f32 program at its own units' peak reads low, as it runs far below what the GPU's tensor
+/// cores do; HFU adds the recomputed FLOPs, and the vector FLOPs at the vector peak.
 fn utilisation(f: &Flops, time_ns: f64, peaks: Option<&PeaksUsed>) -> Utilisation {
     let dominant = f
         .by_math
         .iter()
         .max_by(|a, b| a.1.0.total_cmp(&b.1.0))
         .map(|(m, _)| *m);
+    let reference = mfu_math(dominant);
     let matmul: f64 = f.by_math.values().map(|v| v.0).sum();
     let model: f64 = f.by_math.values().map(|v| v.0 - v.1).sum();
     let secs = time_ns * 1e-9;
     let ideal = |model_only: bool| -> Option<f64> {
         let p = peaks?;
-        let mut t = 0.0;
-        for (m, (all, re)) in &f.by_math {
-            let flops = if model_only { all - re } else { *all };
-            t += flops / (p.tflops.get(m)? * 1e12);
-        }
+        let peak = p.tflops.get(&reference?)? * 1e12;
+        let mut t = if model_only { model } else { matmul } / peak;
         if !model_only && f.vector > 0.0 {
             t += f.vector / (p.compute(None)? * 1e12);
         }
@@ -430,6 +439,7 @@ fn utilisation(f: &Flops, time_ns: f64, peaks: Option<&PeaksUsed>) -> Utilisatio
                     .join("+"),
             ),
         },
+        mfu_math: reference.map(|m| math_name(Some(m)).to_string()),
         tflops: if secs > 0.0 { flops / secs / 1e12 } else { 0.0 },
         mfu_percent: of_time(ideal(true)),
         hfu_percent: of_time(ideal(false)),
@@ -866,10 +876,10 @@ mod tests {
         assert!(close(r.steady.use_.time_ms, 30.0));
     }
 
-    /// With several math units, MFU is the time the work would take at each unit's peak
-    /// over the time it took: one TFLOP of bf16 and one of tf32 in 10 ms.
+    /// MFU divides by the bf16 peak whatever units the matmuls ran on (tf32 work could have
+    /// run on bf16 tensor cores): one TFLOP of bf16 and one of tf32 in 10 ms.
     #[test]
-    fn several_math_units_share_the_time() {
+    fn several_math_units_are_measured_against_the_bf16_peak() {
         let ops = vec![
             op("custom-call.1", 1, 3.0, matmul(1e12, 1e8, Math::Bf16)),
             op("custom-call.2", 1, 7.0, matmul(1e12, 1e8, Math::Tf32)),
@@ -879,12 +889,19 @@ mod tests {
             &RooflineParams::default(),
         );
         let bf16 = 132.0 * 4096.0 * 1830e6;
-        let tf32 = bf16 / 2.0;
-        let want = 100.0 * (1e12 / bf16 + 1e12 / tf32) / 10e-3;
+        let want = 100.0 * 2e12 / bf16 / 10e-3;
         let m = &r.modules[0];
         assert!(close(m.use_.mfu_percent.unwrap(), want), "{m:?}");
         assert!(m.use_.mfu_percent.unwrap() < 100.0);
         assert_eq!(m.use_.math.as_deref(), Some("bf16+tf32"));
+        assert_eq!(m.use_.mfu_math.as_deref(), Some("bf16"));
+        // fp8 work is measured against the fp8 peak.
+        let fp8 = vec![op("custom-call.1", 1, 3.0, matmul(1e12, 1e8, Math::Fp8))];
+        let r = reduce(
+            &[&part(vec![h100()], fp8, 10.0)],
+            &RooflineParams::default(),
+        );
+        assert_eq!(r.modules[0].use_.mfu_math.as_deref(), Some("fp8"));
     }
 
     /// `--peak` wins over the table; a GPU the table lacks gets achieved rates and a note,
