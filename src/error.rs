@@ -10,6 +10,14 @@ pub fn warn(msg: &str) {
     eprintln!("nsys-jax-pipe: warning: {}", msg.replace('\n', " "));
 }
 
+/// An operating system's reason without the `(os error N)` the standard library appends.
+pub fn without_os_code(reason: String) -> String {
+    match reason.find(" (os error ") {
+        Some(i) => reason[..i].to_string(),
+        None => reason,
+    }
+}
+
 /// Render an error chain on one line: `outer: inner: root`.
 pub fn one_line(e: &anyhow::Error) -> String {
     let mut parts: Vec<String> = Vec::new();

@@ -59,8 +59,10 @@ fn slice_copies(instruction: &str) -> String {
     }
 }
 
-fn analyse(nsys: &Path, tmp: &Path, name: &str) -> serde_json::Value {
-    let out = tmp.join(name);
+/// `analysis`'s JSON for capture `name`, which must leave nothing of its command buffers
+/// unattributed.
+fn analyse(nsys: &Path, tmp: &Path, name: &str, analysis: &str) -> serde_json::Value {
+    let out = tmp.join(name).join(analysis);
     let o = run_with_nsys(
         nsys,
         &os(&args![
@@ -70,7 +72,7 @@ fn analyse(nsys: &Path, tmp: &Path, name: &str) -> serde_json::Value {
             "-o",
             &out,
             "--analysis",
-            "ops",
+            analysis,
             capture(name).join("rep.nsys-rep")
         ]),
     );
@@ -81,7 +83,7 @@ fn analyse(nsys: &Path, tmp: &Path, name: &str) -> serde_json::Value {
         !stdout.contains("not attributed") && !err.contains("not attributed"),
         "{name}: {stdout}"
     );
-    json(&out.join("ops.json"))
+    json(&out.join(format!("{analysis}.json")))
 }
 
 #[test]
@@ -93,7 +95,7 @@ fn every_kernel_of_the_model_corpus_goes_to_its_instruction() {
     let Some(nsys) = nsys() else { return };
     let tmp = tempfile::tempdir().unwrap();
     for (name, one_gpu) in CAPTURES {
-        let ops = analyse(&nsys, tmp.path(), name);
+        let ops = analyse(&nsys, tmp.path(), name, "ops");
         let buffers = &ops["command_buffers"];
         let (whole, attributed) = (
             buffers["ms"].as_f64().unwrap(),
@@ -161,21 +163,7 @@ fn the_model_corpus_counts_its_model_flops() {
     let Some(nsys) = nsys() else { return };
     let tmp = tempfile::tempdir().unwrap();
     for (name, truth, devices) in MODEL_FLOPS {
-        let out = tmp.path().join(name);
-        assert_ok(&run_with_nsys(
-            &nsys,
-            &os(&args![
-                "analyze",
-                "--cache-dir",
-                tmp.path().join("cache"),
-                "-o",
-                &out,
-                "--analysis",
-                "roofline",
-                capture(name).join("rep.nsys-rep")
-            ]),
-        ));
-        let r = json(&out.join("roofline.json"));
+        let r = analyse(&nsys, tmp.path(), name, "roofline");
         let step = &r["step"];
         let f = |k: &str| step[k].as_f64().unwrap_or_else(|| panic!("{name}: {k}"));
         // The step row is per device.

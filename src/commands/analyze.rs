@@ -248,11 +248,7 @@ fn write_output_folder(
 
 /// An I/O error's reason without its `(os error N)`.
 fn io_reason(e: &std::io::Error) -> String {
-    let s = crate::formats::archive::io_reason(e);
-    match s.find(" (os error ") {
-        Some(i) => s[..i].to_string(),
-        None => s,
-    }
+    crate::error::without_os_code(crate::formats::archive::io_reason(e))
 }
 
 #[cfg(test)]

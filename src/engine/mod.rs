@@ -93,8 +93,8 @@ impl Engine {
             (Some(dir), remote) => match Store::open(dir) {
                 Ok(store) => Some(store.with_remote(remote)),
                 Err(e) => {
-                    eprintln!(
-                        "nsys-jax-pipe: warning: cache {}: cannot use it ({}); continuing without caching{}",
+                    crate::error::warn(&format!(
+                        "cache {}: cannot use it ({}); continuing without caching{}",
                         dir.display(),
                         root_cause(&e),
                         if remote.is_some() {
@@ -102,7 +102,7 @@ impl Engine {
                         } else {
                             ""
                         }
-                    );
+                    ));
                     None
                 }
             },
@@ -538,11 +538,7 @@ impl Engine {
 
 /// The innermost cause of `e`, an OS error without its number: "No space left on device".
 fn root_cause(e: &anyhow::Error) -> String {
-    let s = e.root_cause().to_string();
-    match s.find(" (os error ") {
-        Some(i) => s[..i].to_string(),
-        None => s,
-    }
+    crate::error::without_os_code(e.root_cause().to_string())
 }
 
 /// The cache directory: `--cache-dir`, else `$NSYS_JAX_PIPE_CACHE`, else `cache/` of the

@@ -277,14 +277,13 @@ fn attribute(
             Some(instr) => !candidates.at.contains_key(instr),
             None => op_class(name) == Class::Library,
         } && last_named.is_some_and(|last| id(j) < last);
-        let class = match named {
-            _ if own_kernel => Class::Kernel,
-            Some(_) => Class::Kernel,
-            None => op_class(name),
+        let class = match named.is_some() || own_kernel {
+            true => Class::Kernel,
+            false => op_class(name),
         };
         // A library call's kernels are nodes of a child graph, numbered after all the
         // command buffer's own nodes: their node order says nothing of their place among
-        // the thunks, so they are placed by time (step 4).
+        // the thunks, so they are placed by their child graphs (step 4) or by time (step 5).
         if class == Class::Library {
             continue;
         }
