@@ -28,7 +28,11 @@ measure() {
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 same=(--analysis summary --analysis communication)
-cold=(); cold_rss=(); warm=(); default=(); python=(); python_rss=()
+# What the roofline adds to a cold default analyze: the default pipeline without diagnose
+# (which computes the roofline it reads), with and without the roofline.
+awk -v drop=diagnose 'BEGIN{RS="";ORS="\n\n"} !($0 ~ "name = \"" drop "\"")' pipelines/default.toml >"$tmp/with.toml"
+awk 'BEGIN{RS="";ORS="\n\n"} !($0 ~ /name = "(diagnose|roofline)"/)' pipelines/default.toml >"$tmp/without.toml"
+cold=(); cold_rss=(); warm=(); default=(); python=(); python_rss=(); with=(); without=()
 for i in $(seq "$runs"); do
   rm -rf "$tmp/cache" "$tmp/out" "$tmp/out2"
   read -r w r < <(measure "$bin" analyze -q "${same[@]}" --cache-dir "$tmp/cache" -o "$tmp/out" "${inputs[@]}")
@@ -38,6 +42,11 @@ for i in $(seq "$runs"); do
   rm -rf "$tmp/cache" "$tmp/out"
   read -r w _ < <(measure "$bin" analyze -q --cache-dir "$tmp/cache" -o "$tmp/out" "${inputs[@]}")
   default+=("$w")
+  for p in with without; do
+    rm -rf "$tmp/cache" "$tmp/out"
+    read -r w _ < <(measure "$bin" analyze -q --pipeline "$tmp/$p.toml" --cache-dir "$tmp/cache" -o "$tmp/out" "${inputs[@]}")
+    eval "$p+=(\"\$w\")"
+  done
   if [[ -n "$python_tool" ]]; then
     rm -rf "$tmp/py" "$tmp/py.zip"; mkdir "$tmp/py"
     read -r w r < <(TMPDIR="$tmp/py" measure "$python_tool" "${same[@]}" -o "$tmp/py.zip" "${inputs[@]}")
@@ -63,3 +72,6 @@ echo "cold analyze:                  ${c} s; peak RSS $((rss / 1024)) MiB"
 awk -v w="$wm" -v c="$c" 'BEGIN {printf "warm analyze (all cached):     %s s (%.1f %% of cold)\n", w, 100 * w / c}'
 awk -v c="$c" -v p="$p" 'BEGIN {printf "speed-up, cold:                %.1fx\n", p / c}'
 echo "cold analyze, default analyses (pipelines/default.toml): ${d} s"
+a=$(printf '%s\n' "${with[@]}" | median)
+b=$(printf '%s\n' "${without[@]}" | median)
+awk -v a="$a" -v b="$b" 'BEGIN {printf "roofline cost, cold default analyze without diagnose: %s s with it, %s s without: +%.1f %%\n", a, b, 100 * (a - b) / b}'

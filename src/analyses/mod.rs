@@ -18,6 +18,7 @@ pub mod range_sums;
 pub mod ranges;
 pub mod registry;
 pub mod roofline;
+pub mod roofline_flops;
 pub mod roofline_model;
 pub mod share;
 pub mod sources;

@@ -7,10 +7,10 @@
 //! Output contract (`roofline.json`): `{"peaks":{device, tflops:{math: TFLOP/s}, memory_gb_s,
 //! source, overridden:[..]} | null, "steady":{time_ms, steps, step_ms, flops, matmul_flops,
 //! model_flops, math, tflops, mfu_percent, hfu_percent}, "modules":[{program_id, module,
-//! executions, time_ms, flops, matmul_flops, recomputed_flops, math, tflops, mfu_percent,
+//! executions, time_ms, flops, matmul_flops, recomputed_flops, beyond_model, math, tflops, mfu_percent,
 //! hfu_percent, costed_percent}], "ops":[{program_id, module, thunk, opcode,
 //! executions, time_ms, percent, flops, bytes, intensity, tflops, gb_s, math, roof_tflops,
-//! roof_percent, bound}], "uncosted":{communication_ms, command_buffer_ms, without_hlo_ms,
+//! roof_percent, bound, flops_unknown}], "uncosted":{communication_ms, command_buffer_ms, without_hlo_ms,
 //! not_costed_ms}, "notes":[..]}`. FLOPs and bytes of an op are per execution; of a module
 //! or the steady state, over all its executions on every device.
 //!
@@ -28,10 +28,12 @@ use arrow::array::AsArray;
 use arrow::datatypes::{Int32Type, Int64Type};
 use serde::{Deserialize, Serialize};
 
+use super::roofline_flops::{Flops, flops_notes, utilisation};
+pub use super::roofline_flops::{PositiveFlops, Utilisation};
 use crate::analyses::ops::modules_by_program;
 use crate::analyses::summary::short_id;
 use crate::formats::gpus::{DeviceFacts, PeakOverride, PeaksUsed, math_name, peaks_used};
-use crate::formats::hlo::cost::{Cost, Math};
+use crate::formats::hlo::cost::{Beyond, Cost};
 use crate::frames::command_buffers::is_command_buffer;
 use crate::frames::gpu::{
     COMMAND_BUFFER, COMMUNICATION, DEVICE, NAME, OP_NAME, PROGRAM_ID, PROGRAM_NAME, PROJ_DUR,
@@ -233,6 +235,11 @@ pub fn partial(steady: &Steady, programs: &Programs) -> RooflinePartial {
 pub struct RooflineParams {
     #[serde(default)]
     pub peak: PeakOverride,
+    /// The model FLOPs of one step over all devices, where the HLO executes work the model
+    /// does not count and cannot say so (pipeline bubbles, capacity-padded expert slots):
+    /// the step's MFU divides these instead of the HLO's count.
+    #[serde(default)]
+    pub model_flops: Option<PositiveFlops>,
 }
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
@@ -257,25 +264,11 @@ pub struct OpRow {
     pub roof_tflops: Option<f64>,
     /// Of the roof at its intensity (of the memory bandwidth for an op without FLOPs).
     pub roof_percent: Option<f64>,
-    /// `compute` or `memory` (None without peaks).
+    /// `compute` or `memory` (None without peaks, or when its FLOPs are unknown).
     pub bound: Option<String>,
-}
-
-#[derive(Serialize, Clone, Debug, PartialEq, Default)]
-pub struct Utilisation {
-    pub time_ms: f64,
-    pub flops: f64,
-    pub matmul_flops: f64,
-    /// Matmul FLOPs less the recomputed ones.
-    pub model_flops: f64,
-    /// The math units the matmul FLOPs ran on (`bf16`, `bf16+f32`, ...).
-    pub math: Option<String>,
-    /// The peak MFU and HFU divide by: the dense tensor math the model's matmuls map to,
-    /// `bf16` (for f32, tf32, bf16 and f16 work) or `fp8` (when most matmul FLOPs are fp8).
-    pub mfu_math: Option<String>,
-    pub tflops: f64,
-    pub mfu_percent: Option<f64>,
-    pub hfu_percent: Option<f64>,
+    /// A custom kernel whose FLOPs the HLO does not say: `flops` is 0, not a count.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub flops_unknown: bool,
 }
 
 #[derive(Serialize, Clone, Debug, PartialEq)]
@@ -351,101 +344,6 @@ pub struct Roofline {
 
 const MS: f64 = 1e-6;
 
-/// FLOPs of a module or of the steady state, by the unit they run on.
-#[derive(Default)]
-struct Flops {
-    /// Matmul FLOPs by math unit: all of them, and the recomputed ones.
-    by_math: BTreeMap<Math, (f64, f64)>,
-    /// FLOPs outside matmuls (the vector units').
-    vector: f64,
-}
-
-impl Flops {
-    fn scaled(&self, k: f64) -> Flops {
-        Flops {
-            by_math: self
-                .by_math
-                .iter()
-                .map(|(m, (a, r))| (*m, (a * k, r * k)))
-                .collect(),
-            vector: self.vector * k,
-        }
-    }
-
-    fn matmul(&self) -> f64 {
-        self.by_math.values().map(|v| v.0).sum()
-    }
-
-    fn add(&mut self, o: &Flops) {
-        for (m, (a, r)) in &o.by_math {
-            let e = self.by_math.entry(*m).or_default();
-            e.0 += a;
-            e.1 += r;
-        }
-        self.vector += o.vector;
-    }
-}
-
-/// The dense tensor math whose peak MFU and HFU divide by: fp8 when most matmul FLOPs are
-/// fp8 (int8, f64 likewise), bf16 otherwise — f32 and tf32 work included, which could have run
-/// on bf16 tensor cores (PaLM's MFU, as MaxText reports it).
-fn mfu_math(dominant: Option<Math>) -> Option<Math> {
-    Some(match dominant? {
-        m @ (Math::Fp8 | Math::Int8 | Math::F64) => m,
-        _ => Math::Bf16,
-    })
-}
-
-/// Utilisation over `time_ns`: MFU = model FLOPs ÷ (time × the peak of [`mfu_math`]), so an
-/// f32 program at its own units' peak reads low, as it runs far below what the GPU's tensor
-/// cores do; HFU adds the recomputed FLOPs, and the vector FLOPs at the vector peak.
-fn utilisation(f: &Flops, time_ns: f64, peaks: Option<&PeaksUsed>) -> Utilisation {
-    let dominant = f
-        .by_math
-        .iter()
-        .max_by(|a, b| a.1.0.total_cmp(&b.1.0))
-        .map(|(m, _)| *m);
-    let reference = mfu_math(dominant);
-    let matmul: f64 = f.by_math.values().map(|v| v.0).sum();
-    let model: f64 = f.by_math.values().map(|v| v.0 - v.1).sum();
-    let secs = time_ns * 1e-9;
-    let ideal = |model_only: bool| -> Option<f64> {
-        let p = peaks?;
-        let peak = p.tflops.get(&reference?)? * 1e12;
-        let mut t = if model_only { model } else { matmul } / peak;
-        if !model_only && f.vector > 0.0 {
-            t += f.vector / (p.compute(None)? * 1e12);
-        }
-        Some(t)
-    };
-    let of_time = |t: Option<f64>| {
-        t.filter(|_| secs > 0.0 && dominant.is_some())
-            .map(|t| 100.0 * t / secs)
-    };
-    let flops = matmul + f.vector;
-    Utilisation {
-        time_ms: time_ns * MS,
-        flops,
-        matmul_flops: matmul,
-        model_flops: model,
-        math: match f.by_math.len() {
-            0 => None,
-            1 => dominant.map(|m| math_name(Some(m)).to_string()),
-            _ => Some(
-                f.by_math
-                    .keys()
-                    .map(|m| math_name(Some(*m)))
-                    .collect::<Vec<_>>()
-                    .join("+"),
-            ),
-        },
-        mfu_math: reference.map(|m| math_name(Some(m)).to_string()),
-        tflops: if secs > 0.0 { flops / secs / 1e12 } else { 0.0 },
-        mfu_percent: of_time(ideal(true)),
-        hfu_percent: of_time(ideal(false)),
-    }
-}
-
 /// The op row of merged (program, thunk) parts with a cost.
 fn op_row(o: &OpPart, module: &str, cost: &Cost, peaks: Option<&PeaksUsed>) -> OpRow {
     let secs = o.time_ns as f64 * 1e-9;
@@ -460,7 +358,7 @@ fn op_row(o: &OpPart, module: &str, cost: &Cost, peaks: Option<&PeaksUsed>) -> O
         None
     };
     let (mut roof, mut percent, mut bound) = (None, None, None);
-    if let Some(p) = peaks {
+    if let Some(p) = peaks.filter(|_| !cost.flops_unknown) {
         let compute = p.compute(math);
         let memory = p.memory_gb_s;
         if cost.flops > 0.0 {
@@ -502,6 +400,7 @@ fn op_row(o: &OpPart, module: &str, cost: &Cost, peaks: Option<&PeaksUsed>) -> O
         roof_tflops: roof,
         roof_percent: percent,
         bound: bound.map(str::to_string),
+        flops_unknown: cost.flops_unknown,
     }
 }
 
@@ -511,6 +410,8 @@ fn step_row(
     programs: &[(String, String, f64)],
     all: &Flops,
     peaks: Option<&PeaksUsed>,
+    model_flops: Option<f64>,
+    notes: &mut Vec<String>,
 ) -> Option<StepRow> {
     let (id, name, _) = programs
         .iter()
@@ -534,12 +435,27 @@ fn step_row(
     }
     let period = crate::stats::median(&gaps)?;
     let per_step = executions.max(1) as f64;
+    let mut use_ = utilisation(&all.scaled(1.0 / per_step), period, peaks);
+    if let Some(given) = model_flops {
+        // Per device, as the row is; MFU is proportional to the model FLOPs.
+        let model = given / devices.max(1) as f64;
+        notes.push(format!(
+            "the step's model FLOPs are the {given:.4e} given (over {devices} device(s)), not \
+             the {:.4e} the HLO counts",
+            use_.model_flops * devices.max(1) as f64
+        ));
+        use_.mfu_percent = use_
+            .mfu_percent
+            .filter(|_| use_.model_flops > 0.0)
+            .map(|m| m * model / use_.model_flops);
+        use_.model_flops = model;
+    }
     Some(StepRow {
         module: name.clone(),
         program_id: id.clone(),
         steps: executions as f64 / devices.max(1) as f64,
         period_ms: period * MS,
-        use_: utilisation(&all.scaled(1.0 / per_step), period, peaks),
+        use_,
     })
 }
 
@@ -621,10 +537,17 @@ pub fn reduce(parts: &[&RooflinePartial], params: &RooflineParams) -> Roofline {
                 e.0 += cost.matmul_flops * n;
                 // Recomputed: the whole op (rematerialised), or what it executes beyond the
                 // model's work (a flash attention backward's scores).
-                e.1 += match o.recomputed {
-                    true => cost.matmul_flops * n,
-                    false => cost.recomputed_flops * n,
+                let (why, beyond) = match (o.recomputed, cost.beyond) {
+                    (true, _) => (Some(Beyond::Rematerialised), cost.matmul_flops * n),
+                    (false, Some(Beyond::UnknownGroups)) => (cost.beyond, cost.matmul_flops * n),
+                    (false, why) => (why, cost.recomputed_flops * n),
                 };
+                if why != Some(Beyond::UnknownGroups) {
+                    e.1 += beyond;
+                }
+                if let Some(why) = why.filter(|_| beyond > 0.0) {
+                    *s.flops.beyond.entry(why).or_default() += beyond;
+                }
                 s.flops.vector += (cost.flops - cost.matmul_flops).max(0.0) * n;
             }
             None => s.flops.vector += cost.flops * n,
@@ -710,10 +633,28 @@ pub fn reduce(parts: &[&RooflinePartial], params: &RooflineParams) -> Roofline {
         .map(|(_, s, e)| e - s)
         .sum();
     let devices = parts.iter().map(|p| p.spans.len()).sum::<usize>().max(1) as u64;
-    let step = step_row(parts, &per_program, &all, peaks.as_ref());
+    let step = step_row(
+        parts,
+        &per_program,
+        &all,
+        peaks.as_ref(),
+        params.model_flops.map(|f| f.0),
+        &mut notes,
+    );
+    let steady = utilisation(&all, wall as f64, peaks.as_ref());
+    let unknown: Vec<(&str, f64)> = rows
+        .iter()
+        .filter(|r| r.flops_unknown)
+        .map(|r| (r.thunk.as_str(), r.time_ms))
+        .collect();
+    notes.extend(flops_notes(
+        step.as_ref().map_or(&steady, |s| &s.use_),
+        &unknown,
+        costed_total,
+    ));
     Roofline {
         steady: SteadyRow {
-            use_: utilisation(&all, wall as f64, peaks.as_ref()),
+            use_: steady,
             devices,
         },
         step,
@@ -732,6 +673,7 @@ pub fn reduce(parts: &[&RooflinePartial], params: &RooflineParams) -> Roofline {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::formats::hlo::cost::Math;
 
     fn h100() -> DeviceFacts {
         DeviceFacts {
@@ -765,6 +707,7 @@ mod tests {
             recomputed_flops: 0.0,
             bytes,
             math: Some(math),
+            ..Default::default()
         })
     }
 

@@ -51,6 +51,37 @@ pub enum Math {
     F64,
 }
 
+/// Why an op executes FLOPs beyond the model's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Beyond {
+    /// Recomputed as a whole (XLA's rematerialisation, `jax.checkpoint`).
+    Rematerialised,
+    /// A flash attention backward's recomputed scores.
+    AttentionScores,
+    /// A ragged dot computed against all of its groups' weights (`super::ragged`).
+    DenseGroups,
+    /// A ragged dot's lowering whose groups its shapes do not show: counted as executed.
+    UnknownGroups,
+}
+
+impl Beyond {
+    /// What the extra FLOPs are, in a user's words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Beyond::Rematerialised => {
+                "recomputed by rematerialisation (jax.checkpoint, XLA's remat)"
+            }
+            Beyond::AttentionScores => "flash attention backward recomputing its scores",
+            Beyond::DenseGroups => {
+                "ragged_dot lowered to dense GEMMs over all groups (every row times every \
+                 group's weights, masked)"
+            }
+            Beyond::UnknownGroups => "ragged_dot GEMMs whose groups the HLO shapes do not show",
+        }
+    }
+}
+
 /// What one instruction costs per execution.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Cost {
@@ -59,10 +90,17 @@ pub struct Cost {
     /// Those of matmuls and convolutions, run on [`Cost::math`].
     pub matmul_flops: f64,
     pub transcendentals: f64,
-    /// Of `matmul_flops`, those the op executes beyond the model's (a flash attention
-    /// backward's recomputed scores): hardware FLOPs, not model FLOPs.
+    /// Of `matmul_flops`, those the op executes beyond the model's ([`Cost::beyond`] says
+    /// why): hardware FLOPs, not model FLOPs.
     #[serde(default)]
     pub recomputed_flops: f64,
+    /// Why the op executes more than the model's FLOPs, when it does by construction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beyond: Option<Beyond>,
+    /// A kernel whose FLOPs nothing in the HLO says (a Pallas, Triton or Mosaic custom call,
+    /// a foreign function): `flops` is 0 and not a count.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub flops_unknown: bool,
     /// Operands read plus result written.
     pub bytes: f64,
     pub math: Option<Math>,
@@ -74,6 +112,8 @@ impl Cost {
         self.matmul_flops += o.matmul_flops;
         self.transcendentals += o.transcendentals;
         self.recomputed_flops += o.recomputed_flops;
+        self.beyond = self.beyond.or(o.beyond);
+        self.flops_unknown |= o.flops_unknown;
         // The unit of the largest matmul share decides.
         if o.math.is_some() && (self.math.is_none() || o.matmul_flops > self.matmul_flops / 2.0) {
             self.math = o.math;
@@ -128,6 +168,26 @@ fn bits(ty: i32) -> Option<u32> {
     })
 }
 
+/// Custom-call targets that do no floating-point work: sorts, random bits, layout and
+/// placement markers.
+const NO_FLOPS_TARGETS: &[&str] = &[
+    "__cub$DeviceRadixSort",
+    "cu_threefry2x32",
+    "SliceToDynamic",
+    "PadToStatic",
+    "Sharding",
+    "SPMDFullToShardShape",
+    "SPMDShardToFullShape",
+    "MoveToHost",
+    "MoveToDevice",
+    "AllocateBuffer",
+    "LayoutConstraint",
+    "annotate_device_placement",
+    "X64Combine",
+    "X64SplitLow",
+    "X64SplitHigh",
+];
+
 /// Instructions that never run as a kernel of their own: no cost is kept for them.
 const NO_KERNEL: &[&str] = &[
     "parameter",
@@ -147,6 +207,12 @@ pub(super) fn costs(computations: &[Computation<'_>]) -> ModuleCosts {
         computations: computations
             .iter()
             .map(|c| (c.id, c.instructions.as_slice()))
+            .collect(),
+        bitcasts: computations
+            .iter()
+            .flat_map(|c| c.instructions.iter())
+            .filter(|i| i.opcode == "bitcast" || i.opcode == "reshape")
+            .filter_map(|i| Some((i.id, *i.operand_ids.as_slice().first()?)))
             .collect(),
     };
     // Only instructions that can be a kernel of their own are kept: those of computations
@@ -193,6 +259,8 @@ pub const INLINED_CALLERS: &[&str] = &[
 struct Model<'m, 'a> {
     shapes: FxHashMap<i64, &'m Shape>,
     computations: FxHashMap<i64, &'m [Instruction<'a>]>,
+    /// A bitcast's or reshape's operand, by the instruction's id.
+    bitcasts: FxHashMap<i64, i64>,
 }
 
 const ELEMENTWISE: &[&str] = &[
@@ -269,32 +337,52 @@ impl Model<'_, '_> {
         let op = &*i.opcode;
         let target = &*i.cost.target;
         if op == "dot" || (op == "custom-call" && target.starts_with("__cublas$")) {
-            let (contracting, precision) = if op == "dot" {
-                let d = i
-                    .cost
-                    .lhs_contracting
-                    .clone()
-                    .ok_or_else(|| anyhow!("a dot without dimension numbers"))?;
-                (d, i.cost.precision.clone())
+            let dims = if op == "dot" {
+                GemmDims {
+                    contracting: i
+                        .cost
+                        .lhs_contracting
+                        .clone()
+                        .ok_or_else(|| anyhow!("a dot without dimension numbers"))?,
+                    batch: Vec::new(),
+                    precision: i.cost.precision.clone(),
+                }
             } else {
                 gemm_config(&i.cost.backend_config)?
             };
-            let lhs = self.shape(
-                *i.operand_ids
-                    .as_slice()
-                    .first()
-                    .ok_or_else(|| anyhow!("no operands"))?,
-            )?;
-            let k = contracting.iter().try_fold(1f64, |k, &d| {
-                usize::try_from(d)
-                    .ok()
-                    .and_then(|d| lhs.dimensions.as_slice().get(d))
-                    .map(|&n| k * n as f64)
-                    .ok_or_else(|| anyhow!("contracting dimension {d} not in the operand"))
-            })?;
+            let operand = |k: usize| i.operand_ids.as_slice().get(k).copied();
+            let lhs = self.shape(operand(0).ok_or_else(|| anyhow!("no operands"))?)?;
+            let size = |ds: &[i64]| {
+                ds.iter().try_fold(1f64, |k, &d| {
+                    usize::try_from(d)
+                        .ok()
+                        .and_then(|d| lhs.dimensions.as_slice().get(d))
+                        .map(|&n| k * n as f64)
+                        .ok_or_else(|| anyhow!("dimension {d} not in the left operand"))
+                })
+            };
+            let k = size(&dims.contracting)?;
             c.flops = 2.0 * result_elements()? * k;
             c.matmul_flops = c.flops;
-            c.math = math(lhs.element_type, &precision);
+            c.math = math(lhs.element_type, &dims.precision);
+            let batch: Vec<i64> = dims
+                .batch
+                .iter()
+                .filter_map(|&d| usize::try_from(d).ok())
+                .filter_map(|d| lhs.dimensions.as_slice().get(d).copied())
+                .collect();
+            let source = |k: usize| {
+                let from = self.bitcasts.get(&operand(k)?)?;
+                self.shape(*from).ok()
+            };
+            match super::ragged::groups(&i.op_name, &batch, k, [source(0), source(1)]) {
+                super::ragged::Groups::None => {}
+                super::ragged::Groups::Dense(g) => {
+                    c.recomputed_flops = c.flops * (1.0 - 1.0 / f64::from(g));
+                    c.beyond = Some(Beyond::DenseGroups);
+                }
+                super::ragged::Groups::Unknown => c.beyond = Some(Beyond::UnknownGroups),
+            }
         } else if op == "convolution" || (op == "custom-call" && target.starts_with("__cudnn$conv"))
         {
             // Every form costs what its forward convolution does: 2 × the forward output's
@@ -346,7 +434,17 @@ impl Model<'_, '_> {
             c.flops = a.flops;
             c.matmul_flops = a.flops;
             c.recomputed_flops = a.flops - a.model_flops;
+            if c.recomputed_flops > 0.0 {
+                c.beyond = Some(Beyond::AttentionScores);
+            }
             c.math = operands.first().and_then(|q| math(q.element_type, &[]));
+        } else if op == "ragged-dot" {
+            // A grouped GEMM of XLA's own: its dimension numbers are not read.
+            bail!("a ragged-dot: its FLOPs are not counted (dimension numbers not read)");
+        } else if op == "custom-call" && !NO_FLOPS_TARGETS.iter().any(|t| target.starts_with(t)) {
+            // A kernel of the user's or of a library the model does not know: its bytes from
+            // its operands, its FLOPs unknown (never a guess).
+            c.flops_unknown = true;
         } else if op == "fusion" || op == "call" || op == "async-start" {
             for comp in i.called_computation_ids.as_slice() {
                 for inner in self.computations.get(comp).copied().unwrap_or_default() {
@@ -402,9 +500,17 @@ fn math(ty: i32, precision: &[i64]) -> Option<Math> {
     })
 }
 
-/// A cuBLAS call's contracting dimensions and operand precisions, from its backend config
-/// (JSON: `gemm_backend_config.dot_dimension_numbers`, `.precision_config`).
-fn gemm_config(config: &[u8]) -> Result<(Vec<i64>, Vec<i64>)> {
+/// A GEMM's dimension numbers and operand precisions.
+struct GemmDims {
+    /// The left operand's contracting and batch dimensions.
+    contracting: Vec<i64>,
+    batch: Vec<i64>,
+    precision: Vec<i64>,
+}
+
+/// A cuBLAS call's dimension numbers and operand precisions, from its backend config (JSON:
+/// `gemm_backend_config.dot_dimension_numbers`, `.precision_config`).
+fn gemm_config(config: &[u8]) -> Result<GemmDims> {
     #[derive(Deserialize)]
     struct Outer {
         gemm_backend_config: Gemm,
@@ -419,6 +525,8 @@ fn gemm_config(config: &[u8]) -> Result<(Vec<i64>, Vec<i64>)> {
     struct Dims {
         #[serde(default)]
         lhs_contracting_dimensions: Vec<serde_json::Value>,
+        #[serde(default)]
+        lhs_batch_dimensions: Vec<serde_json::Value>,
     }
     #[derive(Deserialize)]
     struct Precision {
@@ -427,17 +535,16 @@ fn gemm_config(config: &[u8]) -> Result<(Vec<i64>, Vec<i64>)> {
     }
     let o: Outer = serde_json::from_slice(config)
         .map_err(|e| anyhow!("a cuBLAS call without a readable GEMM config ({e})"))?;
-    let dims = o
-        .gemm_backend_config
-        .dot_dimension_numbers
-        .lhs_contracting_dimensions
-        .iter()
-        .map(|v| match v {
-            serde_json::Value::String(s) => s.parse().ok(),
-            v => v.as_i64(),
-        })
-        .collect::<Option<Vec<i64>>>()
-        .ok_or_else(|| anyhow!("a cuBLAS call with unreadable contracting dimensions"))?;
+    let ints = |vs: &[serde_json::Value]| {
+        vs.iter()
+            .map(|v| match v {
+                serde_json::Value::String(s) => s.parse().ok(),
+                v => v.as_i64(),
+            })
+            .collect::<Option<Vec<i64>>>()
+            .ok_or_else(|| anyhow!("a cuBLAS call with unreadable dimension numbers"))
+    };
+    let d = &o.gemm_backend_config.dot_dimension_numbers;
     let precision = o
         .gemm_backend_config
         .precision_config
@@ -452,7 +559,11 @@ fn gemm_config(config: &[u8]) -> Result<(Vec<i64>, Vec<i64>)> {
                 .collect()
         })
         .unwrap_or_default();
-    Ok((dims, precision))
+    Ok(GemmDims {
+        contracting: ints(&d.lhs_contracting_dimensions)?,
+        batch: ints(&d.lhs_batch_dimensions)?,
+        precision,
+    })
 }
 
 #[cfg(test)]
@@ -654,6 +765,91 @@ mod tests {
             c.notes,
             ["dot.1: no shape", "dot.2: operand 7 has no shape"]
         );
+    }
+
+    /// A custom kernel's FLOPs are unknown (its bytes counted); a ragged-dot of XLA's own is a
+    /// note; a dense lowering of `ragged_dot` counts its groups (the model corpus's MoE).
+    #[test]
+    fn custom_kernels_ragged_dots_and_their_dense_lowering() {
+        let field = |f: u32, body: &[u8]| {
+            let mut out = Vec::new();
+            prost::encoding::encode_key(f, WireType::LengthDelimited, &mut out);
+            prost::encoding::encode_varint(body.len() as u64, &mut out);
+            out.extend_from_slice(body);
+            out
+        };
+        let int = |f: u32, v: u64| {
+            let mut out = Vec::new();
+            prost::encoding::encode_key(f, WireType::Varint, &mut out);
+            prost::encoding::encode_varint(v, &mut out);
+            out
+        };
+        let shape = [int(2, 16), int(3, 1024), int(3, 1024)].concat();
+        let param = [
+            field(1, b"p"),
+            field(2, b"parameter"),
+            field(3, &shape),
+            int(35, 1),
+        ]
+        .concat();
+        let pallas = [
+            field(1, b"custom-call.1"),
+            field(2, b"custom-call"),
+            field(3, &shape),
+            field(28, b"__gpu$xla.gpu.triton"),
+            int(35, 2),
+            int(36, 1),
+        ]
+        .concat();
+        let sort = [
+            field(1, b"custom-call.2"),
+            field(2, b"custom-call"),
+            field(3, &shape),
+            field(28, b"__cub$DeviceRadixSort"),
+            int(35, 3),
+            int(36, 1),
+        ]
+        .concat();
+        let ragged = [
+            field(1, b"ragged-dot.1"),
+            field(2, b"ragged-dot"),
+            field(3, &shape),
+            int(35, 4),
+            int(36, 1),
+        ]
+        .concat();
+        let comp = [
+            field(2, &param),
+            field(2, &pallas),
+            field(2, &sort),
+            field(2, &ragged),
+            int(5, 1),
+        ]
+        .concat();
+        let c = module_costs(&field(1, &field(3, &comp))).unwrap();
+        let kernel = &c.by_instruction["custom-call.1"];
+        assert!(kernel.flops_unknown && kernel.flops == 0.0, "{kernel:?}");
+        assert_eq!(kernel.bytes, 4.0 * 1024.0 * 1024.0);
+        assert!(!c.by_instruction["custom-call.2"].flops_unknown);
+        assert_eq!(
+            c.notes,
+            ["ragged-dot.1: a ragged-dot: its FLOPs are not counted (dimension numbers not read)"]
+        );
+        // The MoE of the model corpus: 18 expert GEMMs over 8 groups, the routed FLOPs left.
+        let ragged: Vec<Cost> = costs_of("models/moe-ragged")
+            .by_instruction
+            .into_values()
+            .filter(|c| c.beyond.is_some())
+            .collect();
+        assert_eq!(ragged.len(), 18);
+        for c in ragged {
+            assert_eq!(c.beyond, Some(Beyond::DenseGroups));
+            assert!((c.flops - 5.497558e11).abs() < 1e6, "{c:?}");
+            assert!(
+                (c.flops - c.recomputed_flops - 5.497558e11 / 8.0).abs() < 1e6,
+                "{c:?}"
+            );
+        }
     }
 
     /// Every module of the H200 captures (2026 XLA) is costed without a note, and the train

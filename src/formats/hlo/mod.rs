@@ -31,6 +31,7 @@ mod instruction;
 mod model;
 mod module;
 mod plan;
+mod ragged;
 #[cfg(test)]
 mod reflect;
 mod schema;
