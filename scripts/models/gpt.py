@@ -7,7 +7,7 @@ Model (pre-LayerNorm GPT-2 block without biases), bf16 compute on f32 master par
              a = jax.nn.dot_product_attention(q, k, v, is_causal=CAUSAL,
                                               implementation='cudnn')   (B, S, H, Dh)
              x = x + a @ wo                                (D x D)
-             h = LN(x); x = x + gelu(h @ w1) @ w2          (D x 4D, 4D x D)
+             h = LN(x); x = x + gelu(h @ w1) @ w2          (D x F, F x D; F = MLP x D)
   logits = LN(x) @ wout (D x V); loss = mean softmax cross-entropy (f32)
   optax.adamw(1e-4) update; params and optimizer state donated.
 The attention is XLA's cuDNN flash attention custom call (`__cudnn$fmhaSoftmax*` forward,
@@ -19,14 +19,21 @@ batch on its rows; in the forward each weight is constrained to be replicated
 (with_sharding_constraint to P()), so XLA all-gathers it, and the weight gradients come back
 reduce-scattered.
 
+DP=1: data parallel over all visible devices: parameters and optimizer state replicated, the
+batch sharded on its rows (mesh axis "dp"); XLA all-reduces the gradients.
+
+ATTN=xla: XLA's attention (jax.nn.dot_product_attention implementation='xla'): the full S x S
+scores with the mask applied, so its hardware FLOPs are the full rectangle's, forward and
+backward (2 x forward, no recomputation).
+
 Ground truth printed by formula (per step, all devices): matmuls 2*M*N*K each, every one
 with a data gradient and a weight gradient in the backward (every matmul's input depends on
 parameters: the embeddings), so backward = 2 x forward; attention forward 4*B*H*pairs*Dh
 (pairs = S*S, causal S*(S+1)/2), backward model FLOPs 2 x forward (dQ, dK, dV, dP), hardware
 2.5 x forward (the flash backward recomputes Q K^T).
 
-Environment: B (8), S (2048), D (2048), H (16), LAYERS (2), V (32768), CAUSAL (1), FSDP (0),
-STEPS, WARMUP, ATTN (common.py).
+Environment: B (8), S (2048), D (2048), H (16), LAYERS (2), V (32768), CAUSAL (1), MLP (4: the
+MLP's width F = MLP x D), FSDP (0), DP (0), STEPS, WARMUP, ATTN (common.py).
 """
 import os
 
@@ -45,18 +52,22 @@ LAYERS = common.env_int("LAYERS", 2)
 V = common.env_int("V", 32768)
 CAUSAL = bool(common.env_int("CAUSAL", 1))
 FSDP = bool(common.env_int("FSDP", 0))
+DP = bool(common.env_int("DP", 0))
+assert not (FSDP and DP), "FSDP=1 or DP=1, not both"
+MLP = common.env_int("MLP", 4)
+F = MLP * D
 DH = D // H
 T = B * S
 BF = jnp.bfloat16
 
-common.describe("gpt" + (" fsdp" if FSDP else ""))
-print(f"shapes: B={B} S={S} D={D} H={H} Dh={DH} LAYERS={LAYERS} V={V} causal={CAUSAL} "
-      f"fsdp={FSDP} tokens/step={T}", flush=True)
+common.describe("gpt" + (" fsdp" if FSDP else "") + (" dp" if DP else ""))
+print(f"shapes: B={B} S={S} D={D} H={H} Dh={DH} LAYERS={LAYERS} V={V} F={F} (MLP={MLP}) "
+      f"causal={CAUSAL} fsdp={FSDP} dp={DP} tokens/step={T}", flush=True)
 
 # Ground truth (whole step, all devices).
 mm = lambda m, n, k: 2 * m * n * k  # noqa: E731
-per_layer = {"qkv": mm(T, 3 * D, D), "out proj": mm(T, D, D), "mlp up": mm(T, 4 * D, D),
-             "mlp down": mm(T, D, 4 * D)}
+per_layer = {"qkv": mm(T, 3 * D, D), "out proj": mm(T, D, D), "mlp up": mm(T, F, D),
+             "mlp down": mm(T, D, F)}
 attn_f = common.attention_flops(B, H, S, S, DH, CAUSAL)
 attn_full = common.attention_flops(B, H, S, S, DH, False)
 table = []
@@ -65,20 +76,28 @@ for name, f in per_layer.items():
     table.append((f"{LAYERS} layers {name} bwd (dgrad+wgrad)", 2 * LAYERS * f, 2 * LAYERS * f))
 table.append(("lm head fwd", mm(T, V, D), mm(T, V, D)))
 table.append(("lm head bwd", 2 * mm(T, V, D), 2 * mm(T, V, D)))
-table.append((f"{LAYERS} layers attention fwd", LAYERS * attn_f, LAYERS * attn_f))
-table.append((f"{LAYERS} layers attention bwd (model 2x, hardware 2.5x)", 2 * LAYERS * attn_f,
-              int(2.5 * LAYERS * attn_f)))
+if common.ATTN == "xla":  # full S x S scores, masked; the backward from stored probabilities
+    table.append((f"{LAYERS} layers attention fwd (XLA: full scores)", LAYERS * attn_f,
+                  LAYERS * attn_full))
+    table.append((f"{LAYERS} layers attention bwd (model 2x, hardware 2x the full scores)",
+                  2 * LAYERS * attn_f, 2 * LAYERS * attn_full))
+else:
+    table.append((f"{LAYERS} layers attention fwd", LAYERS * attn_f, LAYERS * attn_f))
+    table.append((f"{LAYERS} layers attention bwd (model 2x, hardware 2.5x)",
+                  2 * LAYERS * attn_f, int(2.5 * LAYERS * attn_f)))
 print(f"attention fwd per layer: {attn_f:.6e} FLOP ({'causal, lower triangle' if CAUSAL else 'full'};"
       f" the full S x S rectangle is {attn_full:.6e})", flush=True)
-MODEL, HW = common.print_flops(table, "hardware for causal attention assumes exactly the "
-                               "lower triangle; a flash kernel computes whole diagonal tiles")
-nparams = V * D + S * D + LAYERS * (12 * D * D + 2 * D) + D + D * V  # no biases
+MODEL, HW = common.print_flops(
+    table, "XLA attention: the full score rectangle, masked" if common.ATTN == "xla" else
+    "hardware for causal attention assumes exactly the lower triangle; a flash kernel "
+    "computes whole diagonal tiles")
+nparams = V * D + S * D + LAYERS * (4 * D * D + 2 * D * F + 2 * D) + D + D * V  # no biases
 print(f"parameters: {nparams} ({nparams / 1e6:.1f} M); adamw: elementwise over them", flush=True)
 
-devices = jax.devices() if FSDP else jax.devices()[:1]
+devices = jax.devices() if FSDP or DP else jax.devices()[:1]
 NDEV = len(devices)
-mesh = Mesh(devices, ("fsdp",))
-shard0 = NamedSharding(mesh, P("fsdp"))
+mesh = Mesh(devices, ("dp" if DP else "fsdp",))
+shard0 = NamedSharding(mesh, P(mesh.axis_names[0]))
 replicated = NamedSharding(mesh, P())
 
 
@@ -86,7 +105,7 @@ def init(key):
     ks = iter(jax.random.split(key, 4 + 4 * LAYERS))
     n = lambda shape, s=0.02: jax.random.normal(next(ks), shape, jnp.float32) * s  # noqa: E731
     layers = [dict(ln1=jnp.ones((D,)), wqkv=n((D, 3 * D)), wo=n((D, D)), ln2=jnp.ones((D,)),
-                   w1=n((D, 4 * D)), w2=n((4 * D, D))) for _ in range(LAYERS)]
+                   w1=n((D, F)), w2=n((F, D))) for _ in range(LAYERS)]
     return dict(wte=n((V, D)), wpe=n((S, D)), layers=layers, lnf=jnp.ones((D,)),
                 wout=n((D, V)))
 
@@ -112,7 +131,7 @@ def loss_fn(params, tokens, labels):
         qkv = (h @ gathered(p["wqkv"])).reshape(B, S, 3, H, DH)
         q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
         a = jax.nn.dot_product_attention(q, k, v, is_causal=CAUSAL,
-                                         implementation=None if common.ATTN == "xla" else "cudnn")
+                                         implementation="xla" if common.ATTN == "xla" else "cudnn")
         x = x + a.reshape(B, S, D) @ gathered(p["wo"])
         h = ln(x, gathered(p["ln2"]))
         x = x + jax.nn.gelu(h @ gathered(p["w1"])) @ gathered(p["w2"])
@@ -137,7 +156,8 @@ p_sh = jax.tree.map(leaf_sh, params_shape)
 params = jax.jit(init, out_shardings=p_sh)(key)
 o_sh = jax.tree.map(leaf_sh, jax.eval_shape(opt.init, params_shape))
 opt_state = jax.jit(opt.init, out_shardings=o_sh)(params)
-data_sh = NamedSharding(mesh, P("fsdp", None)) if FSDP else replicated
+data_sh = (NamedSharding(mesh, P("fsdp", None)) if FSDP else
+           NamedSharding(mesh, P("dp", None)) if DP else replicated)
 tk = jax.random.split(jax.random.PRNGKey(1))
 tokens = jax.device_put(jax.random.randint(tk[0], (B, S), 0, V, jnp.int32), data_sh)
 labels = jax.device_put(jax.random.randint(tk[1], (B, S), 0, V, jnp.int32), data_sh)

@@ -15,7 +15,7 @@ use super::diagnose_rules::{self as rules, Check, Finding, Inputs, Severity, pru
 use super::roofline_model::RooflineParams;
 use super::{
     Analysis, Reduced, Registered, RunShares, ShareUse, Upstream, communication, compilation,
-    memory, ops, roofline, stragglers, summary,
+    memory, ops, provenance, ranges, roofline, stragglers, summary,
 };
 use crate::report::{Section, escape};
 use crate::units::{duration_ms, pct, wrap};
@@ -38,7 +38,7 @@ type Source = (&'static dyn Registered, pruned::Keep<'static>);
 
 /// The analyses it reads, in the order of [`Inputs`], with the keys of their outputs the
 /// rules read (rows longest first, so the first few hundred hold the evidence).
-fn sources() -> [Source; 7] {
+fn sources() -> [Source; 9] {
     [
         (
             &summary::SummaryAnalysis,
@@ -82,6 +82,11 @@ fn sources() -> [Source; 7] {
                 ("ops", Some(300)),
             ],
         ),
+        (
+            &provenance::ProvenanceAnalysis,
+            &[("recorded", None), ("facts", None)],
+        ),
+        (&ranges::RangesAnalysis, &[("ranges", Some(50))]),
     ]
 }
 
@@ -126,6 +131,8 @@ impl Analysis for DiagnoseAnalysis {
             });
             match value {
                 Ok(v) => got.push(Some(v)),
+                // A profile without ranges of the program's own: nothing to read, by design.
+                Err(_) if name == ranges::RangesAnalysis::NAME => got.push(None),
                 Err(e) => {
                     notes.push(format!(
                         "{name}: {} (its rules could not judge)",
@@ -145,6 +152,8 @@ impl Analysis for DiagnoseAnalysis {
             stragglers: next(),
             memory: next(),
             roofline: next(),
+            provenance: next(),
+            ranges: next(),
         };
         let (findings, checks) = rules::run(&ins);
         let steady_ms = rules::Context::of(&ins).steady_ms;

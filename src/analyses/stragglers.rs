@@ -15,7 +15,8 @@
 //! Output contract (`stragglers.json`):
 //! `{"devices": n, "aligned_instances": n, "offsets_us": {"<device>": f},
 //!   "per_device": [{device, instances, times_last, lateness_us_mean, lateness_us_median,
-//!   lateness_us_p90, lateness_us_max}],
+//!   lateness_us_p90, lateness_us_max, steps, steps_last, step_lateness_us_median,
+//!   step_lateness_us_max, steps_late_ms}] (a step's lateness: at its first collective),
 //!   "per_module": [{program_id, name, instances, wait_ms, module_ms, wait_percent}],
 //!   "worst": [{program_id, execution, thunk, thunk_execution, last_device, late_by_us,
 //!   margin_us}], "wait_histograms": [{collective, waits, mean_us, max_us, bins_us:
@@ -131,6 +132,20 @@ pub struct DeviceRow {
     pub lateness_us_median: f64,
     pub lateness_us_p90: f64,
     pub lateness_us_max: f64,
+    /// Steps (module executions with collectives) and, at each step's first collective,
+    /// how often this device arrived last and how late it was (the step's lateness: a rank
+    /// late to a step is late at its first collective, and the later ones wait for nothing).
+    #[serde(default)]
+    pub steps: u64,
+    #[serde(default)]
+    pub steps_last: u64,
+    #[serde(default)]
+    pub step_lateness_us_median: f64,
+    #[serde(default)]
+    pub step_lateness_us_max: f64,
+    /// Summed over the steps it arrived last at [ms].
+    #[serde(default)]
+    pub steps_late_ms: f64,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -274,6 +289,8 @@ pub fn reduce(partials: &[StragglersPartial]) -> Stragglers {
     let mut wait_ns: BTreeMap<&str, (u64, f64)> = BTreeMap::new();
     let mut waits_us: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut worst = Vec::new();
+    // Per step (program, execution): its first collective's first arrival and arrivals.
+    let mut step_first: BTreeMap<(&str, i32), (f64, Vec<(i32, f64)>)> = BTreeMap::new();
     for ((prog, exec, thunk, texec), arrivals) in &by_instance {
         if arrivals.len() < 2 {
             continue;
@@ -283,6 +300,12 @@ pub fn reduce(partials: &[StragglersPartial]) -> Stragglers {
             .map(|a| (a.device, a.start_ns as f64 - offset[&a.device]))
             .collect();
         let first = t.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
+        let s = step_first
+            .entry((prog, *exec))
+            .or_insert((f64::INFINITY, Vec::new()));
+        if first < s.0 {
+            *s = (first, t.clone());
+        }
         let mut order: Vec<&(i32, f64)> = t.iter().collect();
         order.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
         let (last_dev, last) = *order[order.len() - 1];
@@ -314,9 +337,28 @@ pub fn reduce(partials: &[StragglersPartial]) -> Stragglers {
             margin_us: (last - second) * 1e-3,
         });
     }
+    // Each step's lateness: at its first collective, per device; the last one's.
+    let mut step_late: BTreeMap<i32, (u64, u64, Vec<f64>, f64)> = BTreeMap::new();
+    for (first, t) in step_first.values() {
+        let last = t
+            .iter()
+            .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
+            .map(|x| x.0);
+        for (d, x) in t {
+            let e = step_late.entry(*d).or_default();
+            e.0 += 1;
+            e.2.push((x - first) * 1e-3);
+            if Some(*d) == last {
+                e.1 += 1;
+                e.3 += (x - first) * 1e-6;
+            }
+        }
+    }
     out.per_device = devices
         .iter()
         .map(|&d| {
+            let (steps, steps_last, mut sl, steps_late_ms) =
+                step_late.remove(&d).unwrap_or_default();
             let mut l = lateness.remove(&d).unwrap_or_default();
             let k = l.len();
             let mean = if k > 0 {
@@ -332,6 +374,11 @@ pub fn reduce(partials: &[StragglersPartial]) -> Stragglers {
                 lateness_us_median: median(&mut l),
                 lateness_us_p90: quantile(&mut l, 0.9),
                 lateness_us_max: l.iter().copied().fold(f64::NAN, f64::max),
+                steps,
+                steps_last,
+                step_lateness_us_median: median(&mut sl),
+                step_lateness_us_max: sl.iter().copied().fold(f64::NAN, f64::max),
+                steps_late_ms,
             }
         })
         .collect();

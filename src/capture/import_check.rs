@@ -16,6 +16,13 @@
 //!   result is stored like any node;
 //! - an archive written by `run` or `archive` carries what was found as [`MEMBER`], which
 //!   `analyze`, `compare` and `combine` repeat.
+//!
+//! Not every message means lost events: the daemon's notice that "Sampling and/or context
+//! switch data cannot be collected due to not enough system resources" (and others on CPU
+//! sampling, counters, backtraces) comes with "Importation succeeded with non-fatal errors"
+//! while the GPU work is whole. Such notices, and the importer's summary lines when every
+//! specific message is one, are said once as a note and kept in the member; only the rest
+//! warn ([`classify`]).
 
 use crate::capture::nsys::Nsys;
 use crate::engine::value::Bytes;
@@ -36,11 +43,79 @@ pub struct ImportDiagnostics {
     pub report: String,
     /// Where the errors were read: "nsys output" or "report".
     pub source: String,
-    /// The importer's errors, one line each (empty: none found).
+    /// The importer's errors that mean events were lost, one line each (empty: none found).
     pub errors: Vec<String>,
+    /// Its notices that some optional data was not collected (CPU sampling, context
+    /// switches, counters): said once, never a warning.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
+}
+
+/// Words of the importer's messages that say optional data was not collected, not that
+/// events were lost: the daemon's "Sampling and/or context switch data cannot be collected
+/// due to not enough system resources", CPU counters, backtraces, OS runtime tracing.
+const NOTICE_WORDS: &[&str] = &[
+    "sampling",
+    "context switch",
+    "not enough system resources",
+    "cpu counter",
+    "perf_event",
+    "paranoid",
+    "backtrace",
+    "cpu frequency",
+];
+
+/// The importer's own summary lines, which say errors happened but not which.
+const GENERIC: &[&str] = &[
+    "importer status:",
+    "errors occurred while processing the raw events",
+];
+
+/// Whether an importer message is a notice (see [`NOTICE_WORDS`]).
+pub fn is_notice(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    NOTICE_WORDS.iter().any(|w| m.contains(w))
+}
+
+/// `messages` split into errors that mean events were lost and notices. The importer's
+/// summary lines follow the messages they sum up: notices when every specific message is a
+/// notice, errors otherwise (alone, they are errors: nothing says what was lost).
+pub fn classify(messages: Vec<String>) -> (Vec<String>, Vec<String>) {
+    let generic = |m: &str| {
+        let l = m.to_ascii_lowercase();
+        GENERIC.iter().any(|g| l.starts_with(g))
+    };
+    let specific: Vec<&String> = messages.iter().filter(|m| !generic(m)).collect();
+    let only_notices = !specific.is_empty() && specific.iter().all(|m| is_notice(m));
+    messages
+        .into_iter()
+        .partition(|m| !(is_notice(m) || (only_notices && generic(m))))
 }
 
 impl ImportDiagnostics {
+    /// What `messages` of `report`, read from `source`, say (see [`classify`]).
+    pub fn of(report: String, source: &str, messages: Vec<String>) -> ImportDiagnostics {
+        let (errors, notices) = classify(messages);
+        ImportDiagnostics {
+            report,
+            source: source.to_string(),
+            errors,
+            notices,
+        }
+    }
+
+    /// The notices, as one note (None without any).
+    pub fn note(&self) -> Option<String> {
+        (!self.notices.is_empty()).then(|| {
+            format!(
+                "{}: Nsight Systems noted: {} (optional data not collected; the GPU work was \
+                 imported)",
+                self.report,
+                self.notices.join("; ")
+            )
+        })
+    }
+
     pub fn is_incomplete(&self) -> bool {
         !self.errors.is_empty()
     }
@@ -66,8 +141,14 @@ impl ImportDiagnostics {
         serde_json::to_vec_pretty(self).expect("serialisable")
     }
 
+    /// A stored record, its messages classified again (a record written before notices were
+    /// told apart holds them among its errors).
     pub fn from_json(bytes: &[u8], what: &str) -> Result<ImportDiagnostics> {
-        serde_json::from_slice(bytes).with_context(|| format!("{what}: not valid {MEMBER}"))
+        let d: ImportDiagnostics = serde_json::from_slice(bytes)
+            .with_context(|| format!("{what}: not valid {MEMBER}"))?;
+        let mut all = d.errors;
+        all.extend(d.notices);
+        Ok(ImportDiagnostics::of(d.report, &d.source, all))
     }
 }
 
@@ -301,14 +382,16 @@ pub fn of_processes(
         let found = if archive.is_capture() {
             let nsys = nsys()?;
             let key = engine.file_key(&archive.path)?;
-            of_report(engine, &nsys, &archive.path, &key)?.map(|errors| ImportDiagnostics {
-                report: archive
-                    .path
-                    .file_name()
-                    .map(|f| f.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                source: "report".into(),
-                errors,
+            of_report(engine, &nsys, &archive.path, &key)?.map(|errors| {
+                ImportDiagnostics::of(
+                    archive
+                        .path
+                        .file_name()
+                        .map(|f| f.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    "report",
+                    errors,
+                )
             })
         } else if let Some(m) = archive.resolve(MEMBER, stem.as_deref()) {
             let what = format!("{}: {m}", archive.path.display());
@@ -331,11 +414,7 @@ pub fn of_processes(
                 of_report(engine, &nsys, path, &key)
             });
             match errors {
-                Ok(errors) => errors.map(|errors| ImportDiagnostics {
-                    report,
-                    source: "report".into(),
-                    errors,
-                }),
+                Ok(errors) => errors.map(|errors| ImportDiagnostics::of(report, "report", errors)),
                 // A damaged report costs what it would tell (the frames say what is lost);
                 // the analyses go on.
                 Err(e) => {
@@ -378,6 +457,42 @@ mod tests {
         assert!(from_nsys_output(clean).is_empty());
     }
 
+    /// Notices (sampling, context switches) lose no GPU work: alone, with the importer's
+    /// summary lines, they are notes; beside an error that loses events, that error warns.
+    #[test]
+    fn notices_are_told_from_lost_events() {
+        let notice = "Sampling and/or context switch data cannot be collected due to not enough system resources";
+        let status = "importer status: Importation succeeded with non-fatal errors";
+        let raw = "errors occurred while processing the raw events";
+        let lost = "Unknown driver API function index: 780";
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            classify(s(&[status, notice, raw])),
+            (vec![], s(&[status, notice, raw]))
+        );
+        assert_eq!(
+            classify(s(&[status, notice, lost, raw])),
+            (s(&[status, lost, raw]), s(&[notice]))
+        );
+        // Alone, the summary lines say nothing of what was lost: errors.
+        assert_eq!(classify(s(&[status])), (s(&[status]), vec![]));
+        let d = ImportDiagnostics::of("rep.nsys-rep".into(), "nsys output", s(&[status, notice]));
+        assert!(!d.is_incomplete());
+        assert!(d.note().unwrap().contains("not enough system resources"));
+        // A record written before notices were told apart is classified again.
+        let old = format!(
+            r#"{{"report":"rep.nsys-rep","source":"nsys output","errors":["{status}","{notice}"]}}"#
+        );
+        let d = ImportDiagnostics::from_json(old.as_bytes(), "x").unwrap();
+        assert!(!d.is_incomplete() && d.notices.len() == 2, "{d:?}");
+        // From the report's diagnostic events: an error-level notice is a notice.
+        let line = format!(
+            r#"{{"Type":49,"DiagnosticEvent":{{"Source":"Daemon","Level":"Error","Text":"{notice}"}}}}"#
+        );
+        let (errors, notices) = classify(from_json_export(line.as_bytes()).unwrap());
+        assert!(errors.is_empty() && notices.len() == 1, "{notices:?}");
+    }
+
     #[test]
     fn reads_diagnostic_events() {
         let lines = [
@@ -400,6 +515,7 @@ mod tests {
             report: "whole.nsys-rep".into(),
             source: "report".into(),
             errors: vec!["Analysis: Unknown driver API function index: 780".into()],
+            notices: vec![],
         };
         let w = d.warning();
         assert!(

@@ -149,8 +149,10 @@ pub(super) fn write_archive(
         )
     };
     let import = import?;
-    if let Some(d) = &import {
-        ui.warn(&d.warning());
+    match &import {
+        Some(d) if d.is_incomplete() => ui.warn(&d.warning()),
+        Some(d) => ui.say(&format!("nsys-jax-pipe: note: {}", d.note().unwrap_or_default())),
+        None => {}
     }
     let mut results = results?;
     let analyses = start.elapsed();
@@ -162,6 +164,8 @@ pub(super) fn write_archive(
                 d.to_json(),
             ));
     }
+    // Notices alone lose nothing: the member keeps them, the outputs are not marked.
+    let import = import.filter(ImportDiagnostics::is_incomplete);
     mark_import_problems(&mut results.texts, import.as_slice());
     contents.entries.extend(analysis_entries(&results));
     contents
@@ -238,14 +242,14 @@ fn capture_import(
         crate::graph::capture::import_diagnostics(db, run)?.pop()
     } else {
         let report = run.processes(db)[0].archive_ref(db).path.clone();
-        Some(ImportDiagnostics {
-            report: report
+        Some(ImportDiagnostics::of(
+            report
                 .file_name()
                 .map(|f| f.to_string_lossy().into_owned())
                 .unwrap_or_default(),
-            source: "nsys output".into(),
-            errors: from_output,
-        })
+            "nsys output",
+            from_output,
+        ))
     };
     Ok(found)
 }

@@ -1,13 +1,17 @@
 """Shared by the problem programs: the profiler range and the log of what ran."""
 import ctypes
 import os
+import re
 import time
 
 import jax
 
 STEPS = int(os.environ.get("STEPS", "10"))
 WARMUP = int(os.environ.get("WARMUP", "3"))
-_cuda = ctypes.CDLL("libcuda.so.1")
+try:
+    _cuda = ctypes.CDLL("libcuda.so.1")
+except OSError:  # no GPU here (a dry run on the CPU: JAX_PLATFORMS=cpu)
+    _cuda = None
 
 
 def describe(name, truth):
@@ -15,6 +19,8 @@ def describe(name, truth):
     print(f"{name}: jax {jax.__version__}, {len(jax.devices())} device(s) {dev.device_kind}, "
           f"process {jax.process_index()} of {jax.process_count()}", flush=True)
     print(f"ground truth: {truth}", flush=True)
+    print(f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')} STEPS={STEPS} WARMUP={WARMUP}",
+          flush=True)
 
 
 def profiled(step, steps=STEPS, warmup=WARMUP):
@@ -22,13 +28,51 @@ def profiled(step, steps=STEPS, warmup=WARMUP):
     the wall time of each step."""
     for i in range(warmup):
         step(-1 - i)
-    _cuda.cuProfilerStart()
+    if _cuda:
+        _cuda.cuProfilerStart()
     times = []
     for i in range(steps):
         t = time.perf_counter()
         step(i)
         times.append(time.perf_counter() - t)
-    _cuda.cuProfilerStop()
+    if _cuda:
+        _cuda.cuProfilerStop()
     for i, s in enumerate(times):
         print(f"step {i}: {s * 1e3:.3f} ms wall", flush=True)
-    print(f"median step {sorted(times)[len(times) // 2] * 1e3:.3f} ms", flush=True)
+    med = sorted(times)[len(times) // 2]
+    print(f"median step {med * 1e3:.3f} ms", flush=True)
+    return med
+
+
+def median(xs):
+    return sorted(xs)[len(xs) // 2]
+
+
+def async_overlap(hlo_text, start="all-reduce-start", done="all-reduce-done"):
+    """In the scheduled, optimized HLO text of one module (`compiled.as_text()`): the number
+    of `start` ops and how many of them have a GEMM (a cuBLAS custom call or a GEMM fusion)
+    scheduled between the start and its done. Instructions print in schedule order."""
+    inst = re.compile(r"^(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(\(.*?\)|\S+)\s+([\w\-]+)\((.*)$")
+    open_ops, starts, overlapped = {}, 0, set()
+    for line in hlo_text.splitlines():
+        m = inst.match(line.strip())
+        if not m:
+            continue
+        name, _, op, rest = m.groups()
+        if op == start:
+            starts += 1
+            open_ops[name] = False
+        elif op == done:
+            arg = rest.split(")")[0].split()[-1].lstrip("%")
+            if open_ops.pop(arg, False):
+                overlapped.add(arg)
+        elif (op == "custom-call" and ("__cublas" in rest or "gemm" in rest)) or (
+                op == "fusion" and "kind=kCustom" in rest and "gemm" in rest):
+            for k in open_ops:
+                open_ops[k] = True
+    return starts, len(overlapped)
+
+
+def count_ops(hlo_text, opcode):
+    """The instructions of `opcode` in an HLO text (`compiled.as_text()`)."""
+    return len(re.findall(rf"\s{re.escape(opcode)}\(", hlo_text))

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh, PartitionSpec as P
 
-from common import describe, profiled
+from common import async_overlap, count_ops, describe, profiled
 
 try:
     from jax import shard_map
@@ -42,6 +42,11 @@ ws = [(jax.random.normal(k, (D, D), jnp.float32) * D ** -0.5).astype(jnp.bfloat1
       for k in keys[1:]]
 h = jax.device_put(h, jax.sharding.NamedSharding(mesh, P(None, "d")))
 ws = [jax.device_put(w, jax.sharding.NamedSharding(mesh, P("d", None))) for w in ws]
+hlo = step_fn.lower(h, ws).compile().as_text()
+starts, hidden = async_overlap(hlo)
+print(f"compiled step: {starts} all-reduce-start ops ({count_ops(hlo, 'all-reduce')} "
+      f"synchronous all-reduce), {hidden} of them with a GEMM scheduled between start and done",
+      flush=True)
 
 
 def step(i):

@@ -284,35 +284,24 @@ pub(super) fn stragglers(ins: &Inputs, cx: &Context) -> Outcome {
         .map(|m| (text(m, "program_id"), text(m, "name")))
         .collect();
     let mut evidence = Vec::new();
-    let last = rows(s, "per_device").iter().max_by(|a, b| {
-        let f = |r: &Value| {
-            num(r, &["times_last"]).unwrap_or(0.0) / num(r, &["instances"]).unwrap_or(1.0).max(1.0)
-        };
-        f(a).total_cmp(&f(b))
-    });
-    let mut late = None;
-    if let Some(d) = last {
-        let (k, n, med) = (
-            num(d, &["times_last"]).unwrap_or(0.0),
-            num(d, &["instances"]).unwrap_or(0.0),
-            num(d, &["lateness_us_median"]).unwrap_or(0.0),
-        );
-        if n > 0.0 && k / n >= 0.5 && med >= LATE_US {
-            late = num(d, &["device"]).map(|x| x as i64);
-            evidence.push(Evidence {
-                device: late,
-                ..ev(
-                    "stragglers",
-                    format!(
-                        "device {} arrives last at {} of {} collectives, late by {} (median)",
-                        late.unwrap_or(-1),
-                        count(k),
-                        count(n),
-                        duration_ms(med / 1e3)
-                    ),
-                )
-            });
-        }
+    let late_rank = late_rank(s);
+    let late = late_rank.as_ref().map(|l| l.device);
+    if let Some(l) = &late_rank {
+        evidence.push(Evidence {
+            device: late,
+            ..ev(
+                "stragglers",
+                format!(
+                    "device {} arrives last at the first collective of {} of {} steps, late by \
+                     {} (median; up to {})",
+                    l.device,
+                    count(l.steps_last),
+                    count(l.steps),
+                    duration_ms(l.median_us / 1e3),
+                    duration_ms(l.max_us / 1e3)
+                ),
+            )
+        });
     }
     for m in modules
         .iter()
@@ -350,9 +339,13 @@ pub(super) fn stragglers(ins: &Inputs, cx: &Context) -> Outcome {
             )
         });
     }
-    let title = match late {
-        Some(d) => format!(
-            "Device {d} is a straggler: the others wait {} for it at collectives ({} of the steady state)",
+    let title = match &late_rank {
+        Some(l) => format!(
+            "Device {} is late by {} per step (median over {} steps): the others wait {} for it \
+             at collectives ({} of the steady state)",
+            l.device,
+            duration_ms(l.median_us / 1e3),
+            count(l.steps),
             duration_ms(wait),
             pc(cx.percent(wait))
         ),
@@ -385,3 +378,57 @@ pub(super) fn stragglers(ins: &Inputs, cx: &Context) -> Outcome {
 
 /// A device late by less than this [µs] (median) is not named a straggler.
 const LATE_US: f64 = 100.0;
+
+/// A device late to most steps: at each step's first collective (where a rank late to the
+/// step shows; later collectives then wait for nothing), else at most collectives.
+pub(super) struct LateRank {
+    pub device: i64,
+    pub steps: f64,
+    pub steps_last: f64,
+    pub median_us: f64,
+    pub max_us: f64,
+    /// Its lateness summed over the steps it was last at [ms].
+    pub late_ms: f64,
+}
+
+pub(super) fn late_rank(s: &Value) -> Option<LateRank> {
+    let share = |r: &Value, k: &str, n: &str| {
+        num(r, &[k]).unwrap_or(0.0) / num(r, &[n]).unwrap_or(1.0).max(1.0)
+    };
+    let devices = rows(s, "per_device");
+    let by_step = devices
+        .iter()
+        .filter(|d| num(d, &["steps"]).unwrap_or(0.0) > 0.0)
+        .max_by(|a, b| share(a, "steps_last", "steps").total_cmp(&share(b, "steps_last", "steps")))
+        .filter(|d| {
+            share(d, "steps_last", "steps") >= 0.5
+                && num(d, &["step_lateness_us_median"]).unwrap_or(0.0) >= LATE_US
+        })
+        .map(|d| LateRank {
+            device: num(d, &["device"]).unwrap_or(-1.0) as i64,
+            steps: num(d, &["steps"]).unwrap_or(0.0),
+            steps_last: num(d, &["steps_last"]).unwrap_or(0.0),
+            median_us: num(d, &["step_lateness_us_median"]).unwrap_or(0.0),
+            max_us: num(d, &["step_lateness_us_max"]).unwrap_or(0.0),
+            late_ms: num(d, &["steps_late_ms"]).unwrap_or(0.0),
+        });
+    by_step.or_else(|| {
+        devices
+            .iter()
+            .max_by(|a, b| {
+                share(a, "times_last", "instances").total_cmp(&share(b, "times_last", "instances"))
+            })
+            .filter(|d| {
+                share(d, "times_last", "instances") >= 0.5
+                    && num(d, &["lateness_us_median"]).unwrap_or(0.0) >= LATE_US
+            })
+            .map(|d| LateRank {
+                device: num(d, &["device"]).unwrap_or(-1.0) as i64,
+                steps: num(d, &["instances"]).unwrap_or(0.0),
+                steps_last: num(d, &["times_last"]).unwrap_or(0.0),
+                median_us: num(d, &["lateness_us_median"]).unwrap_or(0.0),
+                max_us: num(d, &["lateness_us_max"]).unwrap_or(0.0),
+                late_ms: 0.0,
+            })
+    })
+}

@@ -1,10 +1,9 @@
-//! Rules on how the hardware is used: matmul precision, memory, host-device copies.
+//! Rules on how the hardware is used: matmul precision, host-device copies.
 
 use serde_json::Value;
 
 use super::model::{
-    Context, Evidence, Finding, Inputs, Outcome, Severity, count, ev, num, pc, remedy, rows,
-    source_of, text,
+    Context, Evidence, Inputs, Outcome, count, ev, num, pc, remedy, rows, source_of, text,
 };
 use crate::units::{bytes, duration_ms, sig3};
 
@@ -79,99 +78,6 @@ pub(super) fn precision(ins: &Inputs, cx: &Context) -> Outcome {
     )
 }
 
-/// At or above this share of the device's memory the heap leaves no room to grow.
-const MEMORY_WARNING: f64 = 85.0;
-const MEMORY_CRITICAL: f64 = 95.0;
-
-pub(super) fn memory(ins: &Inputs, _: &Context) -> Outcome {
-    let Some(m) = &ins.memory else {
-        return Outcome::NoData("no memory output".into());
-    };
-    let Some(total) = ins
-        .roofline
-        .as_ref()
-        .and_then(|r| num(r, &["peaks", "memory_bytes"]))
-    else {
-        return Outcome::NoData("the device's memory size is not known".into());
-    };
-    let Some(top) = rows(m, "modules").iter().max_by(|a, b| {
-        num(a, &["peak_bytes"])
-            .unwrap_or(0.0)
-            .total_cmp(&num(b, &["peak_bytes"]).unwrap_or(0.0))
-    }) else {
-        return Outcome::NoData("no module heap".into());
-    };
-    let peak = num(top, &["peak_bytes"]).unwrap_or(0.0);
-    let share = 100.0 * peak / total;
-    if share < MEMORY_WARNING {
-        return Outcome::Quiet(format!(
-            "largest heap {} = {} of the device's {}",
-            bytes(peak),
-            pc(share),
-            bytes(total)
-        ));
-    }
-    let mut evidence = vec![Evidence {
-        module: Some(text(top, "name").to_string()),
-        ..ev(
-            "memory",
-            format!(
-                "{}: heap peak {} = {} of the device's {}",
-                text(top, "name"),
-                bytes(peak),
-                pc(share),
-                bytes(total)
-            ),
-        )
-    }];
-    for a in rows(top, "at_peak").iter().take(3) {
-        evidence.push(Evidence {
-            op_name: Some(text(a, "op_name").to_string()),
-            ..ev(
-                "memory",
-                format!(
-                    "live at the peak: {} of {}",
-                    bytes(num(a, &["bytes"]).unwrap_or(0.0)),
-                    text(a, "op_name")
-                ),
-            )
-        });
-    }
-    Outcome::Fired(Finding {
-        rule: "memory".into(),
-        severity: if share >= MEMORY_CRITICAL {
-            Severity::Critical
-        } else {
-            Severity::Warning
-        },
-        title: format!(
-            "The heap of {} peaks at {} of the device's memory",
-            text(top, "name"),
-            pc(share)
-        ),
-        at_stake_ms: 0.0,
-        percent: 0.0,
-        evidence,
-        remedies: vec![
-            remedy(
-                "Rematerialise activations: jax.checkpoint (jax.remat) on the layers, with a policy \
-                 such as jax.checkpoint_policies.dots_with_no_batch_dims_saveable",
-                "recomputing cheap activations in the backward pass frees the memory they hold \
-                 between the passes",
-            ),
-            remedy(
-                "Offload to host memory: checkpoint policies that offload (save_and_offload_only_these_names) \
-                 or optimizer state in memory_kind='pinned_host'",
-                "host memory holds what the step needs rarely, at the cost of PCIe copies",
-            ),
-            remedy(
-                "Shard more (FSDP over more devices) or lower the per-device batch",
-                "a heap near the limit leaves no room for a larger batch, and a new shape may not fit",
-            ),
-        ],
-    })
-}
-
 /// The time devices idle just before host-to-device copies between modules [ms] (`ops`'
 /// transfers).
 pub(super) fn waiting_for_copies(ops: &Value) -> f64 {
@@ -207,7 +113,12 @@ pub(super) fn host_device_copies(ins: &Inputs, cx: &Context) -> Outcome {
     let copying: f64 = host.iter().filter_map(|k| num(k, &["ms"])).sum();
     // The device idles while the host prepares a copy it then waits for (a pageable
     // array's staging, making the array): prefetching hides that too.
-    let waiting = waiting_for_copies(ops);
+    // Less what the program's own host ranges explain (the host-bound rule's).
+    let in_ranges: f64 = super::model::host_ranges(ins)
+        .iter()
+        .map(|r| r.total_ms)
+        .sum();
+    let waiting = (waiting_for_copies(ops) - in_ranges).max(0.0);
     let ms = copying + waiting;
     let steps = ins
         .roofline

@@ -31,6 +31,13 @@ pub(super) fn capture(ins: &Inputs, cx: &Context) -> Outcome {
             remedies: vec![rerun],
         });
     };
+    if let Some(ms) = cx.compile_only_ms {
+        return Outcome::NoData(format!(
+            "a compile-only capture (no module ran on the GPU; XLA compiled for {}): the \
+             compilation rules judge it",
+            duration_ms(ms)
+        ));
+    }
     if cx.steady_ms.is_none() || num(ops, &["totals", "modules_ms"]).is_none_or(|m| m <= 0.0) {
         return Outcome::Fired(Finding {
             rule: "capture".into(),
@@ -83,8 +90,26 @@ pub(super) fn host_bound(ins: &Inputs, cx: &Context) -> Outcome {
             duration_ms(t)
         ),
     )];
-    // Idle time right before host-to-device copies is the copies' finding.
-    let waiting = super::hardware::waiting_for_copies(ops);
+    // The program's own ranges in which the host works without the GPU (an input pipeline):
+    // the idle they cover is this rule's, copies after them or not.
+    let host = super::model::host_ranges(ins);
+    let in_ranges: f64 = host.iter().map(|r| r.total_ms).sum();
+    for r in host.iter().take(3) {
+        evidence.push(ev(
+            "ranges",
+            format!(
+                "the host spends {} in `{}` per call ({} calls, {} in all) with {} of GPU work",
+                duration_ms(r.mean_ms),
+                r.name,
+                count(r.calls),
+                duration_ms(r.total_ms),
+                pc(100.0 * r.busy_of_wall)
+            ),
+        ));
+    }
+    // Idle time right before host-to-device copies is the copies' finding, less what the
+    // host's own ranges explain.
+    let waiting = (super::hardware::waiting_for_copies(ops) - in_ranges).max(0.0);
     if waiting > 0.0 {
         evidence.push(ev(
             "ops",
@@ -107,7 +132,24 @@ pub(super) fn host_bound(ins: &Inputs, cx: &Context) -> Outcome {
             ),
         ));
     }
-    let at_stake = (idle - waiting - compiling).max(0.0);
+    // Idle time on a rank late to its steps (its host busy before the step) is the
+    // stragglers rule's: the others wait for it.
+    let late = ins
+        .stragglers
+        .as_ref()
+        .and_then(super::collectives::late_rank)
+        .map_or(0.0, |l| l.late_ms)
+        .min((idle - waiting - compiling).max(0.0));
+    if late > 0.0 {
+        evidence.push(ev(
+            "stragglers",
+            format!(
+                "of which {} on a rank late to its steps (left to stragglers)",
+                duration_ms(late)
+            ),
+        ));
+    }
+    let at_stake = (idle - waiting - compiling - late).max(0.0);
     // The short-module pattern: most executions are of modules that run for microseconds.
     let modules = ins.summary.as_ref().map_or(&[][..], |s| rows(s, "modules"));
     let executions: f64 = modules.iter().filter_map(|m| num(m, &["executions"])).sum();
@@ -150,7 +192,18 @@ pub(super) fn host_bound(ins: &Inputs, cx: &Context) -> Outcome {
             ),
         ));
     }
-    let title = if dispatch {
+    let input_bound = host
+        .first()
+        .filter(|_| in_ranges >= 0.5 * at_stake && at_stake > 0.0);
+    let title = if let Some(r) = input_bound {
+        format!(
+            "Input-bound: the host spends {} per call in `{}` with no GPU work; the GPU idles {} \
+             of the steady state",
+            duration_ms(r.mean_ms),
+            r.name,
+            pc(100.0 * idle / t)
+        )
+    } else if dispatch {
         format!(
             "Host-bound: the GPU idles {} of the time between {} executions of tiny modules",
             pc(100.0 * idle / t),
@@ -188,7 +241,19 @@ pub(super) fn host_bound(ins: &Inputs, cx: &Context) -> Outcome {
              says what it did instead",
         ),
     ];
-    if !dispatch {
+    if input_bound.is_some() {
+        remedies.insert(
+            0,
+            remedy(
+                "Prepare batches ahead of the step: a background thread (or grain / tf.data with \
+                 prefetch) filling a queue of ready batches, and jax.device_put of the next batch \
+                 before the current step is waited for",
+                "the GPU then runs the step while the host makes the next batch; the step takes \
+                 the longer of the two instead of their sum",
+            ),
+        );
+        remedies.truncate(3);
+    } else if !dispatch {
         remedies.swap(0, 2);
     }
     cx.finding("host-bound", title, at_stake, evidence, remedies)

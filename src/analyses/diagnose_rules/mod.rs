@@ -5,15 +5,19 @@
 
 mod collectives;
 mod compile;
+mod flops;
 mod hardware;
 mod idle;
+mod memory;
 pub mod model;
 pub mod pruned;
 
 use collectives::{exposed_communication, slow_collectives, stragglers};
 use compile::{compile_time, recompilation};
-use hardware::{host_device_copies, memory, precision};
+use flops::wasted_flops;
+use hardware::{host_device_copies, precision};
 use idle::{capture, host_bound, idle_in_modules};
+use memory::memory;
 
 pub use model::{Check, Context, Finding, Inputs, Outcome, Rule, Severity};
 
@@ -28,6 +32,7 @@ pub const RULES: &[(&str, Rule)] = &[
     ("recompilation", recompilation),
     ("compile-time", compile_time),
     ("precision", precision),
+    ("wasted-flops", wasted_flops),
     ("memory", memory),
     ("host-device-copies", host_device_copies),
 ];

@@ -106,6 +106,10 @@ pub struct Inputs {
     pub stragglers: Option<Value>,
     pub memory: Option<Value>,
     pub roofline: Option<Value>,
+    /// The run's record (`facts`: its environment variables among them).
+    pub provenance: Option<Value>,
+    /// The program's own NVTX ranges (`ranges`), longest first.
+    pub ranges: Option<Value>,
 }
 
 /// A rule: a finding, or why there is none.
@@ -122,6 +126,10 @@ pub struct Context {
     /// The steady state's wall time summed over devices [ms] (`ops`' `wall_ms`).
     pub steady_ms: Option<f64>,
     pub devices: usize,
+    /// A capture in which no module ran on the GPU but XLA compiled (a compile profile,
+    /// `run --trace=nvtx`): the time from the first compilation's start to the last one's
+    /// end [ms], what its findings are shares of.
+    pub compile_only_ms: Option<f64>,
 }
 
 impl Context {
@@ -141,11 +149,36 @@ impl Context {
                     .and_then(|r| num(r, &["steady", "devices"]))
             })
             .map_or(1, |d| (d as usize).max(1));
-        Context { steady_ms, devices }
+        let no_modules = ins
+            .summary
+            .as_ref()
+            .is_some_and(|s| rows(s, "modules").is_empty());
+        let compile_only_ms = ins
+            .compilation
+            .as_ref()
+            .filter(|_| no_modules && steady_ms.is_none())
+            .and_then(|c| {
+                let spans = rows(c, "compilations").iter().filter_map(|r| {
+                    let start = num(r, &["start_ms"])?;
+                    Some((start, start + num(r, &["wall_s"])? * 1e3))
+                });
+                let (a, b) = spans.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), (s, e)| {
+                    (a.min(s), b.max(e))
+                });
+                (b > a).then_some(b - a)
+            });
+        Context {
+            steady_ms,
+            devices,
+            compile_only_ms,
+        }
     }
 
+    /// `ms` as a share of the steady state (of the compiling time in a compile-only capture).
     pub(crate) fn percent(&self, ms: f64) -> f64 {
-        self.steady_ms.map_or(0.0, |t| 100.0 * ms / t)
+        self.steady_ms
+            .or(self.compile_only_ms)
+            .map_or(0.0, |t| 100.0 * ms / t)
     }
 
     /// A finding from `at_stake_ms`, or quiet when it is below what is reported.
@@ -240,4 +273,39 @@ pub(crate) fn count(x: f64) -> String {
 
 pub(crate) fn pc(p: f64) -> String {
     format!("{} %", crate::units::pct(p))
+}
+
+/// A range of the program's own in which the host works and the GPU does not.
+pub(crate) struct HostRange {
+    pub name: String,
+    pub calls: f64,
+    pub mean_ms: f64,
+    pub total_ms: f64,
+    pub busy_of_wall: f64,
+}
+
+/// Below this share of a range's wall time busy on the GPU, the range is host work.
+const HOST_RANGE_BUSY: f64 = 0.1;
+
+/// The program's ranges with (almost) no GPU work, longest first (`ranges`' rows).
+pub(crate) fn host_ranges(ins: &Inputs) -> Vec<HostRange> {
+    let Some(r) = &ins.ranges else {
+        return Vec::new();
+    };
+    let mut out: Vec<HostRange> = rows(r, "ranges")
+        .iter()
+        .filter(|x| num(x, &["busy_of_wall"]).unwrap_or(0.0) < HOST_RANGE_BUSY)
+        .filter_map(|x| {
+            Some(HostRange {
+                name: text(x, "label").to_string(),
+                calls: num(x, &["count"])?,
+                mean_ms: num(x, &["wall_ms_mean"])?,
+                total_ms: num(x, &["wall_ms_total"])?,
+                busy_of_wall: num(x, &["busy_of_wall"]).unwrap_or(0.0),
+            })
+        })
+        .filter(|x| x.total_ms > 0.0)
+        .collect();
+    out.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms));
+    out
 }
