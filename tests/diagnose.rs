@@ -598,11 +598,36 @@ fn a_dense_moe_lowering_is_wasted_flops() {
     let first = &findings(&d)[0];
     assert_eq!(first["rule"], "wasted-flops", "{:?}", rules(&d));
     assert_eq!(first["severity"], "critical");
-    assert!(first["title"].as_str().unwrap().contains("6.25x"), "{first}");
-    assert!(evidence(first).contains("ragged_dot lowered to dense GEMMs"), "{first}");
+    assert!(
+        first["title"].as_str().unwrap().contains("6.25x"),
+        "{first}"
+    );
+    assert!(
+        evidence(first).contains("ragged_dot lowered to dense GEMMs"),
+        "{first}"
+    );
     for name in ["llama-scan", "gpt-cudnn"] {
         let d = diagnose_model(name);
         assert_eq!(check(&d, "wasted-flops")["status"], "quiet", "{name}: {d}");
         assert!(serious(&d).is_empty(), "{name}: {:?}", rules(&d));
     }
+}
+
+/// `gpt_xla_attn` (the GPT step with XLA's attention: 46.77 ms a step by the program's median)
+/// against `gpt_cudnn` (cuDNN's fused attention: 33.50 ms): the attention finding first, its
+/// time at stake per step within 20 % of the difference; none on the cuDNN step.
+#[test]
+fn attention_written_out_in_xla_ops_is_an_attention_finding() {
+    let (d, _) = diagnose(&[pair("gpt_xla_attn.zip")]);
+    let first = &findings(&d)[0];
+    assert_eq!(first["rule"], "attention", "{:?}", rules(&d));
+    assert_eq!(first["severity"], "critical");
+    assert!(evidence(first).contains("gpt.py:133"), "{first}");
+    let steps = 5.0;
+    let per_step = first["at_stake_ms"].as_f64().unwrap() / steps;
+    let truth = 46.770 - 33.501;
+    assert!((per_step - truth).abs() <= 0.2 * truth, "{per_step} ms a step, {truth} measured");
+    let (d, _) = diagnose(&[pair("gpt_cudnn.zip")]);
+    assert_eq!(check(&d, "attention")["status"], "quiet", "{d}");
+    assert!(serious(&d).is_empty(), "{:?}", rules(&d));
 }

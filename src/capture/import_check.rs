@@ -144,8 +144,8 @@ impl ImportDiagnostics {
     /// A stored record, its messages classified again (a record written before notices were
     /// told apart holds them among its errors).
     pub fn from_json(bytes: &[u8], what: &str) -> Result<ImportDiagnostics> {
-        let d: ImportDiagnostics = serde_json::from_slice(bytes)
-            .with_context(|| format!("{what}: not valid {MEMBER}"))?;
+        let d: ImportDiagnostics =
+            serde_json::from_slice(bytes).with_context(|| format!("{what}: not valid {MEMBER}"))?;
         let mut all = d.errors;
         all.extend(d.notices);
         Ok(ImportDiagnostics::of(d.report, &d.source, all))

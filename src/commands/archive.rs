@@ -151,7 +151,10 @@ pub(super) fn write_archive(
     let import = import?;
     match &import {
         Some(d) if d.is_incomplete() => ui.warn(&d.warning()),
-        Some(d) => ui.say(&format!("nsys-jax-pipe: note: {}", d.note().unwrap_or_default())),
+        Some(d) => ui.say(&format!(
+            "nsys-jax-pipe: note: {}",
+            d.note().unwrap_or_default()
+        )),
         None => {}
     }
     let mut results = results?;

@@ -1,4 +1,4 @@
-//! The wasted-FLOPs rule: matmul work the GPU executes beyond the model's (docs/diagnosis.md,
+//! The rules on FLOPs spent where fewer would do. The wasted-FLOPs rule: matmul work the GPU executes beyond the model's (docs/diagnosis.md,
 //! "wasted-flops"), from `roofline`'s step: its model FLOPs, its executed ones and what the
 //! difference is made of (`beyond_model`).
 //!
@@ -6,8 +6,14 @@
 //! counted here. Rematerialisation is counted only when the step's buffers leave room to keep
 //! what it recomputes (under half of the device's memory); a ragged dot computed densely over
 //! all of its groups always is.
+//!
+//! The attention rule: attention written out in XLA ops (the score einsums, a softmax, masks)
+//! where cuDNN's fused attention applies: its time against what the fused kernel would take
+//! for the same matmul FLOPs at the rate it reaches (docs/diagnosis.md, "attention").
 
-use super::model::{Context, Inputs, Outcome, ev, num, remedy, rows};
+use serde_json::Value;
+
+use super::model::{Context, Inputs, Outcome, ev, num, remedy, rows, text};
 use crate::units::duration_ms;
 
 /// Below this share of the model's FLOPs executed beyond them, nothing is reported.
@@ -112,5 +118,141 @@ pub(super) fn wasted_flops(ins: &Inputs, cx: &Context) -> Outcome {
         at_stake,
         evidence,
         remedies,
+    )
+}
+
+/// The einsums of attention written out in XLA ops: the scores Q·Kᵀ and their product with V,
+/// as JAX's `jax.nn.dot_product_attention` (its XLA path), Flax's `dot_product_attention` and
+/// common hand-written forms spell them.
+const ATTENTION_EINSUMS: &[&str] = &[
+    "BTNH,BSNH->BNTS",
+    "BNTS,BSNH->BTNH",
+    "...qhd,...khd->...hqk",
+    "...hqk,...khd->...qhd",
+    "bqhd,bkhd->bhqk",
+    "bhqk,bkhd->bqhd",
+    "bhqd,bhkd->bhqk",
+    "bhqk,bhkd->bhqd",
+    "bqnh,bknh->bnqk",
+    "bnqk,bknh->bqnh",
+];
+
+/// The share of the dense bf16 peak cuDNN's flash attention reaches, forward and backward
+/// (measured on H200: `tests/data/models/gpt-cudnn`, 2048-token causal attention, 42 %).
+const FUSED_ATTENTION_RATE: f64 = 0.40;
+
+pub(super) fn attention(ins: &Inputs, cx: &Context) -> Outcome {
+    let (Some(ops), Some(r)) = (&ins.ops, &ins.roofline) else {
+        return Outcome::NoData("no ops or roofline output".into());
+    };
+    let thunks = rows(ops, "top_thunks");
+    // The score and value matmuls themselves (a transpose under the einsum's name is not).
+    let einsum = |t: &Value| {
+        let name = text(t, "op_name");
+        name.rsplit('/').next() == Some("dot_general")
+            && ATTENTION_EINSUMS.iter().any(|e| name.contains(e))
+    };
+    // The attention calls: the source lines of the score einsums; every op of those lines
+    // (softmax, masks, transposes) is the attention's.
+    let lines: Vec<&str> = thunks
+        .iter()
+        .filter(|t| einsum(t))
+        .map(|t| text(t, "source"))
+        .filter(|s| !s.is_empty())
+        .collect();
+    if lines.is_empty() {
+        return Outcome::Quiet("no attention written out as XLA einsums".into());
+    }
+    let of_attention = |t: &Value| einsum(t) || lines.contains(&text(t, "source"));
+    let ms: f64 = thunks
+        .iter()
+        .filter(|t| of_attention(t))
+        .filter_map(|t| num(t, &["total_ms"]))
+        .sum();
+    // The einsums' FLOPs (the roofline's op rows, per execution).
+    let einsums: Vec<(&str, &str)> = thunks
+        .iter()
+        .filter(|t| einsum(t))
+        .map(|t| (text(t, "module"), text(t, "thunk")))
+        .collect();
+    let flops_of = |which: &[(&str, &str)]| -> f64 {
+        rows(r, "ops")
+            .iter()
+            .filter(|o| which.contains(&(text(o, "module"), text(o, "thunk"))))
+            .filter_map(|o| Some(num(o, &["flops"])? * num(o, &["executions"])?))
+            .sum()
+    };
+    let flops = flops_of(&einsums);
+    // The program's attention in half precision: most of its matmul FLOPs in bf16/f16 (a
+    // backward's f32 GEMM fusions aside).
+    let half: f64 = rows(r, "ops")
+        .iter()
+        .filter(|o| einsums.contains(&(text(o, "module"), text(o, "thunk"))))
+        .filter(|o| matches!(text(o, "math"), "bf16" | "f16"))
+        .filter_map(|o| Some(num(o, &["flops"])? * num(o, &["executions"])?))
+        .sum();
+    let math_ok = half >= 0.5 * flops_of(&einsums);
+    let Some(peak) = num(r, &["peaks", "tflops", "bf16"]) else {
+        return Outcome::NoData("the GPU's peaks are not known".into());
+    };
+    if !math_ok || flops <= 0.0 {
+        return Outcome::Quiet(
+            "attention written out in XLA ops, but not in bf16/f16 (cuDNN's fused attention \
+             takes bf16, f16 and fp8)"
+                .into(),
+        );
+    }
+    let fused_ms = flops / (FUSED_ATTENTION_RATE * peak * 1e12) * 1e3;
+    let at_stake = (ms - fused_ms).max(0.0);
+    let evidence = vec![
+        ev(
+            "ops",
+            format!(
+                "attention at {} written out in XLA ops (score einsums, softmax, masks): {} in \
+                 all",
+                lines
+                    .iter()
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                duration_ms(ms)
+            ),
+        ),
+        ev(
+            "roofline",
+            format!(
+                "its score and value matmuls do {flops:.3e} FLOPs: {} at the {} % of the bf16 \
+                 peak cuDNN's flash attention reaches (no masked blocks skipped: an upper bound)",
+                duration_ms(fused_ms),
+                FUSED_ATTENTION_RATE * 100.0
+            ),
+        ),
+    ];
+    cx.finding(
+        "attention",
+        format!(
+            "Attention runs as XLA ops ({} of the steady state); cuDNN's fused attention would \
+             take about {}",
+            crate::units::pct(cx.percent(ms)) + " %",
+            duration_ms(fused_ms)
+        ),
+        at_stake,
+        evidence,
+        vec![
+            remedy(
+                "Call jax.nn.dot_product_attention(q, k, v, ..., implementation='cudnn') (bf16 or \
+                 f16, head size a multiple of 8 up to 256, an Ampere or newer GPU), with \
+                 is_causal=True or a mask in place of a masked softmax of your own",
+                "one fused kernel computes the scores block by block in on-chip memory: no S×S \
+                 matrix written to HBM, and causal blocks above the diagonal skipped",
+            ),
+            remedy(
+                "In Flax, pass attention_fn=jax.nn.dot_product_attention (or use \
+                 flax.nnx.dot_product_attention's cuDNN path)",
+                "Flax's default attention is written out in XLA ops",
+            ),
+        ],
     )
 }

@@ -14,7 +14,7 @@ pub mod pruned;
 
 use collectives::{exposed_communication, slow_collectives, stragglers};
 use compile::{compile_time, recompilation};
-use flops::wasted_flops;
+use flops::{attention, wasted_flops};
 use hardware::{host_device_copies, precision};
 use idle::{capture, host_bound, idle_in_modules};
 use memory::memory;
@@ -33,6 +33,7 @@ pub const RULES: &[(&str, Rule)] = &[
     ("compile-time", compile_time),
     ("precision", precision),
     ("wasted-flops", wasted_flops),
+    ("attention", attention),
     ("memory", memory),
     ("host-device-copies", host_device_copies),
 ];
