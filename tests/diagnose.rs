@@ -626,7 +626,10 @@ fn attention_written_out_in_xla_ops_is_an_attention_finding() {
     let steps = 5.0;
     let per_step = first["at_stake_ms"].as_f64().unwrap() / steps;
     let truth = 46.770 - 33.501;
-    assert!((per_step - truth).abs() <= 0.2 * truth, "{per_step} ms a step, {truth} measured");
+    assert!(
+        (per_step - truth).abs() <= 0.2 * truth,
+        "{per_step} ms a step, {truth} measured"
+    );
     let (d, _) = diagnose(&[pair("gpt_cudnn.zip")]);
     assert_eq!(check(&d, "attention")["status"], "quiet", "{d}");
     assert!(serious(&d).is_empty(), "{:?}", rules(&d));

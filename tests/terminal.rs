@@ -68,3 +68,54 @@ fn long_numbers_are_found() {
     assert!(long_numbers("6f8097e242d8 12.3 ms, 1,234").is_empty());
     assert!(long_numbers("driver 470.141.03, nsys 2023.4.4.54").is_empty());
 }
+
+/// Every `--help`, of the tool and of each command and subcommand (found from the help
+/// itself), fits 100 columns with `COLUMNS=100`, as does nsys-jax's.
+#[test]
+fn every_help_fits_100_columns() {
+    let help = |args: &[&str]| -> String {
+        let o = std::process::Command::new(bin())
+            .args(args)
+            .arg("--help")
+            .env("COLUMNS", "100")
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    // The commands a help lists (two-space indented names under "Commands:").
+    let commands = |text: &str| -> Vec<String> {
+        text.lines()
+            .skip_while(|l| !l.starts_with("Commands:"))
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            // A name starts at two spaces; its description's wrapped lines start further in.
+            .filter(|l| !l.starts_with("   "))
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|c| *c != "help" && !c.starts_with('-'))
+            .map(str::to_string)
+            .collect()
+    };
+    let mut todo: Vec<Vec<String>> = vec![vec![], vec!["nsys-jax".into()]];
+    let mut seen = 0;
+    while let Some(path) = todo.pop() {
+        let args: Vec<&str> = path.iter().map(String::as_str).collect();
+        let text = help(&args);
+        seen += 1;
+        for l in text.lines() {
+            assert!(l.chars().count() <= 100, "{args:?} --help: {l}");
+        }
+        if path.first().map(String::as_str) != Some("nsys-jax") {
+            for c in commands(&text) {
+                let mut p = path.clone();
+                p.push(c);
+                todo.push(p);
+            }
+        }
+    }
+    assert!(seen >= 8, "{seen} helps read");
+}

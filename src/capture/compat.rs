@@ -88,7 +88,7 @@ pub fn nsys_jax_help(argv: &[OsString]) -> Option<String> {
     }
     asked.then(|| {
         format!(
-            "Profile a program with Nsight Systems and write its nsys-jax archive, as NVIDIA's \
+            "Profile a program with Nsight Systems and write its nsys-jax archive, as NVIDIA's
 nsys-jax does (nsys-jax-pipe's `run`, without default analyses)
 
 Usage: nsys-jax [OPTIONS] [NSYS PROFILE OPTIONS] -- PROGRAM [ARGS]...
@@ -98,19 +98,45 @@ Options:
                                      variable VAR). Default: a new nsys-jax-report-XXXXXX.zip
   -f, --force-overwrite              Replace an existing archive
       --nsys-jax-analysis <NAME>     An analysis to run on the profile and store in the
-                                     archive: {}, or the path of a script. Repeatable
+                                     archive: a built-in one (below) or the path of a script.
+                                     Repeatable
       --nsys-jax-analysis-arg <ARG>  An argument of the --nsys-jax-analysis before it
                                      (KEY=VALUE for a built-in one). Repeatable
       --nsys-jax-condition <EXPR>    Profile only when this bash test holds ([[ EXPR ]], e.g.
                                      '$SLURM_LOCALID == 0'); else run the program unprofiled
   -h, --help                         Print help
 
+{}
+
 Every other option before `--` goes to `nsys profile` as given; `nsys-jax-pipe run`'s own
 options are accepted too (see `nsys-jax-pipe run --help`).
 ",
-            crate::analyses::builtin_names()
+            wrapped(
+                &format!("Built-in analyses: {}.", crate::analyses::builtin_names()),
+                92
+            )
         )
     })
+}
+
+/// `text` wrapped at spaces into lines of at most `width` characters (a longer word keeps
+/// its own line).
+fn wrapped(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = 0;
+    for word in text.split_whitespace() {
+        let n = word.chars().count();
+        if line > 0 && line + 1 + n > width {
+            out.push('\n');
+            line = 0;
+        } else if line > 0 {
+            out.push(' ');
+            line += 1;
+        }
+        out.push_str(word);
+        line += n;
+    }
+    out
 }
 
 /// Rewrite `argv` (see the module documentation). `run_options` are `run`'s options.

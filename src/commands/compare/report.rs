@@ -203,28 +203,46 @@ pub(super) fn threshold_text(r: &Report) -> String {
     }
 }
 
-/// The terminal rendering.
+/// The terminal rendering: within 100 columns, numbers to 3 significant figures with their
+/// units, "HLO changed" said once below the table (its rows marked †).
 pub fn terminal(r: &Report) -> String {
     let mut t = Table::new(&[
         "metric",
         "what",
-        "base median",
-        "head median",
+        "base",
+        "head",
         "change",
-        "95% CI",
+        "95% CI of change",
         "p",
         "n",
         "verdict",
     ]);
-    t.align_right(&[2, 3, 4, 6]);
-    let row = |t: &mut Table, j: &Judged| {
+    t.align_right(&[2, 3, 4, 5, 6]);
+    let short = |x: Option<f64>, f: Family| {
+        x.map(|v| format!("{} {}", crate::units::sig3(v), f.unit()))
+            .unwrap_or_else(|| "–".into())
+    };
+    let short_ci = |j: &Judged| match j.row.stat.ci {
+        Some((lo, hi)) => format!("{:+.1} … {:+.1} %", 100.0 * lo, 100.0 * hi),
+        None => "–".into(),
+    };
+    let mut hlo_changed = false;
+    let mut row = |t: &mut Table, j: &Judged| {
+        let w = what(r, j);
+        let w = match w.strip_suffix(" (HLO changed)") {
+            Some(x) => {
+                hlo_changed = true;
+                format!("{x} †")
+            }
+            None => w,
+        };
         t.row(vec![
             format!("{}{}", j.row.family.name(), if j.gates { "*" } else { "" }),
-            what(r, j),
-            median(j.row.stat.base_median, j.row.family),
-            median(j.row.stat.head_median, j.row.family),
+            w,
+            short(j.row.stat.base_median, j.row.family),
+            short(j.row.stat.head_median, j.row.family),
             change(j),
-            ci(j),
+            short_ci(j),
             p(j),
             format!("{}/{}", j.row.stat.n_base, j.row.stat.n_head),
             verdict_cell(j),
@@ -243,6 +261,11 @@ pub fn terminal(r: &Report) -> String {
         s.push_str("thresholds include each metric's run-to-run change (base against its rerun)\n");
     }
     s.push_str("* gated: a regression there fails the comparison\n");
+    if hlo_changed {
+        s.push_str(
+            "† HLO changed: the module's program differs between the two runs, matched by its name\n",
+        );
+    }
     for (f, names) in &r.added {
         s.push_str(&format!(
             "only in HEAD ({}): {}\n",
