@@ -29,6 +29,26 @@ fn diagnose(inputs: &[PathBuf]) -> (Value, String) {
     )
 }
 
+/// `diagnosis.json` of an Nsight Systems report (and its dump beside it), analysed in `dir`.
+fn diagnose_report(nsys: &Path, dir: &Path, report: &Path) -> Value {
+    let out = dir.join("out");
+    assert_ok(&run_with_nsys(
+        nsys,
+        &[
+            "analyze".as_ref(),
+            "-q".as_ref(),
+            "--cache-dir".as_ref(),
+            dir.join("cache").as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+            "--analysis".as_ref(),
+            "diagnose".as_ref(),
+            report.as_os_str(),
+        ],
+    ));
+    json(&out.join("diagnosis.json"))
+}
+
 fn findings(d: &Value) -> &Vec<Value> {
     d["findings"].as_array().unwrap()
 }
@@ -422,23 +442,11 @@ fn an_nvtx_only_capture_gets_only_compile_findings() {
     let Some(f) = fixtures() else { return };
     let Some(nsys) = nsys() else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("out");
-    let report = f.join("h200/compile_1proc/rep.nsys-rep");
-    assert_ok(&run_with_nsys(
+    let d = diagnose_report(
         &nsys,
-        &[
-            "analyze".as_ref(),
-            "-q".as_ref(),
-            "--cache-dir".as_ref(),
-            tmp.path().join("cache").as_os_str(),
-            "-o".as_ref(),
-            out.as_os_str(),
-            "--analysis".as_ref(),
-            "diagnose".as_ref(),
-            report.as_os_str(),
-        ],
-    ));
-    let d = json(&out.join("diagnosis.json"));
+        tmp.path(),
+        &f.join("h200/compile_1proc/rep.nsys-rep"),
+    );
     for r in rules(&d) {
         assert!(
             ["recompilation", "compile-time"].contains(&r),
@@ -573,26 +581,11 @@ fn a_dense_moe_lowering_is_wasted_flops() {
     let Some(nsys) = nsys() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let diagnose_model = |name: &str| {
-        let out = tmp.path().join(name);
         let report = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/data/models")
             .join(name)
             .join("rep.nsys-rep");
-        assert_ok(&run_with_nsys(
-            &nsys,
-            &[
-                "analyze".as_ref(),
-                "-q".as_ref(),
-                "--cache-dir".as_ref(),
-                tmp.path().join("cache").as_os_str(),
-                "-o".as_ref(),
-                out.as_os_str(),
-                "--analysis".as_ref(),
-                "diagnose".as_ref(),
-                report.as_os_str(),
-            ],
-        ));
-        json(&out.join("diagnosis.json"))
+        diagnose_report(&nsys, &tmp.path().join(name), &report)
     };
     let d = diagnose_model("moe-ragged");
     let first = &findings(&d)[0];

@@ -164,6 +164,21 @@ const MODEL_FLOPS: [(&str, f64, f64); 11] = [
     ("moe-ragged-nocmdbuf", 1.650073e12, 1.0),
 ];
 
+/// The step's printed MFU equals model FLOPs ÷ (period × the peak of its `mfu_math`).
+fn assert_mfu_by_definition(name: &str, r: &serde_json::Value) {
+    let step = &r["step"];
+    let f = |k: &str| step[k].as_f64().unwrap_or_else(|| panic!("{name}: {k}"));
+    let peak = r["peaks"]["tflops"][step["mfu_math"].as_str().unwrap()]
+        .as_f64()
+        .unwrap();
+    let mfu = 100.0 * f("model_flops") / (f("period_ms") * 1e-3 * peak * 1e12);
+    assert!(
+        (f("mfu_percent") - mfu).abs() < 1e-6 * mfu,
+        "{name}: MFU {} printed, {mfu} by its definition",
+        f("mfu_percent")
+    );
+}
+
 /// Per step: the model FLOPs within 2 % of the analytic count, attention's cuDNN calls costed
 /// (forward and backward, the backward's recomputed scores as hardware FLOPs only), and the
 /// MFU printed equal to model FLOPs ÷ (period × peak).
@@ -186,15 +201,7 @@ fn the_model_corpus_counts_its_model_flops() {
             "{name}: {model:e} model FLOPs a step, {truth:e} worked out"
         );
         assert!(f("flops") >= f("model_flops"), "{name}");
-        let peak = r["peaks"]["tflops"][step["mfu_math"].as_str().unwrap()]
-            .as_f64()
-            .unwrap();
-        let mfu = 100.0 * f("model_flops") / (f("period_ms") * 1e-3 * peak * 1e12);
-        assert!(
-            (f("mfu_percent") - mfu).abs() < 1e-6 * mfu,
-            "{name}: MFU {} printed, {mfu} by its definition",
-            f("mfu_percent")
-        );
+        assert_mfu_by_definition(name, &r);
         if name.starts_with("moe-ragged") {
             // HFU above MFU, and why: the experts' dense lowering over 8 groups.
             let dense = step["beyond_model"]["dense_groups"].as_f64().unwrap() * devices;
@@ -265,14 +272,7 @@ fn model_flops_the_hlo_cannot_tell_are_counted_as_executed_or_given() {
             (f("model_flops") * 2.0 - model).abs() <= 1e-9 * model,
             "{step}"
         );
-        let peak = r["peaks"]["tflops"][step["mfu_math"].as_str().unwrap()]
-            .as_f64()
-            .unwrap();
-        let mfu = 100.0 * f("model_flops") / (f("period_ms") * 1e-3 * peak * 1e12);
-        assert!(
-            (f("mfu_percent") - mfu).abs() < 1e-6 * mfu,
-            "{name}: {step}"
-        );
+        assert_mfu_by_definition(name, &r);
         assert!(f("hfu_percent") > f("mfu_percent"), "{name}: {step}");
         let notes = r["notes"].to_string();
         assert!(notes.contains("model FLOPs are the"), "{name}: {notes}");

@@ -96,9 +96,7 @@ pub(super) fn recompilation(ins: &Inputs, cx: &Context) -> Outcome {
             .sum(),
         None => later,
     };
-    let basis = cx
-        .compile_only_ms
-        .map(|_| "of the capture's compiling time");
+    let basis = cx.compile_only_ms.map(|_| basis_of(cx));
     let mut evidence: Vec<Evidence> = again
         .iter()
         .take(5)
@@ -204,11 +202,7 @@ pub(super) fn compile_time(ins: &Inputs, cx: &Context) -> Outcome {
             all.len(),
             duration_ms(total),
             pc(cx.percent(total)),
-            if cx.compile_only_ms.is_some() {
-                "of the capture's compiling time"
-            } else {
-                "of the steady state's time"
-            }
+            basis_of(cx)
         ),
     )];
     for r in longest.iter().take(3) {
@@ -250,11 +244,7 @@ pub(super) fn compile_time(ins: &Inputs, cx: &Context) -> Outcome {
             "Compilation takes {} ({} {})",
             duration_ms(total),
             pc(cx.percent(total)),
-            if cx.compile_only_ms.is_some() {
-                "of the capture's compiling time"
-            } else {
-                "of the steady state's time"
-            }
+            basis_of(cx)
         ),
         at_stake,
         evidence,
@@ -280,5 +270,15 @@ pub(super) fn compile_time(ins: &Inputs, cx: &Context) -> Outcome {
             Outcome::Fired(f)
         }
         other => other,
+    }
+}
+
+/// What a compilation finding's share is of: the steady state, or in a compile-only capture
+/// the time it spent compiling.
+fn basis_of(cx: &Context) -> &'static str {
+    if cx.compile_only_ms.is_some() {
+        "of the capture's compiling time"
+    } else {
+        "of the steady state's time"
     }
 }

@@ -572,6 +572,23 @@ mod tests {
     use prost::encoding::WireType;
     use std::path::Path;
 
+    /// A length-delimited protobuf field.
+    fn field(f: u32, body: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        prost::encoding::encode_key(f, WireType::LengthDelimited, &mut out);
+        prost::encoding::encode_varint(body.len() as u64, &mut out);
+        out.extend_from_slice(body);
+        out
+    }
+
+    /// A varint protobuf field.
+    fn int(f: u32, v: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        prost::encoding::encode_key(f, WireType::Varint, &mut out);
+        prost::encoding::encode_varint(v, &mut out);
+        out
+    }
+
     /// The costs the module decoder gives a dump, with the project's own schema.
     fn module_costs(pb: &[u8]) -> Result<ModuleCosts> {
         let schema = super::super::HloSchema::builtin()?;
@@ -726,19 +743,6 @@ mod tests {
         }
         assert!(module_costs(b"\x0a\xff\xff\xff\x0f").is_err());
         // A dot whose shape is absent, and one whose operand has none: notes naming them.
-        let field = |f: u32, body: &[u8]| {
-            let mut out = Vec::new();
-            prost::encoding::encode_key(f, WireType::LengthDelimited, &mut out);
-            prost::encoding::encode_varint(body.len() as u64, &mut out);
-            out.extend_from_slice(body);
-            out
-        };
-        let int = |f: u32, v: u64| {
-            let mut out = Vec::new();
-            prost::encoding::encode_key(f, WireType::Varint, &mut out);
-            prost::encoding::encode_varint(v, &mut out);
-            out
-        };
         let shape = [int(2, 16), int(3, 8), int(3, 8)].concat();
         let dims = field(1, &int(1, 1)[1..]);
         let no_shape = [
@@ -771,19 +775,6 @@ mod tests {
     /// note; a dense lowering of `ragged_dot` counts its groups (the model corpus's MoE).
     #[test]
     fn custom_kernels_ragged_dots_and_their_dense_lowering() {
-        let field = |f: u32, body: &[u8]| {
-            let mut out = Vec::new();
-            prost::encoding::encode_key(f, WireType::LengthDelimited, &mut out);
-            prost::encoding::encode_varint(body.len() as u64, &mut out);
-            out.extend_from_slice(body);
-            out
-        };
-        let int = |f: u32, v: u64| {
-            let mut out = Vec::new();
-            prost::encoding::encode_key(f, WireType::Varint, &mut out);
-            prost::encoding::encode_varint(v, &mut out);
-            out
-        };
         let shape = [int(2, 16), int(3, 1024), int(3, 1024)].concat();
         let param = [
             field(1, b"p"),
