@@ -1,5 +1,5 @@
 //! Derives the version of every source file from the crate's module graph
-//! (`src/engine/modgraph/`): the hash of all the code a file can reach, of the locked versions
+//! (the `modgraph` crate of `crates/modgraph/`): the hash of all the code a file can reach, of the locked versions
 //! of the crates that code names and of the toolchain. A node kind's version is that of the
 //! files that implement it, so editing one analysis re-executes only the nodes that reach the
 //! edit, and no list of files is kept by hand.
@@ -17,10 +17,6 @@
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
-
-#[path = "src/engine/modgraph/mod.rs"]
-#[allow(dead_code)]
-mod modgraph;
 
 fn main() {
     test_resources();
@@ -67,6 +63,27 @@ fn versions() {
     write_if_changed(&out_dir.join("modgraph-edges.txt"), &edges);
     let dest = out_dir.join("versions.rs");
     write_if_changed(&dest, &out);
+    write_if_changed(&out_dir.join("kinds.rs"), &declared_kinds(&files));
+}
+
+/// Every `kind!(NAME = "name")` and `family!(NAME = "prefix")` of the crate's sources, as a
+/// table for the tests: (name or prefix, file relative to `src/`, whether a family).
+fn declared_kinds(files: &[modgraph::SourceFile]) -> String {
+    use modgraph::lex::{Tok, tokens};
+    let mut out = String::from("pub const DECLARED: &[(&str, &str, bool)] = &[\n");
+    for f in files.iter().filter(|f| f.path.ends_with(".rs")) {
+        let t = tokens(&String::from_utf8_lossy(&f.bytes));
+        for w in t.windows(6) {
+            if let [Tok::Ident(mac), Tok::Punct('!'), Tok::Punct('('), Tok::Ident(_), Tok::Punct('='), Tok::Str(name)] = w
+                && (mac == "kind" || mac == "family")
+            {
+                let family = mac == "family";
+                writeln!(out, "    ({name:?}, {:?}, {family}),", f.path).unwrap();
+            }
+        }
+    }
+    out.push_str("];\n");
+    out
 }
 
 fn write_if_changed(path: &Path, text: &str) {

@@ -2,14 +2,16 @@
 //! as an incremental, content-addressed build graph.
 //!
 //! Layout, bottom to top (each layer uses only those below it; `tests/layout.rs` checks it):
-//! - [`engine`] and the utilities: the graph engine (content keys, persistent store, run log,
-//!   the catalogue of node kinds and their versions), errors, tables, statistics, units;
+//! - the utilities: errors, tables, statistics, units, temporary files;
+//! - [`store`]: the persistent store and the shared cache, by content key;
+//! - [`engine`]: the graph engine (node keys, node kinds and their versions, the run log);
 //! - [`formats`]: readers and writers of file formats (archives, parquet tables, HLO), and
 //!   [`report`], the HTML report's page, tables and charts;
 //! - [`frames`]: the data model built from the raw tables (module, thunk, compile, communication);
 //! - [`analyses`]: one module per analysis, and [`capture`]: a report and XLA dump turned into
 //!   archive members, profiling a program under Nsight Systems;
 //! - [`graph`]: the salsa query graph that wires every node together;
+//! - [`compare`]: comparing runs (statistics, explanation, HLO diff) and histories of runs;
 //! - [`commands`]: `run`, `archive`, `analyze`, `combine`, `compare`, `history` as functions of
 //!   requests;
 //! - [`cli`]: the front-end: arguments in, results printed.
@@ -21,6 +23,7 @@ pub(crate) mod analyses;
 pub(crate) mod capture;
 pub mod cli;
 pub(crate) mod commands;
+pub(crate) mod compare;
 pub(crate) mod engine;
 pub(crate) mod error;
 pub(crate) mod formats;
@@ -30,6 +33,7 @@ pub mod interrupt;
 pub(crate) mod nvtx;
 pub(crate) mod report;
 pub(crate) mod stats;
+pub(crate) mod store;
 pub(crate) mod table;
 #[cfg(test)]
 pub(crate) mod testutil;
@@ -41,8 +45,8 @@ pub(crate) mod units;
 /// of analysis scripts, the registry's analysis names, and a history's series of points.
 pub mod api {
     pub use crate::analyses::external::materialize;
-    pub use crate::commands::history::points::PointData;
-    pub use crate::commands::history::series as history_series;
+    pub use crate::compare::history::points::PointData;
+    pub use crate::compare::history::series as history_series;
     pub use crate::formats::archive::Archive;
     pub use crate::formats::{graph_ops, hlo, read_parquet};
     pub use crate::stats::changepoint::Params as ChangePointParams;

@@ -1,6 +1,6 @@
 //! Test helpers shared by the unit and integration tests.
 #![allow(dead_code)] // each of the two test builds that include this file uses a part of it
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The shared fixture folder: `$NSYS_JAX_PIPE_FIXTURES`, else `../shared/fixtures` beside the
 /// checkout. Returns `None` (and prints a loud notice) when it is absent, so tests that need it
@@ -143,4 +143,29 @@ pub fn private_mounts() -> Option<()> {
     } else {
         skip("cannot mount a tmpfs in a private mount namespace (unshare -m needs root)")
     }
+}
+
+/// The crate's source files as the build script reads them.
+pub fn crate_files() -> Vec<modgraph::SourceFile> {
+    modgraph::read_crate(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src")).unwrap()
+}
+
+/// The crate's module graph as the build script makes it.
+pub fn crate_graph(files: &[modgraph::SourceFile]) -> modgraph::ModGraph {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lock = modgraph::Lock::parse(&std::fs::read_to_string(root.join("Cargo.lock")).unwrap());
+    modgraph::ModGraph::build(files, &modgraph::externals(&lock, "nsys-jax-pipe"), "nsys_jax_pipe")
+}
+
+/// The files of the crate form layers: no file reaches itself through others (a glob import
+/// reaches all of a module, so a cycle is often one `use super::*` away).
+#[test]
+fn files_form_no_import_cycle() {
+    let g = crate_graph(&crate_files());
+    let found: Vec<Vec<&str>> = g
+        .cycles()
+        .iter()
+        .map(|c| c.iter().map(|&i| g.files[i].as_str()).collect())
+        .collect();
+    assert!(found.is_empty(), "cycles between files: {found:?}");
 }

@@ -7,12 +7,14 @@
 //! 3. no module imports one of a higher layer ([`LAYERS`]).
 //!
 //! Imports are read from `use crate::X` (grouped `use crate::{X, Y::z}` too) and `crate::X::`
-//! paths of non-test code: comments and string literals are ignored, and so are items marked
+//! paths of non-test code, on the tokens of `modgraph`'s lexer (the one the build script reads
+//! the module graph with): comments and string literals are ignored, and so are items marked
 //! `#[cfg(test)]`. `super::` paths are not followed (they stay inside a top-level module).
 //!
 //! Every violation is printed as `file:line: what`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use modgraph::lex::Tok;
 use std::path::Path;
 
 const MAX_LINES: usize = 800;
@@ -20,26 +22,28 @@ const MAX_LINES: usize = 800;
 /// Top-level modules of `src/`, by layer, bottom to top. A module may import modules of its
 /// own layer or of lower ones, never of a higher one.
 ///
-/// - `engine`: the graph engine and the utilities everything may use: errors, tables,
-///   statistics, units, NVTX name parsing, temporary files, interrupts, test helpers (compiled
-///   for tests only), and the binary's allocator (`alloc`, a module of `main.rs`).
+/// - `base`: errors, tables, statistics, units, NVTX name parsing, temporary files,
+///   interrupts, test helpers (compiled for tests only), and the binary's allocator (`alloc`,
+///   a module of `main.rs`).
+/// - `store`: the local store, the shared cache and the file-key memo, by content key.
+/// - `engine`: node keys, node kinds and their versions, computing or loading a node.
 /// - `formats`: readers and writers of file formats, and `report` (the HTML report's page,
 ///   tables and charts).
-/// - `frames`: the data model built from the raw tables.
-/// - `analyses`: the analyses, and `capture` (a report and XLA dump turned into archive
-///   members: a product the graph computes, so it sits below the graph).
+/// - `frames`: the data model built from the raw tables, and `capture` (a report and XLA dump
+///   turned into archive members: a product the graph computes; it reads no analysis).
+/// - `analyses`: the analyses.
 /// - `graph`: the query graph that wires every node together.
-/// - `commands`: `run`, `archive`, `analyze` (and `--watch`), `combine` and `compare` as
-///   functions of request structs, with pipeline files, labels and the comparison itself.
+/// - `compare`: comparing runs and histories of runs (the domain; its commands are thin).
+/// - `commands`: `run`, `archive`, `analyze` (and `--watch`), `combine`, `compare` and
+///   `history` as functions of request structs, with pipeline files and labels.
 /// - `cli`: the front-end: arguments parsed into requests, results printed.
 ///
 /// A top-level module missing here fails the test: place it in its layer.
 const LAYERS: &[(&str, &[&str])] = &[
     (
-        "engine",
+        "base",
         &[
             "alloc",
-            "engine",
             "error",
             "interrupt",
             "nvtx",
@@ -50,10 +54,13 @@ const LAYERS: &[(&str, &[&str])] = &[
             "units",
         ],
     ),
+    ("store", &["store"]),
+    ("engine", &["engine"]),
     ("formats", &["formats", "report"]),
-    ("frames", &["frames"]),
-    ("analyses", &["analyses", "capture"]),
+    ("frames", &["frames", "capture"]),
+    ("analyses", &["analyses"]),
     ("graph", &["graph"]),
+    ("compare", &["compare"]),
     ("commands", &["commands"]),
     ("cli", &["cli"]),
 ];
@@ -125,7 +132,7 @@ fn analysis_names_live_in_their_own_file() {
         if is_test_file(path) || path.starts_with("analyses/") {
             continue;
         }
-        let cut = test_module_start(&strip(text)).unwrap_or(usize::MAX);
+        let cut = test_module_start(&toks(text)).unwrap_or(usize::MAX);
         for (i, line) in text.lines().enumerate() {
             if i + 1 >= cut {
                 break;
@@ -222,7 +229,7 @@ fn violations(files: &[(String, String)], layers: &[(&str, &[&str])]) -> Vec<Str
         if is_test_file(path) {
             continue;
         }
-        let code = strip(text);
+        let code = toks(text);
         let cut = test_module_start(&code);
         let counted = cut.map_or_else(|| text.lines().count(), |c| c - 1);
         if counted > MAX_LINES {
@@ -278,10 +285,6 @@ fn violations(files: &[(String, String)], layers: &[(&str, &[&str])]) -> Vec<Str
     out
 }
 
-fn is_ident(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
-
 /// Files that are test code as a whole: `tests.rs`, or under a `tests/` folder.
 fn is_test_file(path: &str) -> bool {
     let parts: Vec<&str> = path.split('/').collect();
@@ -301,287 +304,183 @@ fn top_module(path: &str) -> Option<&str> {
     }
 }
 
-/// `text` with comments and the contents of string and char literals blanked (newlines
-/// kept, so line numbers and offsets are unchanged).
-fn strip(text: &str) -> String {
-    let c: Vec<char> = text.chars().collect();
-    let mut out = String::with_capacity(text.len());
-    let blank = |out: &mut String, ch: char| out.push(if ch == '\n' { '\n' } else { ' ' });
-    let mut i = 0;
-    while i < c.len() {
-        let prev_ident = i > 0 && is_ident(c[i - 1]);
-        if c[i] == '/' && c.get(i + 1) == Some(&'/') {
-            while i < c.len() && c[i] != '\n' {
-                blank(&mut out, c[i]);
-                i += 1;
-            }
-        } else if c[i] == '/' && c.get(i + 1) == Some(&'*') {
-            let mut depth = 0;
-            while i < c.len() {
-                if c[i] == '/' && c.get(i + 1) == Some(&'*') {
-                    depth += 1;
-                    out.push_str("  ");
-                    i += 2;
-                } else if c[i] == '*' && c.get(i + 1) == Some(&'/') {
-                    depth -= 1;
-                    out.push_str("  ");
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    blank(&mut out, c[i]);
-                    i += 1;
-                }
-            }
-        } else if c[i] == 'r'
-            && (!prev_ident || (i >= 1 && c[i - 1] == 'b' && !(i >= 2 && is_ident(c[i - 2]))))
-            && {
-                let mut j = i + 1;
-                while c.get(j) == Some(&'#') {
-                    j += 1;
-                }
-                c.get(j) == Some(&'"')
-            }
-        {
-            // Raw string r#"..."#.
-            out.push('r');
-            i += 1;
-            let mut hashes = 0;
-            while c[i] == '#' {
-                out.push('#');
-                hashes += 1;
-                i += 1;
-            }
-            out.push('"');
-            i += 1;
-            while i < c.len() {
-                if c[i] == '"' && (1..=hashes).all(|k| c.get(i + k) == Some(&'#')) {
-                    out.push('"');
-                    out.extend(std::iter::repeat_n('#', hashes));
-                    i += 1 + hashes;
-                    break;
-                }
-                blank(&mut out, c[i]);
-                i += 1;
-            }
-        } else if c[i] == '"' {
-            out.push('"');
-            i += 1;
-            while i < c.len() {
-                if c[i] == '\\' {
-                    blank(&mut out, c[i]);
-                    if let Some(&n) = c.get(i + 1) {
-                        blank(&mut out, n);
-                    }
-                    i += 2;
-                } else if c[i] == '"' {
-                    out.push('"');
-                    i += 1;
-                    break;
-                } else {
-                    blank(&mut out, c[i]);
-                    i += 1;
-                }
-            }
-        } else if c[i] == '\'' && c.get(i + 1) == Some(&'\\') {
-            // Escaped char literal: '\n', '\'', '\u{..}'.
-            out.push('\'');
-            i += 1;
-            blank(&mut out, c[i]);
-            blank(&mut out, c[i + 1]);
-            i += 2;
-            while i < c.len() && c[i] != '\'' {
-                blank(&mut out, c[i]);
-                i += 1;
-            }
-            out.push('\'');
-            i += 1;
-        } else if c[i] == '\'' && c.get(i + 2) == Some(&'\'') {
-            // Char literal 'x' (a lifetime never has a quote two characters on).
-            out.push('\'');
-            blank(&mut out, c[i + 1]);
-            out.push('\'');
-            i += 3;
-        } else {
-            out.push(c[i]);
-            i += 1;
-        }
-    }
-    out
+/// A source file as tokens, each with its 1-based line (`modgraph`'s lexer, the one the
+/// build script reads the module graph with: comments and literals are never code).
+type Toks = Vec<(Tok, usize)>;
+
+fn toks(text: &str) -> Toks {
+    modgraph::lex::tokens_with_lines(text)
 }
 
-/// 1-based line of each byte offset.
-fn line_of(code: &str, pos: usize) -> usize {
-    code[..pos].matches('\n').count() + 1
+fn punct(t: Option<&(Tok, usize)>, c: char) -> bool {
+    matches!(t, Some((Tok::Punct(p), _)) if *p == c)
+}
+
+fn ident(t: Option<&(Tok, usize)>, w: &str) -> bool {
+    matches!(t, Some((Tok::Ident(i), _)) if i == w)
+}
+
+/// The index after the bracketed group opening at `open` (`(`, `[` or `{`), or the end.
+fn group_end(t: &[(Tok, usize)], open: usize) -> usize {
+    let mut depth = 0i64;
+    for (k, (tok, _)) in t.iter().enumerate().skip(open) {
+        match tok {
+            Tok::Punct('(' | '[' | '{') => depth += 1,
+            Tok::Punct(')' | ']' | '}') => {
+                depth -= 1;
+                if depth == 0 {
+                    return k + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    t.len()
+}
+
+/// Whether the tokens at `i` are the attribute `#[cfg(test)]`.
+fn cfg_test_at(t: &[(Tok, usize)], i: usize) -> bool {
+    punct(t.get(i), '#')
+        && punct(t.get(i + 1), '[')
+        && ident(t.get(i + 2), "cfg")
+        && punct(t.get(i + 3), '(')
+        && ident(t.get(i + 4), "test")
+        && punct(t.get(i + 5), ')')
+        && punct(t.get(i + 6), ']')
+}
+
+/// The index after the attributes and visibility starting at `i`.
+fn item_start(t: &[(Tok, usize)], mut i: usize) -> usize {
+    while punct(t.get(i), '#') && punct(t.get(i + 1), '[') {
+        i = group_end(t, i + 1);
+    }
+    if ident(t.get(i), "pub") {
+        i += 1;
+        if punct(t.get(i), '(') {
+            i = group_end(t, i);
+        }
+    }
+    i
 }
 
 /// The modules `lib.rs` declares (`mod x;`, `pub mod x;`), with their lines.
 fn declared_modules(lib: &str) -> Vec<(usize, String)> {
-    let code = strip(lib);
+    let t = toks(lib);
     let mut out = Vec::new();
-    for (i, line) in code.lines().enumerate() {
-        let mut words = line.split_whitespace().peekable();
-        if words
-            .peek()
-            .is_some_and(|w| *w == "pub" || w.starts_with("pub("))
-        {
-            words.next();
+    let mut depth = 0i64;
+    let mut i = 0;
+    while i < t.len() {
+        match &t[i].0 {
+            Tok::Punct('{') => depth += 1,
+            Tok::Punct('}') => depth -= 1,
+            Tok::Ident(w) if w == "mod" && depth == 0 => {
+                if let (Some((Tok::Ident(name), line)), true) = (t.get(i + 1), punct(t.get(i + 2), ';')) {
+                    out.push((*line, name.clone()));
+                }
+            }
+            _ => {}
         }
-        if words.next() == Some("mod")
-            && let Some(name) = words.next()
-            && let Some(name) = name.strip_suffix(';')
-        {
-            out.push((i + 1, name.to_string()));
-        }
+        i += 1;
     }
     out
 }
 
 /// The 1-based line where a top-level `#[cfg(test)]` attribute introduces `mod tests { ... }`;
 /// the file's non-test part is the lines before it.
-fn test_module_start(code: &str) -> Option<usize> {
+fn test_module_start(t: &[(Tok, usize)]) -> Option<usize> {
     let mut depth = 0i64;
-    let mut pos = 0;
-    for line in code.split_inclusive('\n') {
-        if depth == 0 && squeeze(line).starts_with("#[cfg(test)]") {
-            let attr = pos + line.find('#').unwrap();
-            let rest = &code[attr + code[attr..].find(']').unwrap() + 1..];
-            if item_is_mod_tests(rest) {
-                return Some(line_of(code, pos));
+    for (i, (tok, line)) in t.iter().enumerate() {
+        match tok {
+            Tok::Punct('{') => depth += 1,
+            Tok::Punct('}') => depth -= 1,
+            Tok::Punct('#') if depth == 0 && cfg_test_at(t, i) => {
+                let k = item_start(t, i);
+                if ident(t.get(k), "mod") && ident(t.get(k + 1), "tests") && punct(t.get(k + 2), '{') {
+                    return Some(*line);
+                }
             }
+            _ => {}
         }
-        for ch in line.chars() {
-            match ch {
-                '{' => depth += 1,
-                '}' => depth -= 1,
-                _ => {}
-            }
-        }
-        pos += line.len();
     }
     None
 }
 
-/// Whether the item at the start of `rest` (after more attributes) is `mod tests {`.
-fn item_is_mod_tests(rest: &str) -> bool {
-    let mut s = rest.trim_start();
-    while s.starts_with("#[") {
-        match s.find(']') {
-            Some(e) => s = s[e + 1..].trim_start(),
-            None => return false,
-        }
-    }
-    if let Some(r) = s.strip_prefix("pub") {
-        s = r.trim_start();
-        if s.starts_with('(') {
-            match s.find(')') {
-                Some(e) => s = s[e + 1..].trim_start(),
-                None => return false,
-            }
-        }
-    }
-    let Some(r) = s.strip_prefix("mod") else {
-        return false;
-    };
-    if !r.starts_with(char::is_whitespace) {
-        return false;
-    }
-    let Some(r) = r.trim_start().strip_prefix("tests") else {
-        return false;
-    };
-    r.trim_start().starts_with('{')
-}
-
-fn squeeze(s: &str) -> String {
-    s.chars().filter(|c| !c.is_whitespace()).collect()
-}
-
 /// The 1-based lines of items marked `#[cfg(test)]` (at any depth), attribute to end.
-fn test_lines(code: &str) -> BTreeSet<usize> {
+fn test_lines(t: &[(Tok, usize)]) -> BTreeSet<usize> {
     let mut out = BTreeSet::new();
-    let bytes = code.as_bytes();
-    let mut from = 0;
-    while let Some(off) = code[from..].find("#[") {
-        let start = from + off;
-        let Some(close) = code[start..].find(']') else {
-            break;
-        };
-        let attr_end = start + close + 1;
-        from = attr_end;
-        if squeeze(&code[start..attr_end]) != "#[cfg(test)]" {
+    for i in 0..t.len() {
+        if !cfg_test_at(t, i) {
             continue;
         }
-        // The item ends at its first `;` outside brackets, or at the `}` closing its body.
-        let mut depth = 0i64;
-        let mut end = code.len();
-        for (k, &b) in bytes.iter().enumerate().skip(attr_end) {
-            match b {
-                b'{' | b'(' | b'[' => depth += 1,
-                b')' | b']' => depth -= 1,
-                b'}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        end = k;
-                        break;
-                    }
-                }
-                b';' if depth == 0 => {
-                    end = k;
-                    break;
-                }
-                _ => {}
+        // The item ends at its first `;` outside brackets, or at the end of its body.
+        let mut k = item_start(t, i);
+        let end = loop {
+            match t.get(k) {
+                None => break t.len() - 1,
+                Some((Tok::Punct(';'), _)) => break k,
+                Some((Tok::Punct('{'), _)) => break group_end(t, k) - 1,
+                Some((Tok::Punct('(' | '['), _)) => k = group_end(t, k),
+                _ => k += 1,
             }
-        }
-        out.extend(line_of(code, start)..=line_of(code, end.min(code.len())));
+        };
+        out.extend(t[i].1..=t[end.min(t.len() - 1)].1);
     }
     out
 }
 
-/// The modules named right after `crate::` (`crate::x::y`, `use crate::x;`,
-/// `use crate::{x, y::{z, w}}` → x and y), with their 1-based lines. `code` is stripped.
-fn crate_refs(code: &str) -> Vec<(usize, String)> {
+/// The modules named right after `crate::` (`crate::x::y`, `$crate::x`, `use crate::x;`,
+/// `use crate::{x, y::{z, w}}` → x and y), with their 1-based lines.
+fn crate_refs(t: &[(Tok, usize)]) -> Vec<(usize, String)> {
     let mut out = Vec::new();
-    let mut from = 0;
-    while let Some(off) = code[from..].find("crate::") {
-        let at = from + off;
-        from = at + "crate::".len();
-        if code[..at].chars().next_back().is_some_and(is_ident) {
+    for i in 0..t.len() {
+        if !ident(t.get(i), "crate") || !matches!(t.get(i + 1), Some((Tok::PathSep, _))) {
             continue;
         }
-        let rest = &code[from..];
-        let lead = rest.len() - rest.trim_start().len();
-        if rest[lead..].starts_with('{') {
-            // A group: the first name of every item at the group's top level.
-            let mut depth = 0;
-            let mut item_start = true;
-            for (k, ch) in rest.char_indices().skip(lead) {
-                match ch {
-                    '{' => {
-                        depth += 1;
-                        item_start = depth == 1;
-                    }
-                    '}' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            break;
+        match t.get(i + 2) {
+            Some((Tok::Ident(name), line)) => out.push((*line, name.clone())),
+            Some((Tok::Punct('{'), _)) => {
+                // A group: the first name of every item at the group's top level.
+                let end = group_end(t, i + 2);
+                let mut depth = 0;
+                let mut first = true;
+                for (tok, line) in &t[i + 2..end] {
+                    match tok {
+                        Tok::Punct('{') => {
+                            depth += 1;
+                            first = depth == 1;
                         }
+                        Tok::Punct('}') => depth -= 1,
+                        Tok::Punct(',') if depth == 1 => first = true,
+                        Tok::Ident(name) if first && depth == 1 => {
+                            out.push((*line, name.clone()));
+                            first = false;
+                        }
+                        _ => first = false,
                     }
-                    ',' if depth == 1 => item_start = true,
-                    c if item_start && depth == 1 && is_ident(c) => {
-                        let name: String = rest[k..].chars().take_while(|&c| is_ident(c)).collect();
-                        out.push((line_of(code, from + k), name));
-                        item_start = false;
-                    }
-                    c if item_start && !c.is_whitespace() => item_start = false,
-                    _ => {}
                 }
             }
-        } else {
-            let name: String = rest[lead..].chars().take_while(|&c| is_ident(c)).collect();
-            if !name.is_empty() {
-                out.push((line_of(code, from + lead), name));
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The paths written in `t` (`a::b::c`), with their lines.
+fn paths(t: &[(Tok, usize)]) -> Vec<(usize, String)> {
+    let mut out: Vec<(usize, String)> = Vec::new();
+    let mut i = 0;
+    while i < t.len() {
+        if let (Tok::Ident(first), line) = &t[i] {
+            let mut p = first.clone();
+            i += 1;
+            while let (Some((Tok::PathSep, _)), Some((Tok::Ident(next), _))) = (t.get(i), t.get(i + 1)) {
+                p.push_str("::");
+                p.push_str(next);
+                i += 2;
             }
+            out.push((*line, p));
+        } else {
+            i += 1;
         }
     }
     out
@@ -689,20 +588,20 @@ mod helpers {
     const L: &[(&str, &[&str])] = &[("low", &["a"]), ("mid", &["b"]), ("high", &["c"])];
 
     #[test]
-    fn strip_blanks_comments_and_literals_only() {
+    fn comments_and_literals_are_not_code() {
         let s = "use crate::a; // crate::b\nlet x = \"crate::c\"; /* crate::d\n */ let y = '\"';\nlet r = r#\"crate::e \"# ; fn f<'a>(x: &'a str) -> char { '\\'' }";
-        let code = strip(s);
-        assert_eq!(code.len(), s.len());
-        assert_eq!(code.lines().count(), s.lines().count());
+        let code = toks(s);
         let refs: Vec<String> = crate_refs(&code).into_iter().map(|(_, m)| m).collect();
         assert_eq!(refs, ["a"]);
-        assert!(code.contains("fn f<'a>(x: &'a str)"), "{code}");
+        // Lines survive comments and literals spanning lines.
+        assert_eq!(code.last().unwrap().1, 4);
+        assert!(code.iter().any(|(t, l)| *t == Tok::Ident("f".into()) && *l == 4));
     }
 
     #[test]
     fn crate_refs_reads_paths_and_groups() {
         let code = "use crate::a::{x, y};\nuse crate::{\n    b::{self, z},\n    c,\n};\nfn f() { crate::d::g(); pub(crate) fn h() {} }\nlet v = $crate::e::m;\nmycrate::f::n;";
-        let got = crate_refs(code);
+        let got = crate_refs(&toks(code));
         assert_eq!(
             got,
             [
@@ -718,13 +617,13 @@ mod helpers {
     #[test]
     fn test_module_start_is_the_top_level_cfg_test_mod_tests() {
         let code = "fn a() {}\n#[cfg(test)]\npub(crate) mod testing {\n}\nimpl X {\n    #[cfg(test)]\n    mod tests {}\n}\n#[cfg(test)]\n#[allow(unused)]\nmod tests {\n    fn t() {}\n}\n";
-        assert_eq!(test_module_start(code), Some(9));
+        assert_eq!(test_module_start(&toks(code)), Some(9));
         assert_eq!(
-            test_module_start("#[cfg(test)] mod tests;\nfn a() {}\n"),
+            test_module_start(&toks("#[cfg(test)] mod tests;\nfn a() {}\n")),
             None
         );
         assert_eq!(
-            test_module_start("fn a() {}\n#[cfg( test )] mod tests { }\n"),
+            test_module_start(&toks("fn a() {}\n#[cfg( test )] mod tests { }\n")),
             Some(2)
         );
     }
@@ -732,7 +631,7 @@ mod helpers {
     #[test]
     fn test_lines_cover_cfg_test_items() {
         let code = "#[cfg(test)]\nuse crate::b;\nfn f() {}\n#[cfg(test)]\nmod testing {\n    use crate::c;\n}\nfn g() {}\n";
-        assert_eq!(test_lines(code), BTreeSet::from([1, 2, 4, 5, 6, 7]));
+        assert_eq!(test_lines(&toks(code)), BTreeSet::from([1, 2, 4, 5, 6, 7]));
     }
 
     #[test]
@@ -855,13 +754,11 @@ fn the_front_end_runs_commands_only() {
     ];
     let mut found = Vec::new();
     for (path, text) in files.iter().filter(|(p, _)| p.starts_with("cli/")) {
-        let code = strip(text);
+        let code = toks(text);
         let cut = test_module_start(&code).unwrap_or(usize::MAX);
-        for (i, line) in code.lines().enumerate().take_while(|(i, _)| i + 1 < cut) {
-            for f in forbidden {
-                if line.contains(f) {
-                    found.push(format!("src/{path}:{}: {f}", i + 1));
-                }
+        for (line, p) in paths(&code).into_iter().filter(|(l, _)| *l < cut) {
+            for f in forbidden.into_iter().filter(|f| p.starts_with(f)) {
+                found.push(format!("src/{path}:{line}: {f}"));
             }
         }
     }
@@ -875,4 +772,41 @@ fn the_front_end_runs_commands_only() {
         "workflow in the front-end:\n{}",
         found.join("\n")
     );
+}
+
+/// The engine is the memo engine only: the store and the shared cache live in `store/`
+/// below it, and no engine file names a file of a higher layer (a node kind is declared in
+/// the file that computes it, with `kind!`, not in a table of the engine).
+#[test]
+fn the_engine_names_no_file_above_it_and_keeps_no_store() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    read_tree(&src, &src, &mut files);
+    let engine_rank = LAYERS.iter().position(|(l, _)| *l == "engine").unwrap();
+    let higher: BTreeSet<&str> = LAYERS[engine_rank + 1..]
+        .iter()
+        .flat_map(|(_, mods)| mods.iter().copied())
+        .collect();
+    let mut found = Vec::new();
+    for (path, text) in files.iter().filter(|(p, _)| p.starts_with("engine/")) {
+        let stem = path.rsplit('/').next().unwrap().trim_end_matches(".rs");
+        if ["store", "remote", "remote_store", "claims", "packs", "signing", "filememo", "verified"]
+            .contains(&stem)
+        {
+            found.push(format!("src/{path}: a store or shared-cache file in the engine"));
+        }
+        let code = toks(text);
+        let cut = test_module_start(&code).unwrap_or(usize::MAX);
+        let test = test_lines(&code);
+        for (tok, line) in code.iter().filter(|(_, l)| *l < cut && !test.contains(l)) {
+            if let Tok::Str(s) = tok
+                && s.ends_with(".rs")
+                && higher.contains(s.trim_start_matches("src/").split('/').next().unwrap())
+            {
+                found.push(format!("src/{path}:{line}: names {s:?}, a file of a higher layer"));
+            }
+        }
+    }
+    assert!(files.iter().any(|(p, _)| p.starts_with("store/")), "no src/store/");
+    assert!(found.is_empty(), "{}", found.join("\n"));
 }

@@ -27,9 +27,10 @@ pub mod summary;
 pub mod thunks;
 #[cfg(test)]
 mod toy;
-pub mod transfers;
+pub mod steady_copies;
 
-use crate::engine::{Engine, Keep, Key, KeyBuilder, Node, kinds};
+use crate::engine::kinds::family;
+use crate::engine::{Engine, Keep, Key, KeyBuilder, Node};
 use crate::report::Section;
 use anyhow::{Result, anyhow};
 use serde::de::DeserializeOwned;
@@ -38,6 +39,13 @@ use serde::{Deserialize, Serialize};
 pub use output::AnalysisOutput;
 pub use registry::{REGISTRY, builtin_names, find};
 pub use share::{AnyShare, ProcessView, Reads, RunShares, Share};
+
+family!(
+    /// The output of a registered analysis: `analysis:<name>`, with the analysis's file
+    /// and its shares' files.
+    ANALYSIS = "analysis:"
+);
+
 
 /// An analysis: a reduce over the per-process [`Share`]s it reads, its terminal text and
 /// its output files.
@@ -197,7 +205,7 @@ impl<A: Analysis> Registered for A {
         }
         s.sort_unstable();
         s.dedup();
-        kinds::ANALYSIS.roots_with(&s)
+        ANALYSIS.roots_with(&s)
     }
     fn canonical_params(&self, params: &serde_json::Value) -> Result<String, String> {
         let p: A::Params = serde_json::from_value(params.clone()).map_err(|e| e.to_string())?;

@@ -80,7 +80,7 @@ pub struct OpsPartial {
     pub command_buffer_notes: Vec<String>,
     /// The copies between modules (None: the archive does not say).
     #[serde(default)]
-    pub transfers: Option<super::transfers::TransfersPartial>,
+    pub transfers: Option<super::steady_copies::TransfersPartial>,
 }
 
 impl crate::engine::value::JsonValue for OpsPartial {}
@@ -346,7 +346,7 @@ pub struct Ops {
     pub variability: Vec<Variability>,
     pub command_buffers: CommandBuffers,
     /// The copies and sets between modules in the steady state.
-    pub transfers: super::transfers::Transfers,
+    pub transfers: super::steady_copies::Transfers,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
@@ -411,7 +411,7 @@ pub fn reduce(parts: &[&OpsPartial]) -> Ops {
     let overlapping = (tot.thunks - tot.modules).max(0);
     let idle_in = (tot.modules - tot.thunks).max(0);
     // Copies and sets between modules are GPU work, not idle time.
-    let transfers = super::transfers::reduce(
+    let transfers = super::steady_copies::reduce(
         &parts
             .iter()
             .map(|p| p.transfers.as_ref())
@@ -623,7 +623,7 @@ impl Share for OpsShare {
         }
         let mut part = p.with_programs(partial)?;
         if let (Some(steady), Some(t)) = (p.steady, p.transfers) {
-            part.transfers = Some(super::transfers::partial(&steady.module, t));
+            part.transfers = Some(super::steady_copies::partial(&steady.module, t));
         }
         part.command_buffer_notes = p
             .frame_notes

@@ -41,9 +41,9 @@ pub fn builtin_names() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::kinds;
-    use crate::engine::modgraph::tests::{crate_files, crate_graph as graph};
-    use crate::engine::modgraph::{Lock, ModGraph};
+    use crate::engine::kinds::declared::DECLARED;
+    use crate::testutil::{crate_files, crate_graph as graph};
+    use modgraph::{Lock, ModGraph};
     use crate::engine::versions;
     use std::collections::{BTreeMap, BTreeSet};
     use std::path::Path;
@@ -51,11 +51,11 @@ mod tests {
     /// Every kind of the catalogue and every analysis and share, with its files.
     fn every_kind() -> BTreeMap<String, Vec<&'static str>> {
         let mut out: BTreeMap<String, Vec<&'static str>> = BTreeMap::new();
-        for k in kinds::KINDS {
-            out.insert(k.name.to_string(), k.roots.to_vec());
+        for (name, file, _) in DECLARED.iter().filter(|d| !d.2) {
+            out.insert(name.to_string(), vec![*file]);
         }
         for a in REGISTRY {
-            out.insert(format!("{}{}", kinds::ANALYSIS.prefix, a.name()), a.roots());
+            out.insert(format!("{}{}", super::super::ANALYSIS.prefix, a.name()), a.roots());
             for u in a
                 .shares(&a.canonical_params(&serde_json::json!({})).unwrap())
                 .unwrap()
@@ -82,11 +82,15 @@ mod tests {
 
     #[test]
     fn kind_names_are_unique() {
-        let mut names: Vec<String> = kinds::KINDS.iter().map(|k| k.name.to_string()).collect();
+        let mut names: Vec<String> = DECLARED
+            .iter()
+            .filter(|d| !d.2)
+            .map(|d| d.0.to_string())
+            .collect();
         // A share read by several analyses is one kind.
         let mut shares: BTreeSet<&str> = BTreeSet::new();
         for a in REGISTRY {
-            names.push(format!("{}{}", kinds::ANALYSIS.prefix, a.name()));
+            names.push(format!("{}{}", super::super::ANALYSIS.prefix, a.name()));
             for u in a
                 .shares(&a.canonical_params(&serde_json::json!({})).unwrap())
                 .unwrap()

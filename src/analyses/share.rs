@@ -4,6 +4,7 @@
 //! analysis and reads the others from the store. The reduce of an analysis reads the shares
 //! of every process through [`RunShares`].
 
+use crate::engine::kinds::family;
 use std::any::Any;
 use std::sync::Arc;
 
@@ -14,10 +15,17 @@ use serde::de::DeserializeOwned;
 
 use crate::engine::node::{Keep, Node};
 use crate::engine::value::Value;
-use crate::engine::{Engine, Key, KeyBuilder, kinds};
+use crate::engine::{Engine, Key, KeyBuilder};
 use crate::formats::gpus::DeviceFacts;
 use crate::frames::gpu::Programs;
 use crate::frames::warmup::Steady;
+
+family!(
+    /// One process's share of an analysis (named by the share), with the share's file;
+    /// the sum of a group of them is `<share>-group`.
+    SHARE = ""
+);
+
 
 /// What of a process a share reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +49,7 @@ pub struct ProcessView<'a> {
     pub steady: Option<&'a Steady>,
     /// [`Reads::Gpu`]: the remarks made building the frames, each naming the process.
     pub frame_notes: &'a [String],
-    /// [`Reads::Gpu`]: the copies and sets between modules (`frames::transfers`); None when
+    /// [`Reads::Gpu`]: the copies and sets between modules (`frames::between_modules`); None when
     /// the archive does not say.
     pub transfers: Option<&'a RecordBatch>,
     /// [`Reads::Gpu`]: every module execution, warm-up included (the module frame).
@@ -134,7 +142,7 @@ impl<S: Share> Node for ShareNode<'_, S> {
         S::KIND
     }
     fn roots(&self) -> Vec<&'static str> {
-        kinds::SHARE.roots_with(&[S::FILE])
+        SHARE.roots_with(&[S::FILE])
     }
     fn recipe(&self, kb: KeyBuilder) -> KeyBuilder {
         let kb = kb.input(&self.inputs.frames);
@@ -162,7 +170,7 @@ impl<S: Share> Node for GroupNode<'_, S> {
         &self.kind
     }
     fn roots(&self) -> Vec<&'static str> {
-        kinds::SHARE.roots_with(&[S::FILE])
+        SHARE.roots_with(&[S::FILE])
     }
     fn recipe(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.inputs(self.members.iter())
@@ -207,7 +215,7 @@ impl<S: Share> AnyShare for S {
         S::KIND
     }
     fn roots(&self) -> Vec<&'static str> {
-        kinds::SHARE.roots_with(&[S::FILE])
+        SHARE.roots_with(&[S::FILE])
     }
     fn reads(&self) -> Reads {
         S::READS

@@ -1,7 +1,7 @@
 // `nsys-jax` and `nsys-jax-combine`: nsys-jax's command names as small programs of their own,
 // for installs that cannot make links (a wheel's scripts, `cargo install`). Each runs the
 // `nsys-jax-pipe` beside it (else the first on `PATH`) under its own name, which makes
-// `nsys-jax-pipe` behave as that command does (`src/capture/compat.rs`).
+// `nsys-jax-pipe` behave as that command does (`src/cli/compat.rs`).
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

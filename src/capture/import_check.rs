@@ -26,12 +26,36 @@
 
 use crate::capture::nsys::Nsys;
 use crate::engine::value::Bytes;
-use crate::engine::{Engine, Key};
+use crate::engine::kinds::kind;
+use crate::engine::{Engine, Key, KeyBuilder, node_kind};
 use crate::formats::archive::Archive;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::io::BufRead;
 use std::path::Path;
+
+kind!(
+    /// The import errors a report records.
+    IMPORT_DIAGNOSTICS = "import-diagnostics"
+);
+
+/// The import errors a report records (JSON list of strings), read by this nsys.
+pub struct ImportDiagnosticsNode {
+    pub report: Key,
+    pub nsys_version: Key,
+}
+node_kind!(
+    ImportDiagnosticsNode,
+    IMPORT_DIAGNOSTICS,
+    Stored,
+    Bytes
+);
+impl ImportDiagnosticsNode {
+    fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
+        kb.param("nsys-version", self.nsys_version.0)
+            .input(&self.report)
+    }
+}
 
 /// The archive member recording an incomplete import (absent when none was found).
 pub const MEMBER: &str = "import-diagnostics.json";
@@ -228,7 +252,7 @@ pub fn from_report(
     report: &Path,
     report_key: &Key,
 ) -> Result<Vec<String>> {
-    let node = super::keys::ImportDiagnosticsNode {
+    let node = ImportDiagnosticsNode {
         report: *report_key,
         nsys_version: nsys.version_key,
     };
@@ -361,7 +385,7 @@ fn embedded_report_key(engine: &Engine, archive: &Archive) -> Result<Option<(Str
     {
         return Ok(None);
     }
-    let key = crate::formats::archive::keys::member_key(engine, archive, report)?;
+    let key = crate::formats::archive::content_keys::member_key(engine, archive, report)?;
     Ok(Some((report.to_string(), key)))
 }
 
@@ -405,7 +429,7 @@ pub fn of_processes(
                 &super::export_key(&key, &nsys),
             )
             .expect("the trace is derived");
-            let diagnostics = super::keys::ImportDiagnosticsNode {
+            let diagnostics = ImportDiagnosticsNode {
                 report: key,
                 nsys_version: nsys.version_key,
             };

@@ -41,11 +41,11 @@ pub(super) struct CacheUrl {
 
 impl CacheUrl {
     /// The remote tier, opened (the URL checked; nothing contacted yet).
-    pub fn open(&self) -> Result<Option<crate::engine::remote::Remote>> {
+    pub fn open(&self) -> Result<Option<crate::store::remote::Remote>> {
         self.cache_url
             .as_deref()
             .filter(|u| !u.is_empty())
-            .map(crate::engine::remote::Remote::open)
+            .map(crate::store::remote::Remote::open)
             .transpose()
     }
 }
@@ -134,18 +134,18 @@ pub(super) struct AnalysisSelection {
     /// f32, f64; dense) or hbm=GB/s, e.g. `--peak bf16=989 --peak hbm=3350`. Repeatable.
     #[arg(long = "peak", value_name = "NAME=VALUE")]
     pub peaks: Vec<String>,
+    /// The `--analysis` names, each with the `--analysis-arg`s that follow it, in
+    /// command-line order (set from the parsed command line by [`analysis_plan`]).
+    #[arg(skip)]
+    pub plan: Vec<(String, Vec<String>)>,
 }
 
 impl AnalysisSelection {
-    /// Which analyses to run: `--analysis` names (`plan`), else the pipeline file, else the
-    /// default pipeline (`default` false: none); `--peak`s go to the roofline's parameters
-    /// (and to `diagnose`'s, which are the roofline's it reads).
-    pub fn requests(
-        &self,
-        plan: &[(String, Vec<String>)],
-        default: bool,
-    ) -> Result<Vec<AnalysisRequest>> {
-        let mut r = requests(plan, self.pipeline.pipeline.as_deref(), default)?;
+    /// Which analyses to run: `--analysis` names (their plan), else the pipeline file, else
+    /// the default pipeline (`default` false: none); `--peak`s go to the roofline's
+    /// parameters (and to `diagnose`'s, which are the roofline's it reads).
+    pub fn requests(&self, default: bool) -> Result<Vec<AnalysisRequest>> {
+        let mut r = requests(&self.plan, self.pipeline.pipeline.as_deref(), default)?;
         if !self.peaks.is_empty() {
             use crate::analyses::Analysis;
             use crate::analyses::diagnose::DiagnoseAnalysis;

@@ -1,78 +1,73 @@
-//! `cache`: the on-disk cache's size by node kind, trimming it, and filling the shared one.
+//! `cache`: the arguments of `cache stats|push|gc|keygen` turned into the command's request
+//! ([`crate::commands::cache`]), and what it found printed.
 
 use super::args::CacheCommand;
-use anyhow::{Context, Result, bail};
+use crate::commands::cache::{self, ByKind};
+use crate::table::{Table, human_bytes};
+use anyhow::{Result, bail};
 
-/// `cache stats` and `cache gc`.
+/// `cache stats`, `push`, `keygen` and `gc`.
 pub(super) fn cache(c: CacheCommand) -> Result<()> {
     match c {
         CacheCommand::Stats(args) => {
-            let dir = args.path();
-            let store = crate::engine::Store::open(&dir)?;
-            let s = store.stats();
+            let s = cache::stats(&args.path(), args.url.open()?)?;
             println!(
                 "cache {}: {} entries, {}",
-                dir.display(),
-                s.entries,
-                crate::table::human_bytes(s.bytes)
+                s.dir.display(),
+                s.local.entries,
+                human_bytes(s.local.bytes)
             );
-            let mut t = crate::table::Table::new(&["node kind", "entries", "size"]);
-            t.align_right(&[1, 2]);
-            for (k, (n, b)) in &s.by_kind {
-                t.row(vec![
-                    k.clone(),
-                    n.to_string(),
-                    crate::table::human_bytes(*b),
-                ]);
+            print!("{}", kinds_table(&s.local.by_kind));
+            for (url, c) in &s.recorded {
+                println!(
+                    "remote {url}: {} hits, {} misses, {} uploads, {} damaged objects replaced, {} inputs keyed by their claims (all runs of this cache)",
+                    c.hits, c.misses, c.uploads, c.damaged, c.claimed
+                );
             }
-            print!("{}", t.render());
-            remote_stats(&dir, &args)?;
+            if let Some((url, by_kind)) = &s.remote {
+                let (n, b) = by_kind
+                    .values()
+                    .fold((0, 0), |(n, b), (k, s)| (n + k, b + s));
+                println!("remote cache {url}: {n} entries, {}", human_bytes(b));
+                print!("{}", kinds_table(by_kind));
+            }
         }
         CacheCommand::Push(args) => {
-            let dir = args.path();
-            let Some(remote) = args.url.open()? else {
-                bail!("cache push needs the shared cache: give --cache-url URL");
-            };
-            let store = crate::engine::Store::open(&dir)?.with_remote(Some(remote));
-            let (entries, counts) = store.push();
+            let p = cache::push(&args.path(), args.url.open()?)?;
             println!(
-                "{}: {entries} entries, {} uploaded to {} (the others were there)",
-                dir.display(),
-                counts.uploads,
-                store.remote().expect("given").url()
+                "{}: {} entries, {} uploaded to {} (the others were there)",
+                args.path().display(),
+                p.entries,
+                p.counts.uploads,
+                p.url
             );
         }
         CacheCommand::Keygen { name, output } => {
-            let (secret, public) = crate::engine::signing::keygen(&name)?;
-            super::commands::write_secret(&output, secret.as_bytes())?;
+            let public = cache::keygen(&name, &output)?;
             println!("{public}");
             eprintln!(
                 "secret key written to {} (for the machines that write the shared cache: \
                  ${}); the public key above is for those that read it (${})",
                 output.display(),
-                crate::engine::remote::SIGNING_KEY_VAR,
-                crate::engine::remote::TRUSTED_KEYS_VAR
+                crate::store::remote::SIGNING_KEY_VAR,
+                crate::store::remote::TRUSTED_KEYS_VAR
             );
         }
         CacheCommand::Gc {
-            cache,
+            cache: dir,
             max_size,
             max_age,
         } => {
-            if max_size.is_none() && max_age.is_none() {
-                bail!("cache gc needs --max-size and/or --max-age");
-            }
-            let dir = cache.path();
-            let store = crate::engine::Store::open(&dir)?;
             let max_bytes = max_size.as_deref().map(parse_size).transpose()?;
             let max_age = max_age.as_deref().map(parse_age).transpose()?;
-            let s = store.gc(max_bytes, max_age);
+            let dir = dir.path();
+            let s = cache::gc(&dir, max_bytes, max_age)?;
             println!(
                 "removed {} entries ({}); {} entries ({}) remain in {}",
                 s.removed_entries,
-                crate::table::human_bytes(s.removed_bytes),
+                human_bytes(s.removed_bytes),
                 s.entries,
-                crate::table::human_bytes(s.bytes),
+                human_bytes(s.bytes),
                 dir.display()
             );
             if s.removed_leftovers > 0 {
@@ -86,40 +81,14 @@ pub(super) fn cache(c: CacheCommand) -> Result<()> {
     Ok(())
 }
 
-/// What the remote tiers did for this local cache, summed over its runs; with `--cache-url`,
-/// also what that remote cache holds.
-fn remote_stats(dir: &std::path::Path, args: &super::args::CacheDir) -> Result<()> {
-    for (url, c) in crate::engine::remote::recorded_counts(dir) {
-        println!(
-            "remote {url}: {} hits, {} misses, {} uploads, {} damaged objects replaced, {} inputs keyed by their claims (all runs of this cache)",
-            c.hits, c.misses, c.uploads, c.damaged, c.claimed
-        );
-    }
-    let Some(remote) = args.url.open()? else {
-        return Ok(());
-    };
-    let by_kind = remote
-        .list("objects")
-        .with_context(|| format!("remote cache {}: cannot list", remote.url()))?;
-    let (n, b) = by_kind
-        .values()
-        .fold((0, 0), |(n, b), (k, s)| (n + k, b + s));
-    println!(
-        "remote cache {}: {n} entries, {}",
-        remote.url(),
-        crate::table::human_bytes(b)
-    );
-    let mut t = crate::table::Table::new(&["node kind", "entries", "size"]);
+/// Entries and size by node kind, as a table.
+fn kinds_table(by_kind: &ByKind) -> String {
+    let mut t = Table::new(&["node kind", "entries", "size"]);
     t.align_right(&[1, 2]);
-    for (k, (n, b)) in &by_kind {
-        t.row(vec![
-            k.clone(),
-            n.to_string(),
-            crate::table::human_bytes(*b),
-        ]);
+    for (k, (n, b)) in by_kind {
+        t.row(vec![k.clone(), n.to_string(), human_bytes(*b)]);
     }
-    print!("{}", t.render());
-    Ok(())
+    t.render()
 }
 
 /// `500M`, `2G`, `1024` (bytes), `10K`.

@@ -4,7 +4,8 @@
 
 mod args;
 mod cache;
-mod commands;
+mod compat;
+mod dispatch;
 mod output;
 mod terminal;
 
@@ -70,11 +71,11 @@ pub fn main() -> i32 {
 
 /// [`main`] on the command line `argv` (the program name first).
 pub fn main_with(argv: Vec<std::ffi::OsString>) -> i32 {
-    if let Some(help) = crate::capture::compat::nsys_jax_help(&argv) {
+    if let Some(help) = compat::nsys_jax_help(&argv) {
         print!("{help}");
         return 0;
     }
-    let argv = match crate::capture::compat::rewrite(argv, &run_options()) {
+    let argv = match compat::rewrite(argv, &run_options()) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("nsys-jax-pipe: error: {}", one_line(&e));
@@ -84,21 +85,26 @@ pub fn main_with(argv: Vec<std::ffi::OsString>) -> i32 {
     let parsed = command()
         .try_get_matches_from(argv)
         .and_then(|m| Cli::from_arg_matches(&m).map(|c| (c, m)));
-    let (cli, matches) = match parsed {
+    let (mut cli, matches) = match parsed {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() { EXIT_INPUT } else { 0 };
         }
     };
-    let plan = match matches.subcommand().map(|(_, m)| analysis_plan(m)) {
+    // The analyses' order and arguments are read off the matches into the typed arguments.
+    match matches.subcommand().map(|(_, m)| analysis_plan(m)) {
         Some(Err(e)) => {
             eprintln!("nsys-jax-pipe: error: {}", one_line(&e));
             return EXIT_INPUT;
         }
-        Some(Ok(p)) => p,
-        None => vec![],
-    };
+        Some(Ok(plan)) => {
+            if let Some(selection) = cli.command.analysis_selection() {
+                selection.plan = plan;
+            }
+        }
+        None => {}
+    }
     match crate::formats::limits::Limits::from_env() {
         Ok(l) => crate::formats::limits::set(l),
         Err(e) => {
@@ -123,7 +129,7 @@ pub fn main_with(argv: Vec<std::ffi::OsString>) -> i32 {
             eprintln!("{}", std::backtrace::Backtrace::force_capture());
         }
     }));
-    match std::panic::catch_unwind(|| dispatch(cli, &plan)) {
+    match std::panic::catch_unwind(|| dispatch(cli)) {
         Ok(Ok(code)) => code,
         Ok(Err(e)) => {
             // A reader that stopped early (`| head`) is not an error.
@@ -141,14 +147,27 @@ pub fn main_with(argv: Vec<std::ffi::OsString>) -> i32 {
     }
 }
 
-fn dispatch(cli: Cli, plan: &[(String, Vec<String>)]) -> Result<i32> {
+impl Command {
+    /// The analyses a command runs, where it runs some.
+    fn analysis_selection(&mut self) -> Option<&mut args::AnalysisSelection> {
+        match self {
+            Command::Analyze(a) => Some(&mut a.analyses),
+            Command::Archive(a) => Some(&mut a.analyses),
+            Command::Run(a) => Some(&mut a.analyses),
+            Command::Combine(a) => Some(&mut a.analyses),
+            Command::Compare(_) | Command::History(_) | Command::Cache { .. } => None,
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<i32> {
     match cli.command {
-        Command::Analyze(a) => commands::analyze(a, plan),
-        Command::Archive(a) => commands::archive(a, plan),
-        Command::Run(a) => commands::run(a, plan),
-        Command::Combine(a) => commands::combine(a, plan),
-        Command::Compare(a) => commands::compare(a),
-        Command::History(a) => commands::history(a),
+        Command::Analyze(a) => dispatch::analyze(a),
+        Command::Archive(a) => dispatch::archive(a),
+        Command::Run(a) => dispatch::run(a),
+        Command::Combine(a) => dispatch::combine(a),
+        Command::Compare(a) => dispatch::compare(a),
+        Command::History(a) => dispatch::history(a),
         Command::Cache { command } => cache::cache(command).map(|()| 0),
     }
 }
@@ -174,15 +193,15 @@ fn command() -> clap::Command {
 }
 
 /// `run`'s options, for splitting its command line (see [`crate::capture::compat`]).
-fn run_options() -> Vec<crate::capture::compat::OptionSpec> {
+fn run_options() -> Vec<compat::OptionSpec> {
     let cmd = Cli::command();
     let Some(run) = cmd.find_subcommand("run") else {
         return vec![];
     };
-    let mut specs: Vec<crate::capture::compat::OptionSpec> = run
+    let mut specs: Vec<compat::OptionSpec> = run
         .get_arguments()
         .filter(|a| !a.is_positional())
-        .map(|a| crate::capture::compat::OptionSpec {
+        .map(|a| compat::OptionSpec {
             longs: a
                 .get_long()
                 .into_iter()
@@ -194,7 +213,7 @@ fn run_options() -> Vec<crate::capture::compat::OptionSpec> {
         })
         .collect();
     // clap's own --help / -h.
-    specs.push(crate::capture::compat::OptionSpec {
+    specs.push(compat::OptionSpec {
         longs: vec!["help".into()],
         short: Some('h'),
         takes_value: false,

@@ -1,6 +1,6 @@
 //! `analyze`: run analyses on the processes of a run and write their outputs to a folder.
 
-use super::analysis::{
+use super::run_analyses::{
     AnalysisResults, OutputFile, html_report, mark_import_problems, open_inputs, run_analyses,
 };
 use super::pipeline::AnalysisRequest;

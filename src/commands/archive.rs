@@ -1,7 +1,7 @@
 //! `archive`: an Nsight Systems report and its XLA dump as an nsys-jax archive; also how
 //! `run` writes its archive.
 
-use super::analysis::{
+use super::run_analyses::{
     AnalysisResults, REPORT_MEMBER, analysis_entries, html_report, mark_import_problems,
     open_inputs, run_analyses,
 };

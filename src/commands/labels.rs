@@ -8,7 +8,7 @@
 //! cache (`inputs/<hash of the label>/`, under their own names, which are part of the
 //! analyses' keys), and finds every node of that side in the shared cache.
 
-use crate::engine::remote::Remote;
+use crate::store::remote::Remote;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

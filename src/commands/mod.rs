@@ -5,12 +5,13 @@
 //! goes through a [`Ui`]). The front-end ([`crate::cli`]) turns a command line into a
 //! request and prints the result.
 //!
-//! Beside them: `pipeline` (pipeline files and analysis requests), `labels` (named runs in the
-//! cache), and the comparison itself (`compare`).
+//! Beside them: `pipeline` (pipeline files and analysis requests) and `labels` (named runs in
+//! the cache). `compare` and `history` are thin commands over [`crate::compare`].
 
-pub mod analysis;
+pub mod run_analyses;
 pub mod analyze;
 pub mod archive;
+pub mod cache;
 pub mod combine;
 pub mod compare;
 pub mod history;

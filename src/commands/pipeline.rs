@@ -12,8 +12,8 @@ const DEFAULT: &str = include_str!("../../pipelines/default.toml");
 struct File {
     #[serde(default)]
     analysis: Vec<Entry>,
-    /// Settings of `compare` (see [`crate::commands::compare::SettingsFile`]).
-    compare: Option<crate::commands::compare::SettingsFile>,
+    /// Settings of `compare` (see [`crate::compare::SettingsFile`]).
+    compare: Option<crate::compare::SettingsFile>,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -117,7 +117,7 @@ fn parse(text: &str, origin: &str) -> Result<Vec<AnalysisRequest>> {
 }
 
 /// The `[compare]` table of a pipeline file, if it has one.
-pub fn compare_settings(path: &Path) -> Result<Option<crate::commands::compare::SettingsFile>> {
+pub fn compare_settings(path: &Path) -> Result<Option<crate::compare::SettingsFile>> {
     crate::formats::archive::ensure_regular(path, "a pipeline file")?;
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read pipeline file", path.display()))?;

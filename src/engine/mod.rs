@@ -1,4 +1,5 @@
-//! The graph engine: content keys, the persistent store, the file-key memo and the run log.
+//! The graph engine: node keys, node kinds and their versions, computing or loading a node
+//! through the store ([`crate::store`]), and the run log.
 //!
 //! A node is identified by a [`Key`]: blake3 over its kind, its version (that of all the code
 //! its kind's files reach, derived from the module graph at build time: [`kinds`],
@@ -7,33 +8,22 @@
 //! and otherwise computes it, stores it atomically and records the execution. In-process
 //! memoisation and dependency tracking are salsa's job (see [`crate::graph`]).
 
-pub mod claims;
-pub mod entry;
-pub mod filememo;
 pub mod key;
 pub mod kinds;
-#[cfg(test)]
-pub(crate) mod modgraph;
 pub mod node;
-pub mod pace;
-pub mod packs;
-pub mod remote;
-mod remote_store;
 pub mod runlog;
-pub mod signing;
-pub mod store;
 pub mod value;
-pub mod verified;
 pub mod versions;
 
 pub use key::{Key, KeyBuilder};
 pub(crate) use node::node_kind;
 pub use node::{Keep, Node};
 pub use runlog::{NodeRecord, RunLog, RunRecord, Status};
-pub use store::Store;
+pub use crate::store::Store;
 pub use value::Value;
 
 use crate::error::Failure;
+use crate::store::{claims, filememo, remote};
 use anyhow::Result;
 use std::any::Any;
 use std::collections::HashMap;
@@ -73,6 +63,8 @@ pub struct Engine {
     cells: Cells,
     held: Held,
     memo: filememo::FileMemo,
+    /// Large files hashed by this run, whose keys [`Engine::publish_claims`] claims.
+    unclaimed: Mutex<Vec<(PathBuf, std::fs::Metadata, Key)>>,
     log: RunLog,
     started: Mutex<Instant>,
 }
@@ -118,6 +110,7 @@ impl Engine {
             store_failed: Default::default(),
             cells: Mutex::new(HashMap::new()),
             held: Mutex::new(HashMap::new()),
+            unclaimed: Mutex::default(),
             log: RunLog::default(),
             started: Mutex::new(Instant::now()),
         })
@@ -128,7 +121,8 @@ impl Engine {
     }
 
     /// The content key of an input file (memoised on path, size, mtime and inode). A large
-    /// file hashed here is claimed in the remote tier for other machines ([`claims`]).
+    /// file hashed here is noted, to be claimed in the remote tier for other machines by
+    /// [`Engine::publish_claims`] ([`claims`]); keying writes nothing.
     pub fn file_key(&self, path: &Path) -> Result<Key> {
         self.file_key_read(path, || Ok(None))
     }
@@ -142,8 +136,12 @@ impl Engine {
         read: impl FnOnce() -> Result<Option<Key>>,
     ) -> Result<Key> {
         let (key, hashed) = self.memo.key_of_read(path, read)?;
-        if let Some(md) = hashed {
-            self.publish_claim(path, &md, key);
+        if let Some(md) = hashed
+            && claims::wanted(&md)
+            && self.remote().is_some()
+        {
+            let pending = (path.to_path_buf(), md, key);
+            self.unclaimed.lock().unwrap().push(pending);
         }
         Ok(key)
     }
@@ -152,20 +150,28 @@ impl Engine {
         self.store.as_ref()?.remote()
     }
 
-    fn publish_claim(&self, path: &Path, md: &std::fs::Metadata, key: Key) {
+    /// The run's step that claims, in the remote tier, the content keys of the large files
+    /// this run hashed (so that other machines key them without reading them): the files
+    /// that did not change since they were hashed. Returns how many were claimed.
+    pub fn publish_claims(&self) -> usize {
         use std::os::unix::fs::MetadataExt;
-        let Some(remote) = self.remote().filter(|_| claims::wanted(md)) else {
-            return;
+        let pending = std::mem::take(&mut *self.unclaimed.lock().unwrap());
+        let Some(remote) = self.remote() else {
+            return 0;
         };
-        // Only a file that did not change while it was hashed.
-        let same = std::fs::metadata(path).is_ok_and(|now| {
-            (now.len(), filememo::mtime_ns(&now), now.ino())
-                == (md.len(), filememo::mtime_ns(md), md.ino())
-        });
-        if let Some(fp) = claims::fingerprint(path, md).filter(|_| same) {
-            let name = claims::object_name(&fp);
-            remote.put_claim(&name, claims::encode(&name, &key));
+        let mut n = 0;
+        for (path, md, key) in pending {
+            let same = std::fs::metadata(&path).is_ok_and(|now| {
+                (now.len(), filememo::mtime_ns(&now), now.ino())
+                    == (md.len(), filememo::mtime_ns(&md), md.ino())
+            });
+            if let Some(fp) = claims::fingerprint(&path, &md).filter(|_| same) {
+                let name = claims::object_name(&fp);
+                remote.put_claim(&name, claims::encode(&name, &key));
+                n += 1;
+            }
         }
+        n
     }
 
     /// Take the content keys of the large files among `paths` that the local memo does not
@@ -516,6 +522,8 @@ impl Engine {
     /// Finish the run: wait for the remote tier's uploads, save the file-key memo and return
     /// the run record.
     pub fn finish(&self) -> RunRecord {
+        // The run's last steps: claims of the files it hashed, then the shared tier flushed.
+        self.publish_claims();
         let remote = self.store.as_ref().and_then(|s| {
             let r = s.remote()?;
             let counts = r.flush();

@@ -44,7 +44,7 @@ pub struct RunRecord {
 pub struct RemoteRecord {
     pub url: String,
     #[serde(flatten)]
-    pub counts: super::remote::RemoteCounts,
+    pub counts: crate::store::remote::RemoteCounts,
 }
 
 #[derive(Default)]

@@ -8,7 +8,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-pub mod keys;
+pub mod content_keys;
 
 /// Where the GPU projection lives in an archive.
 pub const TRACE: &str = "nvtx_gpu_proj_trace/trace.parquet";
@@ -63,7 +63,7 @@ pub struct Archive {
     source: Source,
     /// member path -> (declared uncompressed size, zip index, compressed size)
     members: BTreeMap<String, (u64, usize, u64)>,
-    /// Member keys computed while the archive was keyed whole ([`keys::read_content_key`]).
+    /// Member keys computed while the archive was keyed whole ([`content_keys::read_content_key`]).
     read_keys: std::sync::OnceLock<std::collections::BTreeMap<String, crate::engine::Key>>,
     /// Members of [`FROM_REPORT`] the archive lacks and its own report gives.
     from_report: std::collections::BTreeSet<String>,

@@ -6,12 +6,19 @@
 //! when complete, so that readers never see a half-written archive and an interrupted or
 //! failed write leaves the destination as it was.
 
+use crate::engine::kinds::kind;
 use anyhow::{Context, Result, bail};
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
 use super::archive::Archive;
+
+kind!(
+    /// The content key of an archive the writer would make (a key).
+    ARCHIVE = "archive"
+);
+
 
 /// One member of an archive.
 #[derive(Clone, Debug)]
@@ -122,7 +129,7 @@ impl Entry {
 /// A content key of the archive `entries` would make: their names, contents and
 /// compression, in order, and the writer's version.
 pub fn archive_key(entries: &[Entry]) -> crate::engine::Key {
-    let mut kb = crate::engine::KeyBuilder::of(&crate::engine::kinds::ARCHIVE);
+    let mut kb = crate::engine::KeyBuilder::of(&ARCHIVE);
     for e in entries {
         let how: &[u8] = match &e.content {
             Content::Raw(_, true) => b"deflated",

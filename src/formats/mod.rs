@@ -15,7 +15,7 @@ pub mod pushpop;
 pub mod run_metadata;
 pub mod thunk_metadata;
 pub mod trace;
-pub mod transfers;
+pub mod gpu_transfers;
 pub mod user_nvtx;
 pub mod xz;
 

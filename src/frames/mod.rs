@@ -11,5 +11,5 @@ pub mod ordering;
 pub mod placement;
 pub mod strings;
 pub mod thunk_rows;
-pub mod transfers;
+pub mod between_modules;
 pub mod warmup;

@@ -2,14 +2,16 @@
 //! process; [`crate::analyses::Registered`]) and analysis scripts.
 
 use crate::analyses::{self, AnalysisNode, AnalysisOutput, Reads, Registered};
-use crate::engine::{Node, kinds};
+use crate::engine::kinds::family;
+use crate::analyses::external::ScriptOutput;
+use crate::engine::{Keep, Key, KeyBuilder, Node};
 use crate::formats::archive::Archive;
 use anyhow::Result;
 use std::sync::Arc;
 
 use super::capture::archive_contents;
 use super::frames::{compile_frame_key, compiled_key, gpu_frames_key};
-use super::keys::{NONE, ScriptNode};
+use super::NONE;
 use super::members::member_keys;
 use super::shares::{GROUP, group_sum, share_any};
 use super::{
@@ -17,6 +19,37 @@ use super::{
 };
 use crate::analyses::share::AnyValue;
 use crate::analyses::{AnyShare, RunShares};
+
+family!(
+    /// The output of an analysis script: `analysis-script:<name>`.
+    ANALYSIS_SCRIPT = "analysis-script:"
+);
+
+/// The output of an analysis script: keyed by the script's content, its arguments and the
+/// keys of the input archives (and, for captures, of what the archive is made from).
+pub struct ScriptNode {
+    /// `analysis-script:<name>`.
+    pub kind: String,
+    pub script: Key,
+    pub args: String,
+    pub inputs: Vec<Key>,
+}
+
+impl Node for ScriptNode {
+    type Value = ScriptOutput;
+    const KEEP: Keep = Keep::Stored;
+    fn kind(&self) -> &str {
+        &self.kind
+    }
+    fn roots(&self) -> Vec<&'static str> {
+        ANALYSIS_SCRIPT.roots.to_vec()
+    }
+    fn recipe(&self, kb: KeyBuilder) -> KeyBuilder {
+        kb.input(&self.script)
+            .param("args", &self.args)
+            .inputs(self.inputs.iter())
+    }
+}
 
 /// The node of analysis `a` on `run`: keyed by its parameters and, per process, the keys of
 /// the frames its shares read and of the programs compiled in the process's profile, and by
@@ -58,7 +91,7 @@ pub(super) fn analysis_node_of(
         inputs.push(analysis_node_of(db, run, up.analysis, &up.params)?.key());
     }
     Ok(AnalysisNode {
-        kind: kinds::ANALYSIS.kind(a.name()),
+        kind: crate::analyses::ANALYSIS.kind(a.name()),
         roots: a.roots(),
         params: params.to_string(),
         inputs,
@@ -118,7 +151,7 @@ pub fn script_analysis(
     }
     let name = analyses::external::script_name(spec.path(db));
     let node = ScriptNode {
-        kind: kinds::ANALYSIS_SCRIPT.kind(&name),
+        kind: ANALYSIS_SCRIPT.kind(&name),
         script: spec.script_key(db),
         args: serde_json::to_string(spec.args(db)).unwrap_or_default(),
         inputs,

@@ -6,14 +6,40 @@
 use anyhow::Result;
 use rayon::prelude::*;
 
-use crate::engine::Node;
+use super::NONE;
+use crate::engine::kinds::kind;
+use crate::engine::{Key, KeyBuilder, Node, node_kind};
 use crate::engine::value::Files;
 use crate::frames::nsys_jax::{self, CompileInput};
 
 use super::frames::{compile_frame, compile_frame_key, gpu_frames, gpu_frames_key};
 use super::hlo::{programs, programs_key, programs_map};
-use super::keys::PandasFramesNode;
 use super::{Db, Out, Process, Run, fail};
+
+kind!(
+    /// A run's frames as parquet files shaped as nsys-jax's.
+    PANDAS_FRAMES = "pandas-frames"
+);
+
+/// The run's frames as parquet files shaped as nsys-jax's (`analyze --frames`): keyed by each
+/// process's profile name, frames and decoded programs, in run order.
+pub struct PandasFramesNode {
+    pub processes: Vec<(String, Option<Key>, Option<Key>, Key)>,
+}
+node_kind!(PandasFramesNode, PANDAS_FRAMES, Stored, Files);
+impl PandasFramesNode {
+    fn feed(&self, mut kb: KeyBuilder) -> KeyBuilder {
+        kb = kb.param("processes", self.processes.len().to_string());
+        for (profile, gpu, compile, programs) in &self.processes {
+            kb = kb
+                .param("profile", profile)
+                .input(&gpu.unwrap_or(NONE))
+                .input(&compile.unwrap_or(NONE))
+                .input(programs);
+        }
+        kb
+    }
+}
 
 /// nsys-jax's name for one process's profile: the stem of a combined archive's member, else
 /// the archive's file name without its extension.

@@ -3,7 +3,8 @@
 //! process's frames into warm-up and steady state (docs/design.md, "Formulas").
 
 use crate::engine::value::Tables;
-use crate::engine::{Key, KeyBuilder, Node, kinds};
+use crate::engine::kinds::kind;
+use crate::engine::{Key, KeyBuilder, Node, node_kind};
 use crate::formats::archive;
 use crate::formats::{self, graph_ops, pushpop, thunk_metadata, trace};
 use crate::frames;
@@ -15,12 +16,168 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::hlo::{programs, programs_key, programs_map};
-use super::keys::{
-    CompileFrameNode, CompiledNamesNode, CompiledProgramsNode, GpuFramesNode, ProcessFactsNode,
-    UnplacedNode, WarmupContextNode,
-};
 use super::members::{derived_table, in_member, member_key, read_member};
-use super::{Db, Graph, NodeError, NodeResult, Out, Process, Run, fail};
+use super::{Db, Graph, NONE, NodeError, NodeResult, Out, Process, Run, fail};
+
+kind!(
+    /// Module and thunk frames of one process.
+    GPU_FRAMES = "gpu-frames"
+);
+
+kind!(
+    /// The GPU frames as placed in a run (a key: the frames and the process's position).
+    PLACED_GPU_FRAMES = "placed-gpu-frames"
+);
+
+kind!(
+    /// Whether a process's GPU frames have rows only its position in the run can place.
+    UNPLACED = "unplaced-devices"
+);
+
+kind!(
+    /// The compile frame of one process.
+    COMPILE_FRAME = "compile-frame"
+);
+
+kind!(
+    /// The (program id, module name) of each compilation in a compile frame.
+    COMPILED_NAMES = "compiled-names"
+);
+
+kind!(
+    /// Stable ids of the programs a process's profile compiles.
+    COMPILED_PROGRAMS = "compiled-programs"
+);
+
+kind!(
+    /// Whether one process communicates, and the programs it executes.
+    PROCESS_FACTS = "process-facts"
+);
+
+kind!(
+    /// What the warm-up split of every process of a run needs to know of the others.
+    WARMUP_CONTEXT = "warmup-context"
+);
+
+/// Module and thunk frames of one process, with the remarks made building them.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct GpuFramesNode {
+    pub trace: Key,
+    /// The graph operations member (None when the input has none).
+    pub graph_ops: Option<Key>,
+    /// The thunk metadata dumps.
+    pub thunk_metadata: Vec<Key>,
+    pub threads: Option<Key>,
+    pub programs: Key,
+    /// The copies and sets outside CUDA graphs (None when the input has none).
+    pub transfers: Option<Key>,
+    /// The program's own NVTX ranges and marks (None when the input has none).
+    pub user_nvtx: Option<Key>,
+    /// The memory allocations and frees over time (None when the input has none).
+    pub memory_usage: Option<Key>,
+}
+node_kind!(GpuFramesNode, GPU_FRAMES, Volatile, Tables);
+impl GpuFramesNode {
+    fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
+        kb.input(&self.trace)
+            .input(&self.graph_ops.unwrap_or(NONE))
+            .param(
+                "thunk-metadata",
+                (self.thunk_metadata.len() as u64).to_le_bytes(),
+            )
+            .inputs(&self.thunk_metadata)
+            .input(&self.threads.unwrap_or(NONE))
+            .input(&self.programs)
+            .input(&self.transfers.unwrap_or(NONE))
+            .input(&self.user_nvtx.unwrap_or(NONE))
+            .input(&self.memory_usage.unwrap_or(NONE))
+    }
+}
+
+/// Whether a process's GPU frames have rows whose device only its position in the run can
+/// give (see `graph::frames::gpu_frames`).
+pub struct UnplacedNode {
+    pub gpu_frames: Key,
+}
+node_kind!(UnplacedNode, UNPLACED, Stored, bool);
+impl UnplacedNode {
+    fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
+        kb.input(&self.gpu_frames)
+    }
+}
+
+/// The compile frame of one process, from its push/pop ranges.
+pub struct CompileFrameNode {
+    pub pushpop: Key,
+}
+node_kind!(CompileFrameNode, COMPILE_FRAME, Volatile, Tables);
+impl CompileFrameNode {
+    fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
+        kb.input(&self.pushpop)
+    }
+}
+
+/// The (program id, module name) of each compilation in one process's compile frame.
+pub struct CompiledNamesNode {
+    pub compile_frame: Key,
+}
+node_kind!(
+    CompiledNamesNode,
+    COMPILED_NAMES,
+    Stored,
+    CompiledNames
+);
+impl CompiledNamesNode {
+    fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
+        kb.input(&self.compile_frame)
+    }
+}
+
+/// Stable ids of the programs whose compilation one process's profile contains.
+pub struct CompiledProgramsNode {
+    pub compile_frame: Option<Key>,
+    pub programs: Key,
+}
+node_kind!(
+    CompiledProgramsNode,
+    COMPILED_PROGRAMS,
+    Stored,
+    Vec<String>
+);
+impl CompiledProgramsNode {
+    fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
+        kb.input(&self.compile_frame.unwrap_or(NONE))
+            .input(&self.programs)
+    }
+}
+
+/// Whether one process communicates, and the programs it executes.
+pub struct ProcessFactsNode {
+    pub gpu_frames: Option<Key>,
+}
+node_kind!(ProcessFactsNode, PROCESS_FACTS, Stored, ProcessFacts);
+impl ProcessFactsNode {
+    fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
+        kb.input(&self.gpu_frames.unwrap_or(NONE))
+    }
+}
+
+/// What the warm-up split of every process of a run needs to know about the others, from
+/// each process's facts and compiled programs (their keys, in process order).
+pub struct WarmupContextNode {
+    pub inputs: Vec<Key>,
+}
+node_kind!(
+    WarmupContextNode,
+    WARMUP_CONTEXT,
+    Stored,
+    WarmupContext
+);
+impl WarmupContextNode {
+    fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
+        kb.inputs(self.inputs.iter())
+    }
+}
 
 type Result<T, E = anyhow::Error> = std::result::Result<T, E>;
 
@@ -162,7 +319,7 @@ pub fn gpu_frames_key(db: &Db, p: Process) -> Result<Option<Key>, NodeError> {
 
 fn placed_key(db: &Db, p: Process, frames: Key) -> Result<Key, NodeError> {
     Ok(if *frames_unplaced(db, p)?.value {
-        KeyBuilder::of(&kinds::PLACED_GPU_FRAMES)
+        KeyBuilder::of(&PLACED_GPU_FRAMES)
             .input(&frames)
             .param("position", p.position(db).to_le_bytes())
             .finish()
@@ -274,8 +431,8 @@ fn own_gpu_frames(db: &Db, p: Process, node: &GpuFramesNode) -> Result<Out<Table
         if let Some(m) = p.resolve(db, archive::TRANSFERS)
             && let Some(bytes) = optional_member(db, p, &m, &mut notes)?
         {
-            let t = in_member(db, p, &m, formats::transfers::read(bytes))?;
-            let (frame, more) = frames::transfers::between_modules(&tables[0].1, &t)?;
+            let t = in_member(db, p, &m, formats::gpu_transfers::read(bytes))?;
+            let (frame, more) = frames::between_modules::between_modules(&tables[0].1, &t)?;
             notes.extend(more);
             tables.push(("transfers".into(), frame));
         }
@@ -374,7 +531,7 @@ pub fn compile_frame(db: &Db, p: Process) -> Result<Option<Out<Tables>>, NodeErr
 pub fn compiled_names(db: &Db, p: Process) -> Result<Out<CompiledNames>, NodeError> {
     let Some(frame) = compile_frame_key(db, p)? else {
         return Ok(Out {
-            key: super::keys::NONE,
+            key: super::NONE,
             value: Arc::new(CompiledNames::default()),
         });
     };

@@ -1,7 +1,11 @@
 //! The programs of each process: its HLO dumps decoded with the archive's protobuf schema
 //! (each distinct dump once), and the Python source files their stack frames name.
 
-use crate::engine::{Engine, Key, Node};
+use super::NONE;
+use crate::engine::kinds::kind;
+use crate::formats::hlo::HloSchema;
+use crate::engine::value::Bytes;
+use crate::engine::{Engine, Key, KeyBuilder, Node, node_kind};
 use crate::error::Place;
 use crate::formats::archive::Archive;
 use crate::formats::hlo::{self, HloModuleInfo};
@@ -10,10 +14,111 @@ use anyhow::{Context, Result};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::keys::{HloModuleNode, HloSchemaNode, ProgramsNode, ProtosNode, SourceNamesNode};
 use super::members::member_keys;
 use super::{Db, Graph, InputArchive, NodeError, NodeResult, Out, Process, fail};
-use crate::engine::value::Bytes;
+
+kind!(
+    /// The compiled protobuf schema that decodes HLO dumps.
+    PROTOS = "protos"
+);
+
+kind!(
+    /// The decoding plan of a compiled schema.
+    HLO_SCHEMA = "hlo-schema"
+);
+
+kind!(
+    /// One decoded dump file.
+    HLO_MODULE = "hlo-module"
+);
+
+kind!(
+    /// The decoded after-optimizations HLO of every module a process dumped.
+    PROGRAMS = "hlo"
+);
+
+kind!(
+    /// The file names of a process's HLO stack frames.
+    SOURCE_NAMES = "source-names"
+);
+
+/// The compiled protobuf schema that decodes a process's HLO dumps, from the `.proto` files
+/// (path, content or content key).
+pub struct ProtosNode {
+    pub files: Vec<(String, Vec<u8>)>,
+}
+node_kind!(ProtosNode, PROTOS, Stored, Bytes);
+impl ProtosNode {
+    fn feed(&self, mut kb: KeyBuilder) -> KeyBuilder {
+        for (p, c) in &self.files {
+            kb = kb.param(p, c);
+        }
+        kb
+    }
+}
+
+/// The decoding plan of a compiled schema.
+pub struct HloSchemaNode {
+    pub protos: Key,
+}
+node_kind!(HloSchemaNode, HLO_SCHEMA, Transient, HloSchema);
+impl HloSchemaNode {
+    fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
+        kb.input(&self.protos)
+    }
+}
+
+/// One decoded dump file, keyed by its content and the schema: a module dumped identically
+/// by many ranks is decoded once. Decoding is faster than storing and re-reading the decoded
+/// form, so it is kept in memory only; what is built from it is stored.
+pub struct HloModuleNode {
+    pub schema: Key,
+    pub content: Key,
+    /// The module's memory usage report.
+    pub report: Option<Key>,
+}
+node_kind!(
+    HloModuleNode,
+    HLO_MODULE,
+    Transient,
+    std::sync::Arc<HloModuleInfo>
+);
+impl HloModuleNode {
+    fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
+        kb.input(&self.schema)
+            .input(&self.content)
+            .input(&self.report.unwrap_or(NONE))
+    }
+}
+
+/// The decoded after-optimizations HLO of every module a process dumped (memoised by salsa;
+/// its key is an input of what is built from the programs).
+pub struct ProgramsNode {
+    pub schema: Key,
+    pub members: Vec<Key>,
+}
+node_kind!(
+    ProgramsNode,
+    PROGRAMS,
+    Transient,
+    Vec<Arc<HloModuleInfo>>
+);
+impl ProgramsNode {
+    fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
+        kb.input(&self.schema).inputs(self.members.iter())
+    }
+}
+
+/// The file names of a process's HLO stack frames, sorted and distinct.
+pub struct SourceNamesNode {
+    pub programs: Key,
+}
+node_kind!(SourceNamesNode, SOURCE_NAMES, Stored, Vec<String>);
+impl SourceNamesNode {
+    fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
+        kb.input(&self.programs)
+    }
+}
 
 /// The `.proto` sources that decode an archive's HLO dumps: the archive's own `protos/` when
 /// it has one (member paths), else the project's (None).

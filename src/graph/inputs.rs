@@ -2,13 +2,24 @@
 //! and the runs they make up — salsa inputs, registered when the command opens its inputs.
 
 use crate::capture::{self, CaptureInput};
-use crate::engine::{Engine, Key, KeyBuilder, kinds};
+use crate::engine::kinds::kind;
+use crate::engine::{Engine, Key, KeyBuilder};
 use crate::formats::archive::Archive;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{Db, GraphContext};
+
+kind!(
+    /// The key of a capture input (a report with its dump), or of an archive folder.
+    CAPTURE = "capture"
+);
+
+kind!(
+    FOLDER = "folder"
+);
+
 
 /// One input archive (file or folder) and its content key.
 #[salsa::input(debug)]
@@ -191,13 +202,13 @@ fn open_input(input: &RunInput) -> Result<Archive> {
 fn input_key(engine: &Engine, a: &Archive) -> Result<Key> {
     if a.is_zip() {
         return engine.file_key_read(&a.path, || {
-            crate::formats::archive::keys::read_content_key(&a)
+            crate::formats::archive::content_keys::read_content_key(&a)
         });
     }
     let mut kb = KeyBuilder::of(if a.is_capture() {
-        &kinds::CAPTURE
+        &CAPTURE
     } else {
-        &kinds::FOLDER
+        &FOLDER
     });
     for m in a.members() {
         if let Some(file) = a.member_file(m) {

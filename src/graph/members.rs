@@ -3,15 +3,37 @@
 //! their bytes.
 
 use crate::capture;
-use crate::engine::{Key, KeyBuilder, kinds};
+use crate::engine::kinds::kind;
+use crate::engine::{Key, KeyBuilder, node_kind};
 use crate::error::Place;
-use crate::formats::archive::keys::MemberKeys;
+use crate::formats::archive::content_keys::MemberKeys;
 use crate::formats::archive::{self, Archive};
 use anyhow::{Context, Result};
 use std::sync::Arc;
 
-use super::keys::MemberKeysNode;
 use super::{Db, Graph, InputArchive, NodeError, NodeResult, Out, Process, fail};
+
+kind!(
+    /// The content keys of every member of a zip archive.
+    MEMBER_KEYS = "member-keys"
+);
+
+kind!(
+    /// The content key of the members a capture makes (a key, not a stored node).
+    CAPTURE_MEMBERS = "capture-members"
+);
+
+/// The content keys of every member of a zip archive (a folder's members are keyed file by
+/// file, without a node).
+pub struct MemberKeysNode {
+    pub file: Key,
+}
+node_kind!(MemberKeysNode, MEMBER_KEYS, Stored, MemberKeys);
+impl MemberKeysNode {
+    fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
+        kb.input(&self.file)
+    }
+}
 
 /// Content keys of every member of an archive.
 #[salsa::tracked(returns(clone))]
@@ -49,7 +71,7 @@ pub fn member_keys(db: &dyn Graph, a: InputArchive) -> NodeResult<MemberKeys> {
     let nsys = fail(db.ctx.nsys())?;
     let export = capture::export_key(&fail(value.get(report))?, nsys);
     let mut keys = value.as_ref().clone();
-    let mut kb = KeyBuilder::of(&kinds::CAPTURE_MEMBERS).input(&key);
+    let mut kb = KeyBuilder::of(&CAPTURE_MEMBERS).input(&key);
     for m in from_report {
         let k = capture::derived_member_key(m, &export).expect("derived member");
         kb = kb.param(m, k.0);
@@ -67,7 +89,7 @@ pub fn member_keys(db: &dyn Graph, a: InputArchive) -> NodeResult<MemberKeys> {
 fn capture_member_keys(db: &Db, archive: &Archive) -> NodeResult<MemberKeys> {
     let engine = db.engine();
     let mut out = std::collections::BTreeMap::new();
-    let mut kb = KeyBuilder::of(&kinds::CAPTURE_MEMBERS);
+    let mut kb = KeyBuilder::of(&CAPTURE_MEMBERS);
     let report_key = fail(engine.file_key(&archive.path))?;
     let nsys = fail(db.ctx.nsys())?;
     let export = capture::export_key(&report_key, nsys);
@@ -164,8 +186,8 @@ fn or_empty_table(member: &str, bytes: Option<Vec<u8>>) -> Result<Option<Vec<u8>
             &arrow::array::RecordBatch::new_empty(crate::formats::graph_ops::SCHEMA.clone()),
         )?)),
         // A report without copy or set tables ran none.
-        (None, archive::TRANSFERS) => Ok(Some(crate::formats::transfers::write(
-            &arrow::array::RecordBatch::new_empty(crate::formats::transfers::SCHEMA.clone()),
+        (None, archive::TRANSFERS) => Ok(Some(crate::formats::gpu_transfers::write(
+            &arrow::array::RecordBatch::new_empty(crate::formats::gpu_transfers::SCHEMA.clone()),
         )?)),
         (None, archive::USER_NVTX) => Ok(Some(crate::formats::user_nvtx::write(
             &arrow::array::RecordBatch::new_empty(crate::formats::user_nvtx::SCHEMA.clone()),

@@ -12,8 +12,9 @@
 //! warm-up context), [`shares`] (the per-process map step of every analysis), [`analyses`]
 //! (the reduce of any registered analysis, and analysis scripts), [`export`] (the
 //! frames for pandas and polars), [`scheduler`] (per-process
-//! work in parallel before the reduces), [`capture`] (a capture's archive), with every node
-//! the key type of every kind of node in [`keys`] (the kinds themselves: [`crate::engine::kinds`]).
+//! work in parallel before the reduces), [`capture`] (a capture's archive). Each kind of node is
+//! declared in the module that computes it, with its key type (`kind!`, `node_kind!`); the
+//! catalogue of every kind of the crate is the build's (`engine::kinds::declared`).
 
 pub mod analyses;
 pub mod capture;
@@ -21,13 +22,15 @@ pub mod export;
 pub mod frames;
 pub mod hlo;
 pub mod inputs;
-pub mod keys;
 pub mod members;
 mod needs;
 mod prefetch;
 pub mod report;
 pub mod scheduler;
 pub mod shares;
+
+/// A key standing for "none" among a node's inputs (no compile frame, no GPU frames).
+pub const NONE: crate::engine::Key = crate::engine::Key([0; 32]);
 
 pub use analyses::{analysis, analysis_is_stored, script_analysis};
 pub use export::pandas_frames;

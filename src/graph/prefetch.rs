@@ -9,7 +9,7 @@ use crate::engine::{Key, Node};
 use rayon::prelude::*;
 
 use super::frames::{context_nodes, frame_nodes, unplaced_node};
-use super::keys::MemberKeysNode;
+use super::members::MemberKeysNode;
 use super::needs::Needs;
 use super::shares::share_inputs;
 use super::{Db, InputArchive, NodeError, Process, Run};

@@ -4,7 +4,8 @@
 //! ([`crate::report`]). A node like every output: an unchanged run reads it back.
 
 use crate::analyses::AnalysisOutput;
-use crate::engine::Node;
+use crate::engine::kinds::kind;
+use crate::engine::{Key, KeyBuilder, Node, node_kind};
 use crate::engine::value::Bytes;
 use crate::formats::{archive, metadata};
 use crate::report::overview::{self, RunOverview, SYSTEM_SHOWN};
@@ -12,9 +13,38 @@ use crate::report::{Page, Section, render_page};
 use anyhow::Result;
 
 use super::frames::{facts_key, process_facts};
-use super::keys::ReportNode;
 use super::members::read_member;
 use super::{Db, InputArchive, Out, Run, fail};
+
+kind!(
+    /// The HTML report of a run.
+    HTML_REPORT = "html-report"
+);
+
+/// The HTML report of a run: keyed by the analyses' outputs it shows and, for its overview,
+/// each process's facts and each input's content.
+pub struct ReportNode {
+    pub title: String,
+    pub outputs: Vec<Key>,
+    pub facts: Vec<Key>,
+    pub archives: Vec<Key>,
+}
+node_kind!(ReportNode, HTML_REPORT, Stored, Bytes);
+impl ReportNode {
+    fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
+        let counts = format!(
+            "{} {} {}",
+            self.outputs.len(),
+            self.facts.len(),
+            self.archives.len()
+        );
+        kb.param("title", &self.title)
+            .param("counts", counts)
+            .inputs(self.outputs.iter())
+            .inputs(self.facts.iter())
+            .inputs(self.archives.iter())
+    }
+}
 
 /// The report of `run` showing `outputs` (in that order) under `title`.
 pub fn html_report(

@@ -19,7 +19,7 @@ use super::frames::{
     steady_frames, warmup_context,
 };
 use super::hlo::{programs, programs_map};
-use super::keys::NONE;
+use super::NONE;
 use super::members::{member_key, read_member};
 use super::{Db, NodeError, NodeResult, Out, Process, Run, fail};
 

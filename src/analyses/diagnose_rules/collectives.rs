@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::model::{
+use super::finding::{
     Context, Evidence, Inputs, Outcome, category_ms, count, ev, num, pc, remedy, rows, text,
 };
 use crate::units::{bytes, duration_ms, sig3};

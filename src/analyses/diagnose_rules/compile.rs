@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::model::{
+use super::finding::{
     Context, Evidence, Finding, Inputs, Outcome, Severity, ev, num, pc, remedy, rows, text,
 };
 use crate::units::duration_ms;

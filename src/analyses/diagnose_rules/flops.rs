@@ -13,7 +13,7 @@
 
 use serde_json::Value;
 
-use super::model::{Context, Inputs, Outcome, ev, num, remedy, rows, text};
+use super::finding::{Context, Inputs, Outcome, ev, num, remedy, rows, text};
 use crate::units::duration_ms;
 
 /// Below this share of the model's FLOPs executed beyond them, nothing is reported.

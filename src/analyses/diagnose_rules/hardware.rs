@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::model::{
+use super::finding::{
     Context, Evidence, Inputs, Outcome, count, ev, num, pc, remedy, rows, source_of, text,
 };
 use crate::units::{bytes, duration_ms, sig3};
@@ -114,7 +114,7 @@ pub(super) fn host_device_copies(ins: &Inputs, cx: &Context) -> Outcome {
     // The device idles while the host prepares a copy it then waits for (a pageable
     // array's staging, making the array): prefetching hides that too.
     // Less what the program's own host ranges explain (the host-bound rule's).
-    let in_ranges: f64 = super::model::host_ranges(ins)
+    let in_ranges: f64 = super::finding::host_ranges(ins)
         .iter()
         .map(|r| r.total_ms)
         .sum();

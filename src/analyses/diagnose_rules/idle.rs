@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::model::{
+use super::finding::{
     Context, Evidence, Finding, Inputs, Outcome, Severity, category_ms, count, ev, num, pc, remedy,
     rows, text,
 };
@@ -92,7 +92,7 @@ pub(super) fn host_bound(ins: &Inputs, cx: &Context) -> Outcome {
     )];
     // The program's own ranges in which the host works without the GPU (an input pipeline):
     // the idle they cover is this rule's, copies after them or not.
-    let host = super::model::host_ranges(ins);
+    let host = super::finding::host_ranges(ins);
     let in_ranges: f64 = host.iter().map(|r| r.total_ms).sum();
     for r in host.iter().take(3) {
         evidence.push(ev(

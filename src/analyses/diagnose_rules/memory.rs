@@ -13,8 +13,8 @@
 
 use serde_json::Value;
 
-use super::model::{Context, Evidence, Finding, Inputs, Outcome, Severity, ev, num, rows, text};
-use super::model::{pc, remedy};
+use super::finding::{Context, Evidence, Finding, Inputs, Outcome, Severity, ev, num, rows, text};
+use super::finding::{pc, remedy};
 use crate::units::bytes;
 
 /// At or above this share of the limit a step has little room to grow.

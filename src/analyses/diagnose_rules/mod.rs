@@ -9,7 +9,7 @@ mod flops;
 mod hardware;
 mod idle;
 mod memory;
-pub mod model;
+pub mod finding;
 pub mod pruned;
 
 use collectives::{exposed_communication, slow_collectives, stragglers};
@@ -19,7 +19,7 @@ use hardware::{host_device_copies, precision};
 use idle::{capture, host_bound, idle_in_modules};
 use memory::memory;
 
-pub use model::{Check, Context, Finding, Inputs, Outcome, Rule, Severity};
+pub use finding::{Check, Context, Finding, Inputs, Outcome, Rule, Severity};
 
 /// Every rule, in the order their checks are listed.
 pub const RULES: &[(&str, Rule)] = &[

@@ -3,7 +3,7 @@
 
 pub mod members;
 
-use super::analysis::{analysis_entries, open_inputs, run_analyses};
+use super::run_analyses::{analysis_entries, open_inputs, run_analyses};
 use super::pipeline::AnalysisRequest;
 use super::{CaptureOptions, Ui, graph_work, refuse_existing};
 use crate::engine::Engine;

@@ -20,7 +20,7 @@
 use anyhow::{Result, anyhow, bail};
 use serde_json::Value;
 
-use super::model::Shape;
+use super::decoded::Shape;
 
 /// What one call costs: the FLOPs it executes and, of those, the model's.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -2,7 +2,7 @@
 
 use super::instruction::{HloInstructionInfo, InstructionText};
 use super::instruction::{ModuleText, Rest, RunRef};
-use super::model::{
+use super::decoded::{
     CommunicationInfo, Computation, HOST_MEMORY_SPACE, Instruction, ModuleParts, PRIMITIVE_BUFFER,
     PRIMITIVE_TUPLE, Shape,
 };
@@ -167,7 +167,7 @@ fn entry_parameters(computations: &[Computation<'_>]) -> Vec<String> {
         .map(|i| {
             (
                 parameter_number(&i.name),
-                super::model::shape_text(&i.shape),
+                super::decoded::shape_text(&i.shape),
             )
         })
         .collect();

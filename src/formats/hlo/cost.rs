@@ -36,7 +36,7 @@ use anyhow::{Result, anyhow, bail};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 
-use super::model::{Computation, Instruction, Shape};
+use super::decoded::{Computation, Instruction, Shape};
 
 /// The units a matmul's FLOPs run on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::model::CommunicationInfo;
+use super::decoded::CommunicationInfo;
 
 /// The strings of one instruction, borrowed: what [`HloInstructionInfo::new`] copies.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

@@ -28,7 +28,7 @@ mod collectives;
 pub mod cost;
 pub mod heap;
 mod instruction;
-mod model;
+mod decoded;
 mod module;
 mod plan;
 mod ragged;
@@ -45,11 +45,11 @@ pub use schema::{HloSchema, builtin_proto_sources, compile_protos};
 use wire::{ModuleScan, decode_planned, fields, scan_module};
 #[cfg(test)]
 #[allow(unused_imports)]
-use {collectives::*, model::*, plan::*, reflect::*, wire::*};
+use {collectives::*, decoded::*, plan::*, reflect::*, wire::*};
 
 pub use heap::{HeapProfile, UsageSummary};
 pub use instruction::{HloInstructionInfo, InstructionText};
-pub use model::{CommunicationInfo, FileLocation, StackFrame, StackFrameIndex};
+pub use decoded::{CommunicationInfo, FileLocation, StackFrame, StackFrameIndex};
 pub use module::HloModuleInfo;
 
 /// What `bytes`, another dump, decode to when that is `module` but perhaps its

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::cost::ModuleCosts;
 use super::heap::{HeapProfile, UsageSummary};
 use super::instruction::HloInstructionInfo;
-use super::model::StackFrameIndex;
+use super::decoded::StackFrameIndex;
 
 /// What nsys-jax-pipe needs from one HLO module.
 #[derive(Debug, Clone, PartialEq)]

@@ -14,7 +14,7 @@
 //! A ragged GEMM whose groups these shapes do not show keeps its executed FLOPs as the
 //! model's, and the roofline says so.
 
-use super::model::Shape;
+use super::decoded::Shape;
 
 /// What the shapes say of a GEMM with JAX's `ragged_dot_general` op name.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -78,7 +78,7 @@ pub(super) fn groups(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::formats::hlo::model::IntList;
+    use crate::formats::hlo::decoded::IntList;
 
     fn shape(d: &[i64]) -> Shape {
         Shape {

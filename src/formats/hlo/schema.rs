@@ -1,6 +1,6 @@
 //! Schema compilation: `.proto` sources to a descriptor set, and the loaded [`HloSchema`].
 
-use super::model::field;
+use super::decoded::field;
 use super::plan::FieldPlan;
 use std::collections::HashMap;
 

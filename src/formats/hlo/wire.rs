@@ -6,7 +6,7 @@
 //! than once merges, repeated integers may be packed or not, a planned field with the wrong wire
 //! type is an error, and so is any malformed input.
 
-use super::model::{
+use super::decoded::{
     Computation, DeviceGroups, FINGERPRINT_ATTRIBUTE, FileLocation, Instruction, MeshGroups,
     ModuleParts, Shape, StackFrame, StackFrameIndex,
 };

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use arrow::array::RecordBatch;
 use serde::{Deserialize, Serialize};
 
-use crate::frames::transfers::{TransferSum, module_spans, sums};
+use crate::frames::between_modules::{TransferSum, module_spans, sums};
 
 /// One process's copies between modules (None in `ops`' share: the archive does not say).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

@@ -3,15 +3,22 @@
 //! thunks and op types of the changed modules, and what was added or removed. A stored node
 //! keyed by the comparison's content: an unchanged comparison reads it back.
 
+use crate::engine::kinds::kind;
 use super::report::{change, ci, gate_list, p, shown, threshold_text, verdict_cell, what, within};
 use super::{Family, Judged, Report, Verdict};
 use crate::engine::value::Bytes;
-use crate::engine::{Key, KeyBuilder, kinds, node_kind};
+use crate::engine::{Key, KeyBuilder, node_kind};
 use crate::graph::Db;
 use crate::report::charts::{Interval, Tone};
 use crate::report::{Cell, HtmlTable, Page, Section, charts, escape, facts_list, render_page};
 use anyhow::Result;
 use std::sync::Arc;
+
+kind!(
+    /// The HTML page of a comparison.
+    COMPARE_HTML = "compare-html"
+);
+
 
 /// Metrics drawn in the forest plot at most.
 const DRAWN: usize = 40;
@@ -20,7 +27,7 @@ const DRAWN: usize = 40;
 struct CompareHtmlNode {
     report: Key,
 }
-node_kind!(CompareHtmlNode, kinds::COMPARE_HTML, Stored, Bytes);
+node_kind!(CompareHtmlNode, COMPARE_HTML, Stored, Bytes);
 impl CompareHtmlNode {
     fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.input(&self.report)

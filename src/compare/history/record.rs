@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::commands::compare::explain::OpChange;
+use crate::compare::explain::OpChange;
 use crate::stats::changepoint::{ChangePoint, Params};
 
 /// One point of a metric's series.

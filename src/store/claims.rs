@@ -155,6 +155,9 @@ mod tests {
         let node = engine("node-cache");
         let key = node.file_key(&big).unwrap();
         node.file_key(&small).unwrap();
+        // Keying writes nothing; the run's publishing step does.
+        assert_eq!(flushed(&node).uploads, 0);
+        assert_eq!(node.publish_claims(), 1);
         flushed(&node);
         let claims = walkdir::WalkDir::new(dir.path().join("bucket/claims"))
             .into_iter()

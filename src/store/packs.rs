@@ -330,7 +330,7 @@ fn take<'a>(index: &'a [u8], at: &mut usize, n: usize) -> Result<&'a [u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{Key, Store};
+    use crate::store::{Key, Store};
     use proptest::prelude::*;
 
     /// A bucket holding `n` entries of kind `kind`, and what a run would ask for.

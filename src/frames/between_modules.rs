@@ -1,4 +1,4 @@
-//! The GPU work between modules: the copies and sets of `formats::transfers` (a process's
+//! The GPU work between modules: the copies and sets of `formats::gpu_transfers` (a process's
 //! copies outside CUDA graphs), less the parts that run while a module runs on the same
 //! device (those are the module's own), as a frame beside the module frame (docs/design.md,
 //! "Copies between modules"). Idle time between modules is then the time neither runs.
@@ -16,7 +16,7 @@ use arrow::array::{ArrayRef, AsArray, Int32Array, Int64Array, RecordBatch, Strin
 use arrow::datatypes::{DataType, Field, Int32Type, Int64Type, Schema, SchemaRef};
 
 use super::gpu::{DEVICE, PROJ_DUR, PROJ_START};
-use crate::formats::transfers::Transfers;
+use crate::formats::gpu_transfers::Transfers;
 
 pub const START: &str = "Start";
 pub const END: &str = "End";

@@ -8,16 +8,15 @@ use anyhow::{Context, Result, bail};
 use std::io::Write;
 
 /// The analyses `--analysis`/`--pipeline` ask for, as (name, arguments) in order.
-type Plan<'a> = &'a [(String, Vec<String>)];
 
-pub(super) fn analyze(a: AnalyzeArgs, plan: Plan) -> Result<i32> {
+pub(super) fn analyze(a: AnalyzeArgs) -> Result<i32> {
     let analyses = if a.no_analysis {
         if a.frames.is_none() && a.html.html.is_none() && a.label.is_none() {
             bail!("--no-analysis leaves nothing to do: add --frames DIR, --html FILE or --label");
         }
         vec![]
     } else {
-        a.analyses.requests(plan, true)?
+        a.analyses.requests(true)?
     };
     if let Some(l) = &a.label {
         commands::labels::check(l)?;
@@ -78,13 +77,13 @@ pub(super) fn analyze(a: AnalyzeArgs, plan: Plan) -> Result<i32> {
     Ok(0)
 }
 
-pub(super) fn archive(a: ArchiveArgs, plan: Plan) -> Result<i32> {
+pub(super) fn archive(a: ArchiveArgs) -> Result<i32> {
     let req = commands::archive::ArchiveRequest {
         report: a.report.clone(),
         output: a.output.clone(),
         force: a.force,
         capture: a.capture.options(),
-        analyses: a.analyses.requests(plan, false)?,
+        analyses: a.analyses.requests(false)?,
         html: a.html.html.clone(),
     };
     let engine = a.cache.engine()?;
@@ -106,7 +105,7 @@ pub(super) fn archive(a: ArchiveArgs, plan: Plan) -> Result<i32> {
     Ok(0)
 }
 
-pub(super) fn run(a: RunArgs, plan: Plan) -> Result<i32> {
+pub(super) fn run(a: RunArgs) -> Result<i32> {
     let req = commands::run::RunRequest {
         program: a.program.clone(),
         nsys_args: {
@@ -123,7 +122,7 @@ pub(super) fn run(a: RunArgs, plan: Plan) -> Result<i32> {
         analyses: if a.no_analysis {
             vec![]
         } else {
-            a.analyses.requests(plan, !a.nsys_jax)?
+            a.analyses.requests(!a.nsys_jax)?
         },
         label: a.label.clone(),
         cache_url: a.cache_url.cache_url.clone(),
@@ -144,14 +143,14 @@ pub(super) fn run(a: RunArgs, plan: Plan) -> Result<i32> {
     Ok(ran.exit_code)
 }
 
-pub(super) fn combine(a: CombineArgs, plan: Plan) -> Result<i32> {
+pub(super) fn combine(a: CombineArgs) -> Result<i32> {
     let req = commands::combine::CombineRequest {
         inputs: a.inputs.clone(),
         output: a.output.clone(),
         force: a.force,
         keep_reports: a.keep_nsys_rep,
         capture: a.capture.options(),
-        analyses: a.analyses.requests(plan, false)?,
+        analyses: a.analyses.requests(false)?,
         html: a.html.html.clone(),
     };
     let engine = a.cache.engine()?;
@@ -168,7 +167,7 @@ pub(super) fn combine(a: CombineArgs, plan: Plan) -> Result<i32> {
 }
 
 pub(super) fn compare(a: CompareArgs) -> Result<i32> {
-    use commands::compare::{Settings, SettingsFile};
+    use crate::compare::{Settings, SettingsFile};
     let (base, head) = match (a.sides.len(), a.base.is_empty(), a.head.is_empty()) {
         (2, true, true) => (vec![a.sides[0].clone()], vec![a.sides[1].clone()]),
         (0, false, false) => (a.base.clone(), a.head.clone()),
@@ -203,7 +202,7 @@ pub(super) fn compare(a: CompareArgs) -> Result<i32> {
         resamples: a.resamples,
     }
     .apply(&mut settings)?;
-    let req = commands::compare::command::CompareRequest {
+    let req = commands::compare::CompareRequest {
         base,
         head,
         base_rerun: a.base_rerun.clone(),
@@ -213,19 +212,19 @@ pub(super) fn compare(a: CompareArgs) -> Result<i32> {
         nsys: a.nsys.path.clone(),
     };
     let engine = a.cache.engine()?;
-    let done = commands::compare::command::compare(engine, &req, &Terminal)?;
+    let done = commands::compare::compare(engine, &req, &Terminal)?;
     let mut stdout = std::io::stdout().lock();
     if a.quiet.quiet {
         writeln!(
             stdout,
             "{}",
-            commands::compare::report::headline(&done.report)
+            crate::compare::report::headline(&done.report)
         )?;
     } else {
         write!(
             stdout,
             "{}",
-            commands::compare::report::terminal(&done.report)
+            crate::compare::report::terminal(&done.report)
         )?;
     }
     drop(stdout);
@@ -281,7 +280,7 @@ pub(super) fn history(a: HistoryArgs) -> Result<i32> {
     };
     let engine = a.cache.engine()?;
     let done = commands::history::history(engine, &req, &Terminal)?;
-    let text = commands::history::render::terminal(&done.history);
+    let text = crate::compare::history::render::terminal(&done.history);
     let mut stdout = std::io::stdout().lock();
     if a.quiet.quiet {
         writeln!(stdout, "{}", text.lines().next().unwrap_or(""))?;
@@ -304,21 +303,3 @@ pub(super) fn history(a: HistoryArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// Writes a secret to a new file `path` readable by its owner only (an existing file is kept).
-pub(super) fn write_secret(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| {
-            format!(
-                "{}: cannot create (an existing key is never replaced)",
-                path.display()
-            )
-        })?;
-    f.write_all(bytes)
-        .with_context(|| format!("{}: cannot write", path.display()))
-}

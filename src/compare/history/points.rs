@@ -14,7 +14,7 @@ use crate::analyses::provenance::{self, ProvenancePartial, ProvenanceShare};
 use crate::analyses::roofline::RooflineShare;
 use crate::analyses::roofline_model::{self, RooflineParams, RooflinePartial};
 use crate::analyses::summary::{SummaryPartial, SummaryShare};
-use crate::commands::compare::samples::{self, Series};
+use crate::compare::samples::{self, Series};
 use crate::graph::{self, Db, Run};
 
 /// The metric families a history follows, by name (`--metric`).

@@ -2,8 +2,9 @@
 //! code can reach. A node kind's version is the hash of everything reachable from the files
 //! that implement it (see `docs/design.md`, "Versions"), so no list of files is kept by hand.
 //!
-//! The build script includes this module (`#[path]`) to compute the versions at build time;
-//! the library includes it too, for its tests. It uses `std` and `blake3` only.
+//! nsys-jax-pipe's build script derives the versions from it at build time, and its tests
+//! (the layout rules among them) read the sources through it: one lexer for both. It uses
+//! `std` and `blake3` only.
 //!
 //! What counts as "reaching": a file reaches the files that define the items its non-test
 //! code names by path (`use` items whose name is used, `crate::`/`super::`/`self::` paths,
@@ -14,7 +15,7 @@
 //! `#[cfg(test)]` are left out. Whatever cannot be resolved falls back to the whole module
 //! file that was named: the graph may say a file reaches more than it does, never less.
 
-mod lex;
+pub mod lex;
 mod scan;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -486,4 +487,4 @@ fn unquote(s: &str) -> Option<String> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests;
+mod tests;

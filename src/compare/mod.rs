@@ -13,16 +13,17 @@
 //! modules that changed, to say where a module's time went. Only the gated families decide
 //! the exit code.
 
-pub mod command;
 pub mod explain;
 pub mod findings;
+pub mod history;
 pub mod hlo_diff;
 pub mod html;
-pub mod model;
+pub mod comparison;
 pub mod report;
 pub mod samples;
 pub mod settings;
 
+use crate::engine::kinds::family;
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Result, bail};
@@ -34,15 +35,21 @@ use crate::analyses::compilation::{CompilationsShare, RangeSumsShare};
 use crate::analyses::ranges::RangesShare;
 use crate::analyses::summary::SummaryShare;
 use crate::analyses::thunks::ThunkShare;
-use crate::engine::{Keep, Key, KeyBuilder, Node, kinds};
+use crate::engine::{Keep, Key, KeyBuilder, Node};
 use crate::graph::{self, Db, Run};
 use crate::stats::{bootstrap_median_change, mann_whitney_p, median};
-pub use model::{
+pub use comparison::{
     FamilyComparison, Matched, OneSided, Row, Settings, Stat, StatSettings, Verdict, verdict,
     worse_by,
 };
 pub use samples::{Family, Series};
 pub use settings::SettingsFile;
+
+family!(
+    /// The comparison of one family of metrics: `compare:<family>`.
+    COMPARISON = "compare:"
+);
+
 
 fn seed_of(family: Family, module: Option<&str>, key: &str) -> u64 {
     let h = blake3::hash(format!("{}\0{}\0{key}", family.name(), module.unwrap_or("")).as_bytes());
@@ -295,7 +302,7 @@ impl Node for FamilyNode<'_> {
         &self.kind
     }
     fn roots(&self) -> Vec<&'static str> {
-        kinds::COMPARISON.roots.to_vec()
+        COMPARISON.roots.to_vec()
     }
     fn recipe(&self, kb: KeyBuilder) -> KeyBuilder {
         let mut kb = kb
@@ -320,7 +327,7 @@ fn family_node(
     compute: impl FnOnce() -> Result<(Vec<Series>, Vec<Series>)>,
 ) -> Result<FamilyComparison> {
     let node = FamilyNode {
-        kind: kinds::COMPARISON.kind(family.name()),
+        kind: COMPARISON.kind(family.name()),
         stats: serde_json::to_string(s)?,
         extra,
         base: base_keys,

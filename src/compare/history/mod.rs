@@ -5,41 +5,23 @@
 //! side and `compare`'s explanation of the runs across it. Only the runs' stored per-process
 //! shares are read: a history of cached runs re-analyses nothing.
 
-pub mod model;
+pub mod record;
 pub mod points;
 pub mod render;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 
-use crate::commands::compare::explain::ModuleWhy;
-use crate::commands::{Ui, graph_work};
-use crate::engine::Engine;
-use crate::graph::{self, Db, Run};
+use crate::compare::explain::ModuleWhy;
+use crate::graph::{Db, Run};
 use crate::stats::changepoint::{self, ChangePoint, Params};
 use crate::stats::quantile_sorted;
-pub use model::{Change, History, MetricSeries, Point, RunInfo};
+pub use record::{Change, History, MetricSeries, Point, RunInfo};
 use points::PointData;
 
 /// Ops of the explanation kept per change point.
 const OPS: usize = 5;
-
-/// What `history` is asked to do.
-#[derive(Debug, Clone, Default)]
-pub struct HistoryRequest {
-    /// Labels, in order; or, when empty, every label starting with `prefix`, oldest first.
-    pub labels: Vec<String>,
-    pub prefix: Option<String>,
-    /// Families (`module`) or metrics (`module:jit_step`) to follow; all when empty.
-    pub metrics: Vec<String>,
-    pub params: Params,
-    /// The folder for `history.json` and `history.md`.
-    pub output: PathBuf,
-    pub html: Option<PathBuf>,
-    pub nsys: Option<PathBuf>,
-}
 
 fn point_of(run: usize, samples: &[f64]) -> Point {
     let mut s = samples.to_vec();
@@ -153,9 +135,9 @@ fn explain_change(
         .position(|l| *l == c.before)
         .unwrap_or(c.at.index - 1);
     let (b, a) = (runs[before], runs[c.at.index]);
-    let (out, _) = crate::commands::compare::families_of(db, b, a)?;
-    let s = crate::commands::compare::Settings::default();
-    let why = crate::commands::compare::explain::explain(db, b, a, &out, &s)?;
+    let (out, _) = crate::compare::families_of(db, b, a)?;
+    let s = crate::compare::Settings::default();
+    let why = crate::compare::explain::explain(db, b, a, &out, &s)?;
     // The explanation keys by the module's change at the two runs; a step that the module
     // level of the two runs alone does not show still gets its HLO diff when recompiled.
     if let Some(m) = why.modules.iter().find(|m: &&ModuleWhy| m.module == module) {
@@ -165,88 +147,20 @@ fn explain_change(
     Ok(())
 }
 
-/// The labels of the request, resolved.
-fn labels_of(req: &HistoryRequest, engine: &Engine) -> Result<Vec<String>> {
-    let Some(store) = engine.store() else {
-        bail!("history reads labelled runs from the cache: give a cache (not --no-cache)");
-    };
-    let labels = match (&req.prefix, req.labels.is_empty()) {
-        (Some(p), true) => {
-            let l = crate::commands::labels::list(store.root(), store.remote(), p)?;
-            if l.is_empty() {
-                bail!("no labelled run starts with {p:?} (label runs with `analyze --label NAME`)");
-            }
-            l
-        }
-        (None, false) => req.labels.clone(),
-        _ => bail!("give labels, or --label-prefix P (not both)"),
-    };
-    let mut seen = BTreeSet::new();
-    for l in &labels {
-        if !seen.insert(l) {
-            bail!("label {l} is given twice");
-        }
-    }
-    Ok(labels)
-}
-
-/// What `history` did.
-pub struct Histories {
-    pub history: History,
-    pub record: crate::engine::RunRecord,
-    pub output: PathBuf,
-}
-
-impl Histories {
-    pub fn summary(&self) -> String {
-        format!(
-            "wrote {} ({})",
-            self.output.display(),
-            graph_work(&self.record)
-        )
-    }
-}
-
-/// `history`: the series of the labelled runs, written to `req.output`.
-pub fn history(engine: Engine, req: &HistoryRequest, ui: &dyn Ui) -> Result<Histories> {
-    for m in &req.metrics {
-        if !points::FAMILIES.contains(&points::family(m)) {
-            bail!(
-                "--metric {m}: unknown (families: {}; or family:name)",
-                points::FAMILIES.join(", ")
-            );
-        }
-    }
-    let labels = labels_of(req, &engine)?;
-    let cache = engine.store().expect("checked").root().to_path_buf();
-    let remote = engine.store().and_then(|s| s.remote());
-    let mut sides = Vec::new();
-    for l in &labels {
-        let Some(found) = crate::commands::labels::find(&cache, remote, l)? else {
-            bail!("{l}: no run labelled so in the cache (label runs with `analyze --label {l}`)");
-        };
-        sides.push(graph::classify_inputs(&found.inputs, &found.dumps)?);
-    }
-    let (db, runs) = graph::open_runs(engine, &sides, req.nsys.clone())?;
-    for &run in &runs {
-        graph::prepare_archives(&db, run)?;
-    }
-    let needs = points::needs();
-    let mut stored = true;
-    for &run in &runs {
-        stored &= graph::shares_stored(&db, run, &needs)?;
-    }
-    if !stored {
-        let n = runs.iter().map(|r| r.processes(&db).len()).sum::<usize>() as u64;
-        let bar = ui.step("loading profiles", Some(n));
-        runs.iter()
-            .try_for_each(|&run| graph::prepare_processes(&db, run, &needs, &|| bar.advance()))?;
-    }
+/// The history of `runs` (labelled `labels`, in order): one series per metric asked for
+/// (all when `metrics` is empty), change points explained by `compare`.
+pub fn build(
+    db: &Db,
+    runs: &[Run],
+    labels: &[String],
+    asked: &[String],
+    params: &Params,
+) -> Result<History> {
     let data: Vec<PointData> = runs
         .iter()
-        .map(|&r| points::point(&db, r))
+        .map(|&r| points::point(db, r))
         .collect::<Result<_>>()?;
-    let odd = strangers(&labels, &data);
+    let odd = strangers(labels, &data);
     if !odd.is_empty() {
         bail!(
             "{}: no XLA module in common with most of the other runs (runs of different programs cannot make one history)",
@@ -254,28 +168,28 @@ pub fn history(engine: Engine, req: &HistoryRequest, ui: &dyn Ui) -> Result<Hist
         );
     }
     let mut notes = Vec::new();
-    let least = req.params.min_size.max(2).saturating_mul(2);
+    let least = params.min_size.max(2).saturating_mul(2);
     if labels.len() < least {
         notes.push(format!(
             "{}: change points need at least {least} (--min-size on each side)",
             crate::table::count(labels.len(), "run", "runs")
         ));
     }
-    let mut metrics = series(&labels, &data, &req.metrics, &req.params);
+    let mut metrics = series(labels, &data, asked, params);
     if metrics.is_empty() {
         bail!(
             "the runs have none of the metrics asked for ({})",
-            req.metrics.join(", ")
+            asked.join(", ")
         );
     }
     for m in &mut metrics {
         if let Some(module) = m.metric.strip_prefix("module:").map(str::to_string) {
             for c in &mut m.changes {
-                explain_change(&db, &runs, &labels, c, &module)?;
+                explain_change(db, runs, labels, c, &module)?;
             }
         }
     }
-    let history = History {
+    Ok(History {
         runs: labels
             .iter()
             .zip(&data)
@@ -285,30 +199,9 @@ pub fn history(engine: Engine, req: &HistoryRequest, ui: &dyn Ui) -> Result<Hist
                 started_unix_s: d.started_unix_s,
             })
             .collect(),
-        params: req.params.clone(),
+        params: params.clone(),
         metrics,
         notes,
-    };
-    let html = match &req.html {
-        Some(_) => Some(render::html(&history)?),
-        None => None,
-    };
-    let record = db.ctx.engine.finish();
-    crate::tmpfiles::write_atomic(
-        &req.output.join("history.json"),
-        &serde_json::to_vec_pretty(&history)?,
-    )?;
-    crate::tmpfiles::write_atomic(
-        &req.output.join("history.md"),
-        render::markdown(&history).as_bytes(),
-    )?;
-    if let (Some(path), Some(page)) = (&req.html, html) {
-        crate::tmpfiles::write_atomic(path, page.as_bytes())?;
-    }
-    Ok(Histories {
-        history,
-        record,
-        output: req.output.clone(),
     })
 }
 

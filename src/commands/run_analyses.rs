@@ -1,14 +1,21 @@
 //! Opening the inputs of a run and running the requested analyses on it, for `analyze`,
 //! `archive`, `combine` and `run`.
 
+use crate::engine::kinds::kind;
 use super::pipeline::AnalysisRequest;
 use super::ui::say_dump_notes;
 use super::{CaptureOptions, Ui};
-use crate::engine::{Engine, Key, KeyBuilder, kinds};
+use crate::engine::{Engine, Key, KeyBuilder};
 use crate::graph::{self, AnalysisSpec, ScriptSpec};
 use anyhow::{Result, bail};
 use bytes::Bytes;
 use std::path::{Path, PathBuf};
+
+kind!(
+    /// The content key of an output file that is part of a stored value (a key).
+    OUTPUT_FILE = "output-file"
+);
+
 
 /// Open the inputs of a run, saying which dump folder each report uses.
 pub fn open_inputs(
@@ -128,7 +135,7 @@ pub struct OutputFile {
 impl OutputFile {
     /// A file of the stored value whose key is `value`.
     pub fn of_value(rel: PathBuf, bytes: Bytes, value: Key) -> OutputFile {
-        let key = KeyBuilder::of(&kinds::OUTPUT_FILE)
+        let key = KeyBuilder::of(&OUTPUT_FILE)
             .input(&value)
             .param("file", rel.to_string_lossy().as_ref())
             .finish();

@@ -1,6 +1,6 @@
 //! `compare`: two profiled runs compared with statistics; fails on a significant regression.
 
-use super::{Report, Settings};
+use crate::compare::{self as domain, Report, Settings};
 use crate::commands::{Ui, graph_work};
 use crate::engine::Engine;
 use crate::graph;
@@ -73,7 +73,7 @@ fn compare_side(args: &[String], engine: &Engine) -> Result<(Vec<graph::RunInput
 
 /// `compare`: the comparison of `req.base` and `req.head`, written to `req.output`.
 pub fn compare(engine: Engine, req: &CompareRequest, ui: &dyn Ui) -> Result<Compared> {
-    use super as compare;
+    use domain as compare;
     let (base, head) = (&req.base, &req.head);
     let settings = &req.settings;
     let (base_inputs, base_shown) = compare_side(base, &engine)?;

@@ -14,6 +14,25 @@ pub enum Tok {
 /// The tokens of `text`. Never fails: text that is not Rust gives tokens that resolve to
 /// nothing.
 pub fn tokens(text: &str) -> Vec<Tok> {
+    lex(text).into_iter().map(|(t, _)| t).collect()
+}
+
+/// The tokens of `text`, each with the 1-based line it starts on.
+pub fn tokens_with_lines(text: &str) -> Vec<(Tok, usize)> {
+    let b = text.as_bytes();
+    let (mut line, mut at) = (1, 0);
+    lex(text)
+        .into_iter()
+        .map(|(t, pos)| {
+            line += b[at..pos].iter().filter(|&&c| c == b'\n').count();
+            at = pos;
+            (t, line)
+        })
+        .collect()
+}
+
+/// The tokens of `text` with the byte offset each starts at.
+fn lex(text: &str) -> Vec<(Tok, usize)> {
     let b = text.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;
@@ -29,11 +48,11 @@ pub fn tokens(text: &str) -> Vec<Tok> {
             i = block_comment_end(b, i);
         } else if c == b'"' {
             let (s, end) = string(b, i + 1);
-            out.push(Tok::Str(s));
+            out.push((Tok::Str(s), i));
             i = end;
         } else if (c == b'r' || c == b'b') && raw_or_byte_string(b, i).is_some() {
             let (s, end) = raw_or_byte_string(b, i).expect("checked");
-            out.push(Tok::Str(s));
+            out.push((Tok::Str(s), i));
             i = end;
         } else if c == b'\'' {
             i = quote_end(b, i);
@@ -55,7 +74,7 @@ pub fn tokens(text: &str) -> Vec<Tok> {
                     i = e;
                 }
             }
-            out.push(Tok::Ident(word.to_string()));
+            out.push((Tok::Ident(word.to_string()), start));
         } else if c.is_ascii_digit() {
             while i < b.len() && (b[i] == b'_' || b[i] == b'.' || b[i].is_ascii_alphanumeric()) {
                 // `1..n`: a range, not a number's point.
@@ -65,12 +84,12 @@ pub fn tokens(text: &str) -> Vec<Tok> {
                 i += 1;
             }
         } else if c == b':' && b.get(i + 1) == Some(&b':') {
-            out.push(Tok::PathSep);
+            out.push((Tok::PathSep, i));
             i += 2;
         } else {
             // One character of punctuation (a multi-byte character is skipped whole).
             let ch = text[i..].chars().next().unwrap_or(' ');
-            out.push(Tok::Punct(ch));
+            out.push((Tok::Punct(ch), i));
             i += ch.len_utf8();
         }
     }

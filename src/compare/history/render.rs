@@ -4,7 +4,7 @@
 use anyhow::Result;
 
 use super::{Change, History, MetricSeries};
-use crate::commands::compare::explain::op_phrase;
+use crate::compare::explain::op_phrase;
 use crate::report::{Page, Section, escape, render_page};
 
 fn pct(x: f64) -> String {

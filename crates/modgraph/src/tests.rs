@@ -1,30 +1,5 @@
 use super::lex::{Tok, tokens};
 use super::*;
-use std::path::Path;
-
-/// The crate's files as the build script reads them.
-pub(crate) fn crate_files() -> Vec<SourceFile> {
-    read_crate(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src")).unwrap()
-}
-
-pub(crate) fn crate_graph(files: &[SourceFile]) -> ModGraph {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let lock = Lock::parse(&std::fs::read_to_string(root.join("Cargo.lock")).unwrap());
-    ModGraph::build(files, &externals(&lock, "nsys-jax-pipe"), "nsys_jax_pipe")
-}
-
-/// The files of the crate form layers: no file reaches itself through others (a glob import
-/// reaches all of a module, so a cycle is often one `use super::*` away).
-#[test]
-fn files_form_no_import_cycle() {
-    let g = crate_graph(&crate_files());
-    let found: Vec<Vec<&str>> = g
-        .cycles()
-        .iter()
-        .map(|c| c.iter().map(|&i| g.files[i].as_str()).collect())
-        .collect();
-    assert!(found.is_empty(), "cycles between files: {found:?}");
-}
 
 fn graph(files: &[(&str, &str)]) -> ModGraph {
     let files: Vec<SourceFile> = files
