@@ -810,3 +810,88 @@ fn the_engine_names_no_file_above_it_and_keeps_no_store() {
     assert!(files.iter().any(|(p, _)| p.starts_with("store/")), "no src/store/");
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
+
+/// The modules named right after `head ::` in `t` (`head::x::y`, `head::{x, y::z}` → x and y),
+/// with their lines: `crate_refs` for another path head (`super`, `analyses`).
+fn refs_after(t: &[(Tok, usize)], head: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for i in 0..t.len() {
+        if !ident(t.get(i), head) || !matches!(t.get(i + 1), Some((Tok::PathSep, _))) {
+            continue;
+        }
+        match t.get(i + 2) {
+            Some((Tok::Ident(name), line)) => out.push((*line, name.clone())),
+            Some((Tok::Punct('{'), _)) => {
+                let end = group_end(t, i + 2);
+                let (mut depth, mut first) = (0, true);
+                for (tok, line) in &t[i + 2..end] {
+                    match tok {
+                        Tok::Punct('{') => {
+                            depth += 1;
+                            first = depth == 1;
+                        }
+                        Tok::Punct('}') => depth -= 1,
+                        Tok::Punct(',') if depth == 1 => first = true,
+                        Tok::Ident(name) if first && depth == 1 => {
+                            out.push((*line, name.clone()));
+                            first = false;
+                        }
+                        _ => first = false,
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Analyses are siblings: no analysis file imports another analysis's file (shared shares,
+/// table views and ids live in files that are no analysis, or below the analyses). Only the
+/// registry, which lists them, and `diagnose`, which reads their results, name them.
+#[test]
+fn no_analysis_imports_another() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    read_tree(&src, &src, &mut files);
+    let marker = "const NAME: &'static str = \"";
+    let analyses: BTreeSet<String> = files
+        .iter()
+        .filter(|(p, t)| {
+            p.starts_with("analyses/") && p.matches('/').count() == 1 && t.contains(marker)
+        })
+        .map(|(p, _)| p["analyses/".len()..].trim_end_matches(".rs").to_string())
+        .filter(|m| m != "mod")
+        .collect();
+    assert!(analyses.contains("ops") && analyses.contains("summary"), "{analyses:?}");
+    let readers = ["analyses/diagnose.rs", "analyses/registry.rs", "analyses/mod.rs"];
+    let mut found = Vec::new();
+    for (path, text) in files.iter().filter(|(p, _)| {
+        p.starts_with("analyses/") && p.matches('/').count() == 1 && !readers.contains(&p.as_str())
+    }) {
+        let own = path["analyses/".len()..].trim_end_matches(".rs");
+        let code = toks(text);
+        let cut = test_module_start(&code).unwrap_or(usize::MAX);
+        let test = test_lines(&code);
+        for (line, m) in refs_after(&code, "analyses").into_iter().chain(refs_after(&code, "super")) {
+            if line < cut && !test.contains(&line) && m != own && analyses.contains(&m) {
+                found.push(format!("src/{path}:{line}: imports the analysis `{m}`"));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
+fn refs_after_reads_paths_and_groups_after_a_head() {
+    let code = toks("use crate::analyses::ops::modules;\nuse super::{summary, roofline_model::Params};\nlet x = \"super::ops\"; // super::pgle\nsuper::memory::f();");
+    let got: Vec<(usize, String)> = refs_after(&code, "analyses")
+        .into_iter()
+        .chain(refs_after(&code, "super"))
+        .collect();
+    let want: Vec<(usize, String)> = [(1, "ops"), (2, "summary"), (2, "roofline_model"), (4, "memory")]
+        .iter()
+        .map(|(l, m)| (*l, m.to_string()))
+        .collect();
+    assert_eq!(got, want);
+}

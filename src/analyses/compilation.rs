@@ -1,19 +1,13 @@
 //! Compile-time statistics from compile frames ([`crate::frames::compile`]); design.md "Formulas".
-//!
-//! Parallel compilation: a range of the compiling ("main") thread with worker-thread children
-//! is a *parallel region launcher*. Inside it, the span from the first worker start to the last
-//! worker end that no main-thread child covers is shared among the launcher's worker ranges in
-//! proportion to their own non-child time; the launcher's child time is its main-thread
-//! children plus that span. So every compilation's parts add up to its wall time, whereas
-//! adding up the worker threads' raw times would exceed it.
+//! Each range's time is attributed as [`crate::frames::compile_time`] says (parallel
+//! compilation shared out, so a compilation's parts add up to its wall time).
 //!
 //! Two products:
-//! - [`summary_tables`]: nsys-jax's summary tables (time per range name over all processes,
+//! - [`reduce_summary`] (of `range_sums`): nsys-jax's summary tables (time per range name over all processes,
 //!   the same numbers as its `compilation-*.json`);
 //! - [`per_compilation`]: one breakdown per `XlaCompile` range.
 
-use rustc_hash::FxHashMap;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 /// The parameters of the `compilation` analysis.
 #[derive(serde::Deserialize, serde::Serialize, Debug, Default, Clone, Copy)]
@@ -27,46 +21,16 @@ pub struct Params {
 
 use crate::report::Section;
 use anyhow::Result;
-use arrow::array::{Array, RecordBatch, StringArray};
+use arrow::array::RecordBatch;
 use serde::{Deserialize, Serialize};
 
-use crate::analyses::range_sums::sums;
-pub use crate::analyses::range_sums::{RangeSums, add_up};
+use crate::analyses::range_sums::{percent, sort_desc};
+pub use crate::analyses::range_sums::{
+    CompilationTables, RangeSums, RangeSumsShare, reduce_summary,
+};
 use crate::analyses::{Analysis, ProcessView, Reads, Reduced, RunShares, Share, ShareUse};
-use crate::formats::pushpop::{self, Columns};
-use crate::frames::compile::{is_xla_compile, preorder, program_columns};
-
-/// One range name of the summary.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RangeRow {
-    pub name: String,
-    pub non_child_ms: f64,
-    pub child_ms: f64,
-    /// Share of [`CompilationTables::total_ms`].
-    pub percent: f64,
-}
-
-/// One row of the folded views.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Row {
-    pub name: String,
-    pub non_child_ms: f64,
-    pub percent: f64,
-}
-
-/// nsys-jax's summary compilation tables.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct CompilationTables {
-    /// Sum of the non-child time of all ranges: the compilation wall time.
-    pub total_ms: f64,
-    /// Per range name, by non-child time, descending (`compilation-ranges.json`).
-    pub ranges: Vec<RangeRow>,
-    /// `XlaPass:#...` folded into `XlaPasses`, `XlaPassPipeline:#...` into `XlaPassPipelines`
-    /// (`compilation-high-level.json`).
-    pub high_level: Vec<Row>,
-    /// `XlaPass:#...` only, percent of the passes' total (`compilation-passes.json`).
-    pub passes: Vec<Row>,
-}
+use crate::frames::compile::is_xla_compile;
+use crate::frames::compile_time::Attributed;
 
 /// One part of a compilation's wall time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -94,257 +58,10 @@ pub struct CompilationEntry {
     pub wall_s: f64,
 }
 
-/// A compile frame with every row's attributed (non-child, child) time, ns.
-struct Attributed<'a> {
-    cols: Columns<'a>,
-    program_id: &'a [i64],
-    program_name: &'a StringArray,
-    /// Rows in pre-order and subtree sizes: a subtree is a contiguous run of `order`.
-    order: Vec<usize>,
-    size: Vec<usize>,
-    non_child: Vec<f64>,
-    child: Vec<f64>,
-}
-
-impl<'a> Attributed<'a> {
-    fn new(frame: &'a RecordBatch) -> Result<Self> {
-        let cols = Columns::of(frame)?;
-        let (program_id, program_name) = program_columns(frame)?;
-        let n = frame.num_rows();
-        let parent = pushpop::parent_rows(cols.range_id, cols.parent_id)?;
-        let (order, size) = preorder(&parent)?;
-
-        // Main thread of each row: the thread of its compilation (the root).
-        let mut root_tid = vec![0i64; n];
-        // Worker rows: nearest main-thread ancestor, the launcher of their region.
-        let mut launcher: Vec<Option<usize>> = vec![None; n];
-        for &i in &order {
-            match parent[i] {
-                None => root_tid[i] = cols.tid[i],
-                Some(p) => {
-                    root_tid[i] = root_tid[p];
-                    if cols.tid[i] != root_tid[i] {
-                        launcher[i] = if cols.tid[p] == root_tid[p] {
-                            Some(p)
-                        } else {
-                            launcher[p]
-                        };
-                    }
-                }
-            }
-        }
-        let is_main = |i: usize| cols.tid[i] == root_tid[i];
-
-        // Per launcher: worker span and worker non-child total.
-        let mut span: Vec<Option<(i64, i64)>> = vec![None; n];
-        let mut worker_time = vec![0f64; n];
-        for (i, l) in launcher.iter().enumerate() {
-            if let Some(l) = *l {
-                let (s, e) = (cols.start[i], cols.end[i]);
-                span[l] = Some(match span[l] {
-                    None => (s, e),
-                    Some((ps, pe)) => (ps.min(s), pe.max(e)),
-                });
-                worker_time[l] += cols.dur_non_child[i] as f64;
-            }
-        }
-        // Launchers' main-thread children: total duration and overlap with the worker span.
-        let clipped = |l: usize| {
-            span[l].map(|(s, e)| {
-                (
-                    s.max(cols.start[l]),
-                    e.min(cols.end[l]).max(s.max(cols.start[l])),
-                )
-            })
-        };
-        let mut main_child = vec![0f64; n];
-        let mut covered = vec![0f64; n];
-        for (i, p) in parent.iter().enumerate() {
-            if !is_main(i) {
-                continue;
-            }
-            if let Some(p) = *p
-                && let Some((s, e)) = clipped(p)
-            {
-                main_child[p] += cols.duration[i] as f64;
-                let overlap = cols.end[i].min(e).saturating_sub(cols.start[i].max(s));
-                covered[p] += overlap.max(0) as f64;
-            }
-        }
-
-        let mut non_child = vec![0f64; n];
-        let mut child = vec![0f64; n];
-        let mut scale = vec![0f64; n];
-        for i in 0..n {
-            if !is_main(i) {
-                continue;
-            }
-            match clipped(i) {
-                Some((s, e)) if worker_time[i] > 0.0 => {
-                    let exclusive = (e.saturating_sub(s) as f64 - covered[i]).max(0.0);
-                    scale[i] = exclusive / worker_time[i];
-                    child[i] = main_child[i] + exclusive;
-                    non_child[i] = cols.duration[i] as f64 - child[i];
-                }
-                Some(_) => {
-                    child[i] = main_child[i];
-                    non_child[i] = cols.duration[i] as f64 - child[i];
-                }
-                None => {
-                    non_child[i] = cols.dur_non_child[i] as f64;
-                    child[i] = cols.dur_child[i] as f64;
-                }
-            }
-        }
-        for i in 0..n {
-            if let Some(l) = launcher[i] {
-                non_child[i] = scale[l] * cols.dur_non_child[i] as f64;
-                child[i] = scale[l] * cols.dur_child[i] as f64;
-            }
-        }
-        Ok(Self {
-            cols,
-            program_id,
-            program_name,
-            order,
-            size,
-            non_child,
-            child,
-        })
-    }
-
-    fn program_name(&self, i: usize) -> Option<&'a str> {
-        self.program_name
-            .is_valid(i)
-            .then(|| self.program_name.value(i))
-    }
-}
-
-/// A range's name as nsys-jax's summary shows it: `,module=M` and `:#module=M#` of the
-/// range's own module removed (`program_id=` kept).
-fn summary_name(name: &str, module: Option<&str>) -> String {
-    match module {
-        Some(module) if name.contains("module=") => name
-            .replace(&format!(",module={module}"), "")
-            .replace(&format!(":#module={module}#"), ""),
-        _ => name.to_string(),
-    }
-}
-
-fn percent(part: f64, total: f64) -> f64 {
-    if total > 0.0 {
-        100.0 * part / total
-    } else {
-        0.0
-    }
-}
-
-/// Sorted by value descending, then name.
-fn sort_desc<T>(rows: &mut [T], key: impl Fn(&T) -> (f64, &str)) {
-    rows.sort_by(|a, b| {
-        let (va, na) = key(a);
-        let (vb, nb) = key(b);
-        vb.total_cmp(&va).then_with(|| na.cmp(nb))
-    });
-}
-
 /// One process's compilations (the share of the `compilation` analysis).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Compilations(pub Vec<CompilationEntry>);
 impl crate::engine::value::JsonValue for Compilations {}
-
-/// The summary share of one process's compile frame.
-pub fn range_sums(frame: &RecordBatch) -> Result<RangeSums> {
-    // Each name's sum is added up in row order, which gives the same digits on every run.
-    // A frame has a few hundred distinct (name, module) pairs in tens of thousands of rows:
-    // each pair's shown name is made once, and rows find their sum through the pair.
-    let a = Attributed::new(frame)?;
-    let mut sums: Vec<(String, f64, f64)> = Vec::new();
-    let mut by_shown: FxHashMap<String, usize> = FxHashMap::default();
-    let mut by_pair: FxHashMap<(&str, Option<&str>), usize> = FxHashMap::default();
-    for i in 0..frame.num_rows() {
-        let pair = (a.cols.name.value(i), a.program_name(i));
-        let at = *by_pair.entry(pair).or_insert_with(|| {
-            let shown = summary_name(pair.0, pair.1);
-            *by_shown.entry(shown.clone()).or_insert_with(|| {
-                sums.push((shown, 0.0, 0.0));
-                sums.len() - 1
-            })
-        });
-        sums[at].1 += a.non_child[i];
-        sums[at].2 += a.child[i];
-    }
-    sums.sort_unstable_by(|x, y| x.0.cmp(&y.0));
-    Ok(RangeSums { by_name: sums })
-}
-
-#[cfg(test)]
-/// nsys-jax's summary tables over the compile frames of all processes.
-pub fn summary_tables(frames: &[RecordBatch]) -> Result<CompilationTables> {
-    let sums = frames.iter().map(range_sums).collect::<Result<Vec<_>>>()?;
-    Ok(reduce_summary(&sums))
-}
-
-/// nsys-jax's summary tables from the processes' shares (or sums of consecutive groups of
-/// them), added in process order.
-pub fn reduce_summary(shares: &[RangeSums]) -> CompilationTables {
-    let by_name = sums(shares);
-    // `+ 0.0`: an empty sum is -0.0.
-    let total_ns: f64 = by_name.iter().map(|v| v.1).sum::<f64>() + 0.0;
-    let total_ms = total_ns * 1e-6;
-    let mut ranges: Vec<RangeRow> = by_name
-        .into_iter()
-        .map(|(name, nc, c)| RangeRow {
-            name,
-            non_child_ms: nc * 1e-6,
-            child_ms: c * 1e-6,
-            percent: percent(nc, total_ns),
-        })
-        .collect();
-    sort_desc(&mut ranges, |r| (r.non_child_ms, &r.name));
-
-    let mut folded: BTreeMap<&str, f64> = BTreeMap::new();
-    for r in &ranges {
-        let key = if r.name.starts_with("XlaPass:#") {
-            "XlaPasses"
-        } else if r.name.starts_with("XlaPassPipeline:#") {
-            "XlaPassPipelines"
-        } else {
-            &r.name
-        };
-        *folded.entry(key).or_default() += r.non_child_ms;
-    }
-    let mut high_level: Vec<Row> = folded
-        .into_iter()
-        .map(|(name, ms)| Row {
-            name: name.to_string(),
-            non_child_ms: ms,
-            percent: percent(ms, total_ms),
-        })
-        .collect();
-    sort_desc(&mut high_level, |r| (r.non_child_ms, &r.name));
-
-    let pass_total: f64 = ranges
-        .iter()
-        .filter(|r| r.name.starts_with("XlaPass:#"))
-        .map(|r| r.non_child_ms)
-        .sum();
-    let passes = ranges
-        .iter()
-        .filter(|r| r.name.starts_with("XlaPass:#"))
-        .map(|r| Row {
-            name: r.name.clone(),
-            non_child_ms: r.non_child_ms,
-            percent: percent(r.non_child_ms, pass_total),
-        })
-        .collect();
-    CompilationTables {
-        total_ms,
-        ranges,
-        high_level,
-        passes,
-    }
-}
 
 /// One breakdown per `XlaCompile` range of every process, in process order then start time.
 pub fn per_compilation(
@@ -454,66 +171,7 @@ pub fn render(entries: &[CompilationEntry]) -> String {
 /// Compilations the terminal lists.
 const SHOWN: usize = 10;
 
-/// A compile range's NVTX name for people: `XlaPass:#name=algsimp,program_id=19#` →
-/// `XlaPass algsimp (program 19)`; a name that is not one is returned as it is.
-pub fn range_label(name: &str) -> String {
-    let Some(c) = crate::nvtx::parse_compile(name) else {
-        return name.to_string();
-    };
-    let mut s = c.kind.to_string();
-    for v in [c.name, c.module].into_iter().flatten() {
-        s.push(' ');
-        s.push_str(v);
-    }
-    if let Some(p) = c.program_id {
-        s.push_str(&format!(" (program {p})"));
-    }
-    s
-}
-
-/// The pass table summed per pass name over programs and modules: `(pass, ms, % of pass
-/// time)`, the longest first.
-pub fn passes_by_name(rows: &[Row]) -> Vec<(String, f64, f64)> {
-    let mut by: BTreeMap<String, (f64, f64)> = BTreeMap::new();
-    for r in rows {
-        let name = crate::nvtx::parse_compile(&r.name)
-            .and_then(|c| c.name)
-            .unwrap_or(&r.name)
-            .to_string();
-        let e = by.entry(name).or_default();
-        e.0 += r.non_child_ms;
-        e.1 += r.percent;
-    }
-    let mut v: Vec<(String, f64, f64)> = by.into_iter().map(|(n, (ms, p))| (n, ms, p)).collect();
-    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    v
-}
-
 // ---------------------------------------------------------------- shares and the analysis
-
-/// The compile-time summary share of one process: [`range_sums`] of its compile frame. The
-/// sums add up over processes.
-pub struct RangeSumsShare;
-
-impl Share for RangeSumsShare {
-    const KIND: &'static str = "compile-sums";
-    const FILE: &'static str = file!();
-    const READS: Reads = Reads::Compile;
-    // Large (a sum per range name), and read once into its group's sum.
-    const KEEP: crate::engine::Keep = crate::engine::Keep::Volatile;
-    type Param = ();
-    type Value = RangeSums;
-
-    fn map(&self, p: &ProcessView, _: &()) -> Result<RangeSums> {
-        p.compile
-            .map(range_sums)
-            .unwrap_or_else(|| Ok(Default::default()))
-    }
-
-    fn add_up(&self, parts: &[RangeSums]) -> Option<RangeSums> {
-        Some(add_up(parts))
-    }
-}
 
 /// The `compilation` share of one process: its compilations, each with its breakdown.
 pub struct CompilationsShare;
@@ -707,6 +365,8 @@ fn section(r: &CompilationResult) -> Result<Section> {
 
 #[cfg(test)]
 mod tests {
+    use crate::analyses::range_sums::{Row, passes_by_name, range_label, summary_tables};
+
     #[test]
     fn compilation_json_has_its_keys_in_alphabetical_order() {
         use super::*;

@@ -17,8 +17,7 @@ use arrow::datatypes::Int64Type;
 use serde::{Deserialize, Serialize};
 
 use crate::analyses::memory_timeline::{DeviceHeld, HeldPartial, OtherKind};
-use crate::analyses::ops::modules_by_program;
-use crate::analyses::summary::short_id;
+use crate::frames::program_ids::short_id;
 use crate::analyses::{
     Analysis, NoParams, ProcessView, Reads, Reduced, RunShares, Share, ShareUse,
 };
@@ -143,7 +142,7 @@ fn module_memory(id: &str, name: &str, time: i64, m: &HloModuleInfo) -> Option<M
 
 /// The map step.
 pub fn partial(steady: &Steady, programs: &Programs) -> MemoryPartial {
-    let by_program = modules_by_program(programs);
+    let by_program = programs.by_program();
     let m = &steady.module;
     let prog = crate::frames::strings::strings(m.column_by_name(PROGRAM_ID).unwrap());
     let name = m.column_by_name(PROGRAM_NAME).unwrap().as_string::<i32>();
@@ -318,7 +317,7 @@ pub fn render(m: &Memory) -> String {
                 &format!(
                     "{} [{}]",
                     x.name,
-                    crate::analyses::summary::tiny_id(&x.program_id)
+                    crate::frames::program_ids::tiny_id(&x.program_id)
                 ),
                 34,
             ),

@@ -10,6 +10,7 @@ pub mod diagnose_rules;
 pub mod external;
 pub mod memory;
 pub mod memory_timeline;
+pub mod op_times;
 pub mod ops;
 mod output;
 pub mod pgle;

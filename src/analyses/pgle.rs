@@ -17,18 +17,13 @@ use std::collections::BTreeMap;
 
 use crate::report::Section;
 use anyhow::Result;
-use arrow::array::AsArray;
-use arrow::datatypes::Int64Type;
 use serde::{Deserialize, Serialize};
 
-use crate::analyses::ops::modules_by_program;
 use crate::analyses::{
     Analysis, NoParams, ProcessView, Reads, Reduced, RunShares, Share, ShareUse,
 };
 use crate::frames::command_buffers::is_command_buffer;
-use crate::frames::gpu::{
-    COMMUNICATION, NAME, PROGRAM_ID, PROGRAM_NAME, PROJ_DUR, PROJ_DUR_HIDDEN,
-};
+use crate::frames::views::{ModuleView, ThunkView};
 use crate::frames::warmup::Steady;
 use crate::stats::group_by;
 use crate::table::Table;
@@ -67,28 +62,19 @@ impl crate::engine::value::JsonValue for PglePartial {}
 
 /// The map step.
 pub fn partial(steady: &Steady, programs: &crate::frames::gpu::Programs) -> PglePartial {
-    let by_program = modules_by_program(programs);
-    let m = &steady.module;
-    let m_prog = crate::frames::strings::strings(m.column_by_name(PROGRAM_ID).unwrap());
-    let m_name = m.column_by_name(PROGRAM_NAME).unwrap().as_string::<i32>();
-    let m_dur = m
-        .column_by_name(PROJ_DUR)
-        .unwrap()
-        .as_primitive::<Int64Type>();
-    let t = &steady.thunk;
-    let prog = crate::frames::strings::strings(t.column_by_name(PROGRAM_ID).unwrap());
-    let thunk = crate::frames::strings::strings(t.column_by_name(NAME).unwrap());
-    let comm = t.column_by_name(COMMUNICATION).unwrap().as_boolean();
-    let dur = t
-        .column_by_name(PROJ_DUR)
-        .unwrap()
-        .as_primitive::<Int64Type>();
-    let hidden = t
-        .column_by_name(PROJ_DUR_HIDDEN)
-        .unwrap()
-        .as_primitive::<Int64Type>();
+    let by_program = programs.by_program();
+    let m = ModuleView::of(&steady.module);
+    let m_prog = &m.program_id;
+    let m_name = m.program_name;
+    let m_dur = m.dur;
+    let t = ThunkView::of(&steady.thunk);
+    let prog = &t.program_id;
+    let thunk = &t.name;
+    let comm = t.communication;
+    let dur = t.dur;
+    let hidden = t.dur_hidden;
     let mut thunks: BTreeMap<&str, Vec<InstructionCost>> = BTreeMap::new();
-    for ((p, th), rows) in group_by(t.num_rows(), |i| (prog.value(i), thunk.value(i))) {
+    for ((p, th), rows) in group_by(t.rows, |i| (prog.value(i), thunk.value(i))) {
         if is_command_buffer(th) {
             continue;
         }
@@ -105,7 +91,7 @@ pub fn partial(steady: &Steady, programs: &crate::frames::gpu::Programs) -> Pgle
         });
     }
     let mut out = PglePartial::default();
-    for (p, rows) in group_by(m.num_rows(), |i| m_prog.value(i)) {
+    for (p, rows) in group_by(m.rows, |i| m_prog.value(i)) {
         let fingerprint = by_program
             .get(p)
             .and_then(|ms| ms.iter().find_map(|m| m.fingerprint.clone()));
@@ -219,7 +205,7 @@ pub fn reduce(parts: &[&PglePartial]) -> Pgle {
             notes.push(format!(
                 "{} ({}): none of its {} has a scheduling name in the dump (older XLA): no profile",
                 m.name,
-                crate::analyses::summary::short_id(id),
+                crate::frames::program_ids::short_id(id),
                 crate::table::count((unnamed + missing) as usize, "instruction", "instructions")
             ));
             continue;
@@ -228,7 +214,7 @@ pub fn reduce(parts: &[&PglePartial]) -> Pgle {
             notes.push(format!(
                 "{} ({}): {} without a scheduling name in the dump left out",
                 m.name,
-                crate::analyses::summary::short_id(id),
+                crate::frames::program_ids::short_id(id),
                 crate::table::count(unnamed as usize, "instruction", "instructions")
             ));
         }
@@ -236,7 +222,7 @@ pub fn reduce(parts: &[&PglePartial]) -> Pgle {
             notes.push(format!(
                 "{} ({}): {} naming instructions missing from the dump left out",
                 m.name,
-                crate::analyses::summary::short_id(id),
+                crate::frames::program_ids::short_id(id),
                 crate::table::count(missing as usize, "thunk", "thunks")
             ));
         }

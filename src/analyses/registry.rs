@@ -124,9 +124,10 @@ mod tests {
         }
     }
 
-    /// The promise "edit one analysis, recompute only it", by construction: a helper of the
-    /// summary that the ops analysis calls (its render's short ids) is edited in a copy of the
-    /// sources; exactly the kinds whose code reaches it get new versions.
+    /// The promise "edit one analysis, recompute only it", by construction: a shared table
+    /// helper below the analyses that the summary and ops analyses call (their render's short
+    /// ids) is edited in a copy of the sources; exactly the kinds whose code reaches it get
+    /// new versions.
     #[test]
     fn an_edited_helper_changes_exactly_the_kinds_that_reach_it() {
         let files = crate_files();
@@ -134,7 +135,7 @@ mod tests {
         let mut edited = crate_files();
         let summary = edited
             .iter_mut()
-            .find(|f| f.path == "analyses/summary.rs")
+            .find(|f| f.path == "frames/program_ids.rs")
             .unwrap();
         let text = String::from_utf8(summary.bytes.clone()).unwrap();
         let at = text.find("fn tiny_id(").expect("the helper");
@@ -144,7 +145,7 @@ mod tests {
         let after = graph(&edited);
         let kinds = every_kind();
         let (v0, v1) = (versions_in(&before, &kinds), versions_in(&after, &kinds));
-        let target = before.index("analyses/summary.rs").unwrap();
+        let target = before.index("frames/program_ids.rs").unwrap();
         let reaching: BTreeSet<&String> = kinds
             .iter()
             .filter(|(_, roots)| {
@@ -155,8 +156,8 @@ mod tests {
             .collect();
         let changed: BTreeSet<&String> = kinds.keys().filter(|k| v0[*k] != v1[*k]).collect();
         assert_eq!(changed, reaching);
-        // The ops analysis reaches it only through its render's helper; the communication
-        // analysis, the frames and the capture do not reach it at all.
+        // The ops and summary analyses reach it through their render's helper; the
+        // communication analysis, the frames and the capture do not reach it at all.
         assert!(changed.contains(&"analysis:ops".to_string()), "{changed:?}");
         assert!(changed.contains(&"analysis:summary".to_string()));
         for unrelated in ["analysis:communication", "gpu-frames", "projection", "hlo"] {

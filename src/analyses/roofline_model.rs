@@ -24,21 +24,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use arrow::array::AsArray;
-use arrow::datatypes::{Int32Type, Int64Type};
 use serde::{Deserialize, Serialize};
 
 use super::roofline_flops::{Flops, flops_notes, utilisation};
 pub use super::roofline_flops::{PositiveFlops, Utilisation};
-use crate::analyses::ops::modules_by_program;
-use crate::analyses::summary::short_id;
+use crate::frames::program_ids::short_id;
 use crate::formats::gpus::{DeviceFacts, PeakOverride, PeaksUsed, math_name, peaks_used};
 use crate::formats::hlo::cost::{Beyond, Cost};
 use crate::frames::command_buffers::is_command_buffer;
-use crate::frames::gpu::{
-    COMMAND_BUFFER, COMMUNICATION, DEVICE, NAME, OP_NAME, PROGRAM_ID, PROGRAM_NAME, PROJ_DUR,
-    PROJ_DUR_HIDDEN, PROJ_START, Programs,
-};
+use crate::frames::gpu::Programs;
+use crate::frames::views::{ModuleView, ThunkView};
 use crate::frames::warmup::Steady;
 use crate::stats::group_by;
 use crate::units::duration_ms;
@@ -103,24 +98,15 @@ fn recomputed(thunk: &str, op_name: &str) -> bool {
 
 /// The map step.
 pub fn partial(steady: &Steady, programs: &Programs) -> RooflinePartial {
-    let by_program = modules_by_program(programs);
+    let by_program = programs.by_program();
     let mut out = RooflinePartial::default();
-    let m = &steady.module;
-    let prog = crate::frames::strings::strings(m.column_by_name(PROGRAM_ID).unwrap());
-    let name = m.column_by_name(PROGRAM_NAME).unwrap().as_string::<i32>();
-    let dev = m
-        .column_by_name(DEVICE)
-        .unwrap()
-        .as_primitive::<Int32Type>();
-    let start = m
-        .column_by_name(PROJ_START)
-        .unwrap()
-        .as_primitive::<Int64Type>();
-    let dur = m
-        .column_by_name(PROJ_DUR)
-        .unwrap()
-        .as_primitive::<Int64Type>();
-    for (p, rows) in group_by(m.num_rows(), |i| prog.value(i)) {
+    let m = ModuleView::of(&steady.module);
+    let prog = &m.program_id;
+    let name = m.program_name;
+    let dev = m.device;
+    let start = m.start;
+    let dur = m.dur;
+    for (p, rows) in group_by(m.rows, |i| prog.value(i)) {
         let modules = by_program.get(p);
         let costed = modules.is_some_and(|ms| ms.iter().any(|m| m.costs().is_ok()));
         let module_name = name.value(rows[0]);
@@ -159,7 +145,7 @@ pub fn partial(steady: &Steady, programs: &Programs) -> RooflinePartial {
                 .collect(),
         });
     }
-    for (d, rows) in group_by(m.num_rows(), |i| dev.value(i)) {
+    for (d, rows) in group_by(m.rows, |i| dev.value(i)) {
         let first = rows.iter().map(|&i| start.value(i)).min().unwrap_or(0);
         let last = rows
             .iter()
@@ -168,24 +154,18 @@ pub fn partial(steady: &Steady, programs: &Programs) -> RooflinePartial {
             .unwrap_or(0);
         out.spans.push((d, first, last));
     }
-    let t = &steady.thunk;
-    let prog = crate::frames::strings::strings(t.column_by_name(PROGRAM_ID).unwrap());
-    let thunk = crate::frames::strings::strings(t.column_by_name(NAME).unwrap());
-    let op_name = crate::frames::strings::strings(t.column_by_name(OP_NAME).unwrap());
-    let comm = t.column_by_name(COMMUNICATION).unwrap().as_boolean();
-    let in_buffer = crate::frames::strings::strings(t.column_by_name(COMMAND_BUFFER).unwrap());
-    let dur = t
-        .column_by_name(PROJ_DUR)
-        .unwrap()
-        .as_primitive::<Int64Type>();
-    let hidden = t
-        .column_by_name(PROJ_DUR_HIDDEN)
-        .unwrap()
-        .as_primitive::<Int64Type>();
+    let t = ThunkView::of(&steady.thunk);
+    let prog = &t.program_id;
+    let thunk = &t.name;
+    let op_name = &t.op_name;
+    let comm = t.communication;
+    let in_buffer = &t.command_buffer;
+    let dur = t.dur;
+    let hidden = t.dur_hidden;
     // One pass, hashed: (program, thunk) -> first row, executions, whole time.
     let mut groups: std::collections::HashMap<(&str, &str), (usize, u64, i64)> =
         std::collections::HashMap::new();
-    for i in 0..t.num_rows() {
+    for i in 0..t.rows {
         let g = groups
             .entry((prog.value(i), thunk.value(i)))
             .or_insert((i, 0, 0));

@@ -19,7 +19,7 @@ use crate::report::Section;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use crate::analyses::ops::{self, OpsPartial, OpsShare, modules_by_program};
+use crate::analyses::op_times::{self as ops, OpsPartial, OpsShare};
 use crate::analyses::{
     Analysis, NoParams, ProcessView, Reads, Reduced, RunShares, Share, ShareUse,
 };
@@ -90,7 +90,7 @@ impl Interner {
 
 /// The map step.
 pub fn partial(steady: &Steady, programs: &Programs) -> StacksPartial {
-    let by_program = modules_by_program(programs);
+    let by_program = programs.by_program();
     let t = &steady.thunk;
     let prog = crate::frames::strings::strings(t.column_by_name(PROGRAM_ID).unwrap());
     let thunk = crate::frames::strings::strings(t.column_by_name(NAME).unwrap());

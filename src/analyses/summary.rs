@@ -7,22 +7,18 @@
 //! wait_percent}], "compilation":{total_ms, ranges:[{name, non_child_ms, child_ms, percent}],
 //! high_level:[{name, non_child_ms, percent}], passes:[{name, non_child_ms, percent}]}}`
 
-use crate::analyses::compilation::{CompilationTables, RangeSums, RangeSumsShare, reduce_summary};
+use crate::analyses::range_sums::{CompilationTables, RangeSums, RangeSumsShare, reduce_summary};
 use crate::analyses::{
     Analysis, NoParams, ProcessView, Reads, Reduced, RunShares, Share, ShareUse,
 };
-use crate::frames::gpu::{
-    NAME, NUM_THUNKS, PROGRAM_EXECUTION, PROGRAM_ID, PROGRAM_NAME, PROJ_DUR, PROJ_START,
-    THUNK_EXECUTION,
-};
+use crate::frames::views::{ModuleView, ThunkView};
 use crate::frames::warmup::Steady;
 use crate::report::{Cell, HtmlTable, Section};
 use crate::stats::{group_by, mean, std};
 use crate::table::Table;
 use crate::units::{duration_ms, fit, ms_pm, pct, percent, sig3};
 use anyhow::Result;
-use arrow::array::{AsArray, RecordBatch};
-use arrow::datatypes::{Int32Type, Int64Type};
+use arrow::array::RecordBatch;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -105,23 +101,14 @@ pub struct InstanceSpread {
 
 /// The map step: one process's steady-state frames → its [`SummaryPartial`].
 pub fn partial(steady: &Steady) -> SummaryPartial {
-    let m = &steady.module;
-    let prog = crate::frames::strings::strings(m.column_by_name(PROGRAM_ID).unwrap());
-    let name = m.column_by_name(PROGRAM_NAME).unwrap().as_string::<i32>();
-    let thunks = m
-        .column_by_name(NUM_THUNKS)
-        .unwrap()
-        .as_primitive::<Int32Type>();
-    let dur = m
-        .column_by_name(PROJ_DUR)
-        .unwrap()
-        .as_primitive::<Int64Type>();
-    let start = m
-        .column_by_name(PROJ_START)
-        .unwrap()
-        .as_primitive::<Int64Type>();
+    let m = ModuleView::of(&steady.module);
+    let prog = &m.program_id;
+    let name = m.program_name;
+    let thunks = m.num_thunks;
+    let dur = m.dur;
+    let start = m.start;
     let first = start.values().iter().min();
-    let last = (0..m.num_rows())
+    let last = (0..m.rows)
         .map(|i| start.value(i) + dur.value(i))
         .max();
     let window = first.zip(last).map(|(&a, b)| SteadyWindow {
@@ -129,7 +116,7 @@ pub fn partial(steady: &Steady) -> SummaryPartial {
         start_ms: a as f64 * 1e-6,
         end_ms: b as f64 * 1e-6,
     });
-    let modules = group_by(m.num_rows(), |i| prog.value(i))
+    let modules = group_by(m.rows, |i| prog.value(i))
         .into_iter()
         .map(|(p, idx)| ModuleSamples {
             program_id: p.to_string(),
@@ -208,20 +195,14 @@ fn instance_spreads(comm: &RecordBatch) -> Option<Vec<InstanceSpread>> {
     if comm.num_rows() == 0 {
         return None;
     }
-    let prog = crate::frames::strings::strings(comm.column_by_name(PROGRAM_ID).unwrap());
-    let exec = comm
-        .column_by_name(PROGRAM_EXECUTION)
-        .unwrap()
-        .as_primitive::<Int32Type>();
-    let name = crate::frames::strings::strings(comm.column_by_name(NAME).unwrap());
-    let texec = comm
-        .column_by_name(THUNK_EXECUTION)
-        .unwrap()
-        .as_primitive::<Int32Type>();
-    let dur = comm
-        .column_by_name(PROJ_DUR)
-        .unwrap()
-        .as_primitive::<Int64Type>();
+    let c = ThunkView::of(comm);
+    let (prog, exec, name, texec, dur) = (
+        &c.program_id,
+        c.program_execution,
+        &c.name,
+        c.thunk_execution,
+        c.dur,
+    );
     Some(
         group_by(comm.num_rows(), |i| {
             (prog.value(i), exec.value(i), name.value(i), texec.value(i))
@@ -308,7 +289,7 @@ pub fn render(s: &Summary) -> String {
         t.align_right(&[2, 3, 4, 5, 6, 7][..header.len() - 2]);
         for m in &s.modules {
             let mut row = vec![
-                tiny_id(&m.program_id),
+                crate::frames::program_ids::tiny_id(&m.program_id),
                 fit(&m.name, 22),
                 m.executions.to_string(),
                 sig3(m.thunks_mean),
@@ -349,7 +330,7 @@ pub fn render(s: &Summary) -> String {
             }
             text
         };
-        let label = crate::analyses::compilation::range_label;
+        let label = crate::analyses::range_sums::range_label;
         out.push_str(&top(
             "top ranges",
             "[%]",
@@ -372,29 +353,11 @@ pub fn render(s: &Summary) -> String {
             out.push_str(&top(
                 "XLA passes (over all programs)",
                 "% of passes",
-                crate::analyses::compilation::passes_by_name(&c.passes),
+                crate::analyses::range_sums::passes_by_name(&c.passes),
             ));
         }
     }
     out
-}
-
-/// A program in a narrow column: a fingerprint's first 8 characters (else the id, cut).
-pub fn tiny_id(id: &str) -> String {
-    if id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        id[..8].to_string()
-    } else {
-        fit(id, 8)
-    }
-}
-
-/// Fingerprints are long; tables show their first 12 characters.
-pub fn short_id(id: &str) -> String {
-    if id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        id[..12].to_string()
-    } else {
-        id.to_string()
-    }
 }
 
 // ---------------------------------------------------------------- the analysis
@@ -503,7 +466,7 @@ fn modules_section(s: &Summary) -> Section {
     for m in &s.modules {
         t.row(vec![
             Cell::text(&m.name),
-            Cell::text(short_id(&m.program_id)),
+            Cell::text(crate::frames::program_ids::short_id(&m.program_id)),
             Cell::count(m.executions),
             Cell::num(sig3(m.thunks_mean), m.thunks_mean),
             Cell::num(

@@ -5,13 +5,11 @@
 use std::collections::BTreeMap;
 
 use anyhow::Result;
-use arrow::array::AsArray;
-use arrow::datatypes::{Int32Type, Int64Type};
 use serde::{Deserialize, Serialize};
 
 use crate::analyses::{ProcessView, Reads, Share};
 use crate::formats::hlo::HloModuleInfo;
-use crate::frames::gpu::{DEVICE, NAME, PROGRAM_EXECUTION, PROGRAM_ID, PROGRAM_NAME, PROJ_DUR};
+use crate::frames::views::{ModuleView, ThunkView};
 use crate::frames::warmup::Steady;
 use crate::stats::group_by;
 
@@ -73,29 +71,20 @@ pub fn thunk_partial<'a>(
     steady: &Steady,
     module_of: impl Fn(&str) -> Option<&'a HloModuleInfo>,
 ) -> ThunkPartial {
-    let m = &steady.module;
-    let m_prog = crate::frames::strings::strings(m.column_by_name(PROGRAM_ID).unwrap());
-    let m_name = m.column_by_name(PROGRAM_NAME).unwrap().as_string::<i32>();
-    let name_of: BTreeMap<&str, &str> = (0..m.num_rows())
+    let m = ModuleView::of(&steady.module);
+    let m_prog = &m.program_id;
+    let m_name = m.program_name;
+    let name_of: BTreeMap<&str, &str> = (0..m.rows)
         .map(|i| (m_prog.value(i), m_name.value(i)))
         .collect();
-    let t = &steady.thunk;
-    let prog = crate::frames::strings::strings(t.column_by_name(PROGRAM_ID).unwrap());
-    let exec = t
-        .column_by_name(PROGRAM_EXECUTION)
-        .unwrap()
-        .as_primitive::<Int32Type>();
-    let dev = t
-        .column_by_name(DEVICE)
-        .unwrap()
-        .as_primitive::<Int32Type>();
-    let name = crate::frames::strings::strings(t.column_by_name(NAME).unwrap());
-    let dur = t
-        .column_by_name(PROJ_DUR)
-        .unwrap()
-        .as_primitive::<Int64Type>();
+    let t = ThunkView::of(&steady.thunk);
+    let prog = &t.program_id;
+    let exec = t.program_execution;
+    let dev = t.device;
+    let name = &t.name;
+    let dur = t.dur;
     let mut out = ThunkPartial::default();
-    for (program, rows) in group_by(t.num_rows(), |i| prog.value(i)) {
+    for (program, rows) in group_by(t.rows, |i| prog.value(i)) {
         let hlo = module_of(program);
         let module = name_of
             .get(program)

@@ -100,7 +100,7 @@ fn label(s: &Series) -> String {
         _ => s.key.clone(),
     };
     match &s.program_id {
-        Some(id) => format!("{name} [{}]", crate::analyses::summary::short_id(id)),
+        Some(id) => format!("{name} [{}]", crate::frames::program_ids::short_id(id)),
         None => name,
     }
 }

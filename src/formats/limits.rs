@@ -7,7 +7,7 @@
 //! and the time to produce it, and declared sizes never size an allocation beyond the limit.
 //!
 //! The limit of a member whose compressed form has `c` bytes is `max(floor, ratio × c)`,
-//! never above `cap` (see docs/design.md, "Hostile inputs"). Real nsys-jax members expand at
+//! never above `cap` (see docs/hostile-inputs.md). Real nsys-jax members expand at
 //! most about 31× (xz of HLO protos); the default ratio leaves a wide margin. Both can be
 //! set with environment variables, for genuine data beyond them:
 //! `NSYS_JAX_PIPE_MAX_EXPANSION` (the ratio) and `NSYS_JAX_PIPE_MAX_MEMBER_SIZE` (the cap,

@@ -102,6 +102,19 @@ pub struct Programs {
 }
 
 impl Programs {
+    /// The HLO modules by stable program id (several modules may share one).
+    pub fn by_program(
+        &self,
+    ) -> std::collections::BTreeMap<String, Vec<&crate::formats::hlo::HloModuleInfo>> {
+        let mut out: std::collections::BTreeMap<String, Vec<_>> = Default::default();
+        for m in self.by_id.values() {
+            out.entry(self.stable_id(Some(m.id), &m.name))
+                .or_default()
+                .push(m.as_ref());
+        }
+        out
+    }
+
     /// The stable id of program `id` named `name`: its fingerprint; a name-based id when the
     /// dump is missing; "unknown" for autotuning executions (no program id).
     pub fn stable_id(&self, id: Option<i64>, name: &str) -> String {

@@ -1,6 +1,7 @@
 //! The data model built from raw tables.
 pub mod command_buffers;
 pub mod compile;
+pub mod compile_time;
 pub mod compile_rows;
 pub mod facts;
 pub mod gpu;
@@ -9,7 +10,9 @@ mod nesting;
 pub mod nsys_jax;
 pub mod ordering;
 pub mod placement;
+pub mod program_ids;
 pub mod strings;
+pub mod views;
 pub mod thunk_rows;
 pub mod between_modules;
 pub mod warmup;

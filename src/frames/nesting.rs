@@ -6,7 +6,7 @@ use arrow::array::Int64Array;
 
 /// How far (ns) a thunk's projected range may reach outside its module's. The projection
 /// makes a range span the GPU work of the ranges inside it, so a thunk lies within its module
-/// by construction; this leaves room only for rounding (docs/design.md, "Hostile inputs").
+/// by construction; this leaves room only for rounding (docs/hostile-inputs.md).
 pub const NESTING_SLACK_NS: i64 = 1_000;
 
 /// The columns [`check`] reads.

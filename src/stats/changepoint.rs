@@ -1,4 +1,4 @@
-//! Change points of a series (docs/design.md, "History"): E-Divisive means (Matteson and
+//! Change points of a series (docs/compare.md, "History"): E-Divisive means (Matteson and
 //! James 2014: the split that maximises the energy statistic between the two sides) applied
 //! recursively down to segments of `2 · min_size` points gives the candidates, each placed
 //! where least squares puts a shift of the mean (within two points of E-Divisive's). A

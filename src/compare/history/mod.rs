@@ -1,7 +1,7 @@
 //! `history`: labelled runs in the cache, in the order they were recorded, as one series per
 //! metric (module step time, time waiting in collectives, compile time, collective bandwidth,
 //! MFU), each point with its samples; change points found with E-Divisive means and Welch's
-//! t-test (`stats::changepoint`; docs/design.md, "History"), each with the commits on either
+//! t-test (`stats::changepoint`; docs/compare.md, "History"), each with the commits on either
 //! side and `compare`'s explanation of the runs across it. Only the runs' stored per-process
 //! shares are read: a history of cached runs re-analyses nothing.
 
