@@ -9,10 +9,7 @@
 use crate::analyses::{
     Analysis, NoParams, ProcessView, Reads, Reduced, RunShares, Share, ShareUse,
 };
-use crate::frames::gpu::{
-    BUS_BW, COLLECTIVE, MESSAGE_SIZE, PROGRAM_EXECUTION, PROGRAM_ID, PROJ_DUR, PROJ_DUR_HIDDEN,
-    THUNK_INDEX,
-};
+use crate::frames::views::ThunkView;
 use crate::frames::warmup::Steady;
 use crate::report::charts::{self, Series};
 use crate::report::{Cell, HtmlTable, Section};
@@ -20,8 +17,7 @@ use crate::stats::{group_by, mean, std};
 use crate::table::Table;
 use crate::units::sig3;
 use anyhow::Result;
-use arrow::array::{Array, AsArray};
-use arrow::datatypes::{Float64Type, Int32Type, Int64Type};
+use arrow::array::Array;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -69,35 +65,11 @@ impl crate::engine::value::JsonValue for CommunicationPartial {}
 
 /// The map step: one process's steady-state frames → its [`CommunicationPartial`].
 pub fn partial(steady: &Steady) -> CommunicationPartial {
-    let c = &steady.communication;
-    let coll = crate::frames::strings::strings(c.column_by_name(COLLECTIVE).unwrap());
-    let size = c
-        .column_by_name(MESSAGE_SIZE)
-        .unwrap()
-        .as_primitive::<Int64Type>();
-    let prog = crate::frames::strings::strings(c.column_by_name(PROGRAM_ID).unwrap());
-    let exec = c
-        .column_by_name(PROGRAM_EXECUTION)
-        .unwrap()
-        .as_primitive::<Int32Type>();
-    let tidx = c
-        .column_by_name(THUNK_INDEX)
-        .unwrap()
-        .as_primitive::<Int32Type>();
-    let bus = c
-        .column_by_name(BUS_BW)
-        .unwrap()
-        .as_primitive::<Float64Type>();
-    let dur = c
-        .column_by_name(PROJ_DUR)
-        .unwrap()
-        .as_primitive::<Int64Type>();
-    let hid = c
-        .column_by_name(PROJ_DUR_HIDDEN)
-        .unwrap()
-        .as_primitive::<Int64Type>();
+    let c = ThunkView::of(&steady.communication);
+    let (coll, size, prog, exec) = (&c.collective, c.message_size, &c.program_id, c.program_execution);
+    let (tidx, bus, dur, hid) = (c.thunk_index, c.bus_bw, c.dur, c.dur_hidden);
     let mut bandwidth = Vec::new();
-    for ((cl, sz), idx) in group_by(c.num_rows(), |i| (coll.value(i), size.value(i))) {
+    for ((cl, sz), idx) in group_by(c.rows, |i| (coll.value(i), size.value(i))) {
         // One instance = one (program, execution, thunk index) across devices. The fastest
         // device arrived last, so its bandwidth has no waiting in it.
         let mut best: BTreeMap<(&str, i32, i32), f64> = BTreeMap::new();
@@ -117,7 +89,7 @@ pub fn partial(steady: &Steady) -> CommunicationPartial {
                 .collect(),
         ));
     }
-    let hidden = group_by(c.num_rows(), |i| coll.value(i))
+    let hidden = group_by(c.rows, |i| coll.value(i))
         .into_iter()
         .map(|(cl, idx)| {
             let h: i64 = idx.iter().map(|&i| hid.value(i)).sum();
@@ -128,8 +100,8 @@ pub fn partial(steady: &Steady) -> CommunicationPartial {
     CommunicationPartial {
         bandwidth,
         hidden,
-        total_hidden_ns: (0..c.num_rows()).map(|i| hid.value(i)).sum(),
-        total_ns: (0..c.num_rows()).map(|i| dur.value(i) + hid.value(i)).sum(),
+        total_hidden_ns: (0..c.rows).map(|i| hid.value(i)).sum(),
+        total_ns: (0..c.rows).map(|i| dur.value(i) + hid.value(i)).sum(),
         notes: steady.notes.clone(),
     }
 }

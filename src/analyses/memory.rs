@@ -22,7 +22,8 @@ use crate::analyses::{
     Analysis, NoParams, ProcessView, Reads, Reduced, RunShares, Share, ShareUse,
 };
 use crate::formats::hlo::HloModuleInfo;
-use crate::frames::gpu::{PROGRAM_ID, PROGRAM_NAME, PROJ_DUR, Programs};
+use crate::frames::gpu::{PROJ_DUR, Programs};
+use crate::frames::views::ModuleView;
 use crate::frames::warmup::Steady;
 use crate::stats::group_by;
 use crate::table::Table;
@@ -143,15 +144,10 @@ fn module_memory(id: &str, name: &str, time: i64, m: &HloModuleInfo) -> Option<M
 /// The map step.
 pub fn partial(steady: &Steady, programs: &Programs) -> MemoryPartial {
     let by_program = programs.by_program();
-    let m = &steady.module;
-    let prog = crate::frames::strings::strings(m.column_by_name(PROGRAM_ID).unwrap());
-    let name = m.column_by_name(PROGRAM_NAME).unwrap().as_string::<i32>();
-    let dur = m
-        .column_by_name(PROJ_DUR)
-        .unwrap()
-        .as_primitive::<Int64Type>();
+    let m = ModuleView::of(&steady.module);
+    let (prog, name, dur) = (&m.program_id, m.program_name, m.dur);
     let mut out = MemoryPartial::default();
-    for (p, rows) in group_by(m.num_rows(), |i| prog.value(i)) {
+    for (p, rows) in group_by(m.rows, |i| prog.value(i)) {
         let time = rows.iter().map(|&i| dur.value(i)).sum();
         let nm = name.value(rows[0]);
         let Some(module) = by_program.get(p).and_then(|ms| ms.first()) else {

@@ -23,7 +23,8 @@ use crate::analyses::op_times::{self as ops, OpsPartial, OpsShare};
 use crate::analyses::{
     Analysis, NoParams, ProcessView, Reads, Reduced, RunShares, Share, ShareUse,
 };
-use crate::frames::gpu::{NAME, PROGRAM_ID, Programs};
+use crate::frames::gpu::Programs;
+use crate::frames::views::ThunkView;
 use crate::frames::warmup::Steady;
 use crate::stats::group_by;
 use crate::table::Table;
@@ -91,12 +92,11 @@ impl Interner {
 /// The map step.
 pub fn partial(steady: &Steady, programs: &Programs) -> StacksPartial {
     let by_program = programs.by_program();
-    let t = &steady.thunk;
-    let prog = crate::frames::strings::strings(t.column_by_name(PROGRAM_ID).unwrap());
-    let thunk = crate::frames::strings::strings(t.column_by_name(NAME).unwrap());
+    let t = ThunkView::of(&steady.thunk);
+    let (prog, thunk) = (&t.program_id, &t.name);
     let mut interner = Interner::default();
     let mut stack_of: HashMap<(usize, i64), u32> = HashMap::new();
-    for ((p, th), _) in group_by(t.num_rows(), |i| (prog.value(i), thunk.value(i))) {
+    for ((p, th), _) in group_by(t.rows, |i| (prog.value(i), thunk.value(i))) {
         let mut dumps: Vec<Vec<(u32, u32)>> = Vec::new();
         for (mi, m) in by_program.get(p).into_iter().flatten().enumerate() {
             let Some(own) = m.position(th) else {

@@ -26,15 +26,10 @@
 use crate::analyses::{
     Analysis, NoParams, ProcessView, Reads, Reduced, RunShares, Share, ShareUse,
 };
-use crate::frames::gpu::{
-    DEVICE, NAME, PROGRAM_EXECUTION, PROGRAM_ID, PROGRAM_NAME, PROJ_DUR, PROJ_DUR_HIDDEN,
-    PROJ_START, THUNK_EXECUTION,
-};
+use crate::frames::views::{ModuleView, ThunkView};
 use crate::frames::warmup::Steady;
 use crate::report::Section;
 use crate::table::Table;
-use arrow::array::AsArray;
-use arrow::datatypes::{Int32Type, Int64Type};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -80,18 +75,11 @@ impl StragglersPartial {
 impl crate::engine::value::JsonValue for StragglersPartial {}
 
 pub fn partial(steady: &Steady) -> StragglersPartial {
-    let c = &steady.communication;
-    let s = |n: &str| c.column_by_name(n).unwrap();
-    let prog = crate::frames::strings::strings(s(PROGRAM_ID));
-    let exec = s(PROGRAM_EXECUTION).as_primitive::<Int32Type>();
-    let name = crate::frames::strings::strings(s(NAME));
-    let texec = s(THUNK_EXECUTION).as_primitive::<Int32Type>();
-    let dev = s(DEVICE).as_primitive::<Int32Type>();
-    let start = s(PROJ_START).as_primitive::<Int64Type>();
-    let dur = s(PROJ_DUR).as_primitive::<Int64Type>();
-    let hid = s(PROJ_DUR_HIDDEN).as_primitive::<Int64Type>();
+    let c = ThunkView::of(&steady.communication);
+    let (prog, exec, name, texec) = (&c.program_id, c.program_execution, &c.name, c.thunk_execution);
+    let (dev, start, dur, hid) = (c.device, c.start, c.dur, c.dur_hidden);
     let mut names = crate::formats::interner::Interner::default();
-    let arrivals = (0..c.num_rows())
+    let arrivals = (0..c.rows)
         .map(|i| Arrival {
             program: names.intern(prog.value(i)),
             execution: exec.value(i),
@@ -102,15 +90,10 @@ pub fn partial(steady: &Steady) -> StragglersPartial {
             end_ns: start.value(i) + dur.value(i) + hid.value(i),
         })
         .collect();
-    let m = &steady.module;
-    let mprog = crate::frames::strings::strings(m.column_by_name(PROGRAM_ID).unwrap());
-    let mname = m.column_by_name(PROGRAM_NAME).unwrap().as_string::<i32>();
-    let mdur = m
-        .column_by_name(PROJ_DUR)
-        .unwrap()
-        .as_primitive::<Int64Type>();
+    let m = ModuleView::of(&steady.module);
+    let (mprog, mname, mdur) = (&m.program_id, m.program_name, m.dur);
     let mut module_ns: BTreeMap<String, (String, i64)> = BTreeMap::new();
-    for i in 0..m.num_rows() {
+    for i in 0..m.rows {
         module_ns
             .entry(mprog.value(i).to_string())
             .or_insert_with(|| (mname.value(i).to_string(), 0))

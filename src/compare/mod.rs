@@ -228,6 +228,33 @@ pub struct Report {
     /// Why: the ops and HLO of the changed modules, and what else changed between the runs.
     #[serde(default)]
     pub why: explain::Why,
+    /// What to do for a surer verdict: without `--base-rerun`, when both sides run the same
+    /// modules and some change is significant, measuring the run-to-run noise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// The hint to measure the run-to-run noise: no rerun of the base was given, BASE and HEAD
+/// run the same modules (they look like one program), and some change is significant, which
+/// between two runs of one program may be noise (another kernel the autotuner chose, clocks).
+fn rerun_hint(
+    rerun: bool,
+    verdicts: impl Iterator<Item = Verdict>,
+    added: &BTreeMap<Family, Vec<String>>,
+    removed: &BTreeMap<Family, Vec<String>>,
+) -> Option<String> {
+    let same_modules =
+        !added.contains_key(&Family::Module) && !removed.contains_key(&Family::Module);
+    let significant = verdicts
+        .filter(|v| matches!(v, Verdict::Regression | Verdict::Improvement))
+        .count();
+    (!rerun && same_modules && significant > 0).then(|| {
+        format!(
+            "BASE and HEAD run the same modules: if they are the same program, these {significant} \
+             significant changes may be run-to-run noise. Profile BASE a second time and pass \
+             it as --base-rerun: each metric's threshold then includes its own noise."
+        )
+    })
 }
 
 impl Report {
@@ -549,7 +576,7 @@ pub fn compare(
         .iter()
         .any(|m| m.gates && m.verdict == Verdict::Regression);
     let (base_info, head_info, rerun_info) = sides;
-    Ok(Report {
+    let mut report = Report {
         verdict: if regression { "regression" } else { "ok" }.into(),
         exit_code: regression as i32,
         base: base_info,
@@ -567,14 +594,38 @@ pub fn compare(
             .filter(|(_, c)| !c.removed.is_empty())
             .map(|(f, c)| (*f, c.removed.clone()))
             .collect(),
+        hint: None,
         findings: findings::changes(db, base, head),
         why,
-    })
+    };
+    report.hint = rerun_hint(
+        report.rerun.is_some(),
+        report.metrics.iter().map(|m| m.verdict),
+        &report.added,
+        &report.removed,
+    );
+    Ok(report)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rerun_is_suggested_only_for_significant_changes_between_the_same_modules() {
+        use Verdict::*;
+        let none = BTreeMap::new();
+        let new_module: BTreeMap<Family, Vec<String>> =
+            [(Family::Module, vec!["jit_new".to_string()])].into();
+        let hint = rerun_hint(false, [Improvement, Unchanged, Regression].into_iter(), &none, &none);
+        assert!(hint.as_deref().unwrap().contains("these 2 significant changes"), "{hint:?}");
+        assert!(hint.unwrap().contains("--base-rerun"));
+        // Measured already, nothing significant, or another program: no hint.
+        assert_eq!(rerun_hint(true, [Regression].into_iter(), &none, &none), None);
+        assert_eq!(rerun_hint(false, [Unchanged, Inconclusive].into_iter(), &none, &none), None);
+        assert_eq!(rerun_hint(false, [Regression].into_iter(), &new_module, &none), None);
+        assert_eq!(rerun_hint(false, [Regression].into_iter(), &none, &new_module), None);
+    }
 
     fn series(pid: &str, module: &str, key: &str, values: Vec<f64>) -> Series {
         Series {

@@ -261,6 +261,9 @@ pub fn terminal(r: &Report) -> String {
         s.push_str("thresholds include each metric's run-to-run change (base against its rerun)\n");
     }
     s.push_str("* gated: a regression there fails the comparison\n");
+    if let Some(h) = &r.hint {
+        s.push_str(&format!("hint: {h}\n"));
+    }
     if hlo_changed {
         s.push_str(
             "† HLO changed: the module's program differs between the two runs, matched by its name\n",
@@ -300,6 +303,9 @@ pub fn markdown(r: &Report) -> String {
             "BASE rerun: {} — each metric's threshold includes its change between the two base profiles (run-to-run noise).\n\n",
             rr.inputs.join(", ")
         ));
+    }
+    if let Some(h) = &r.hint {
+        s.push_str(&format!("> {h}\n\n"));
     }
     s.push_str(&super::findings::markdown(&r.findings));
     s.push_str(&super::explain::markdown(&r.why));

@@ -3,12 +3,15 @@
 //! analysis looks columns up by name. The frames are made by this crate with those schemas
 //! (and verified when read back from the store), so a missing or mistyped column is a bug.
 
-use arrow::array::{AsArray, BooleanArray, Int32Array, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{Int32Type, Int64Type};
+use arrow::array::{
+    AsArray, BooleanArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
+};
+use arrow::datatypes::{Float64Type, Int32Type, Int64Type};
 
 use super::gpu::{
-    COMMAND_BUFFER, COMMUNICATION, DEVICE, NAME, NUM_THUNKS, OP_NAME, PROGRAM_EXECUTION,
-    PROGRAM_ID, PROGRAM_NAME, PROJ_DUR, PROJ_DUR_HIDDEN, PROJ_START, THUNK_EXECUTION,
+    BUS_BW, COLLECTIVE, COMMAND_BUFFER, COMMUNICATION, DEVICE, MESSAGE_SIZE, NAME, NUM_THUNKS,
+    OP_NAME, PROGRAM_EXECUTION, PROGRAM_ID, PROGRAM_NAME, PROJ_DUR, PROJ_DUR_HIDDEN, PROJ_START,
+    THUNK_EXECUTION, THUNK_INDEX,
 };
 use super::strings::{Strings, strings};
 
@@ -51,23 +54,30 @@ impl<'a> ModuleView<'a> {
     }
 }
 
-/// The columns of a thunk frame: one row per thunk execution.
+/// The columns of a thunk frame (or of its communication rows, the same schema): one row per
+/// thunk execution.
 pub struct ThunkView<'a> {
     pub rows: usize,
     pub program_id: Strings<'a>,
     pub program_execution: &'a Int32Array,
     pub device: &'a Int32Array,
+    pub thunk_index: &'a Int32Array,
     pub thunk_execution: &'a Int32Array,
     /// The thunk's HLO instruction name.
     pub name: Strings<'a>,
     /// JAX's op name of the instruction (null without HLO).
     pub op_name: Strings<'a>,
-    /// Projected duration and the part of it hidden under other work [ns].
+    /// Projected start, duration and the part of it hidden under other work [ns].
+    pub start: &'a Int64Array,
     pub dur: &'a Int64Array,
     pub dur_hidden: &'a Int64Array,
     pub communication: &'a BooleanArray,
     /// The command buffer the thunk ran in (null outside one).
     pub command_buffer: Strings<'a>,
+    /// A collective's kind, message size [B] and bus bandwidth [GB/s] (null for others).
+    pub collective: Strings<'a>,
+    pub message_size: &'a Int64Array,
+    pub bus_bw: &'a Float64Array,
 }
 
 impl<'a> ThunkView<'a> {
@@ -77,13 +87,18 @@ impl<'a> ThunkView<'a> {
             program_id: strings(col(b, PROGRAM_ID)),
             program_execution: i32s(b, PROGRAM_EXECUTION),
             device: i32s(b, DEVICE),
+            thunk_index: i32s(b, THUNK_INDEX),
             thunk_execution: i32s(b, THUNK_EXECUTION),
             name: strings(col(b, NAME)),
             op_name: strings(col(b, OP_NAME)),
+            start: i64s(b, PROJ_START),
             dur: i64s(b, PROJ_DUR),
             dur_hidden: i64s(b, PROJ_DUR_HIDDEN),
             communication: col(b, COMMUNICATION).as_boolean(),
             command_buffer: strings(col(b, COMMAND_BUFFER)),
+            collective: strings(col(b, COLLECTIVE)),
+            message_size: i64s(b, MESSAGE_SIZE),
+            bus_bw: col(b, BUS_BW).as_primitive::<Float64Type>(),
         }
     }
 }
