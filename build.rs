@@ -74,7 +74,14 @@ fn declared_kinds(files: &[modgraph::SourceFile]) -> String {
     for f in files.iter().filter(|f| f.path.ends_with(".rs")) {
         let t = tokens(&String::from_utf8_lossy(&f.bytes));
         for w in t.windows(6) {
-            if let [Tok::Ident(mac), Tok::Punct('!'), Tok::Punct('('), Tok::Ident(_), Tok::Punct('='), Tok::Str(name)] = w
+            if let [
+                Tok::Ident(mac),
+                Tok::Punct('!'),
+                Tok::Punct('('),
+                Tok::Ident(_),
+                Tok::Punct('='),
+                Tok::Str(name),
+            ] = w
                 && (mac == "kind" || mac == "family")
             {
                 let family = mac == "family";

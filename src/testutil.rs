@@ -154,7 +154,11 @@ pub fn crate_files() -> Vec<modgraph::SourceFile> {
 pub fn crate_graph(files: &[modgraph::SourceFile]) -> modgraph::ModGraph {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let lock = modgraph::Lock::parse(&std::fs::read_to_string(root.join("Cargo.lock")).unwrap());
-    modgraph::ModGraph::build(files, &modgraph::externals(&lock, "nsys-jax-pipe"), "nsys_jax_pipe")
+    modgraph::ModGraph::build(
+        files,
+        &modgraph::externals(&lock, "nsys-jax-pipe"),
+        "nsys_jax_pipe",
+    )
 }
 
 /// The files of the crate form layers: no file reaches itself through others (a glob import

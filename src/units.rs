@@ -147,7 +147,6 @@ pub fn percent(fraction: f64) -> String {
     format!("{} %", sig3(fraction * 100.0))
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,8 +13,8 @@
 //!
 //! Every violation is printed as `file:line: what`.
 
-use std::collections::{BTreeMap, BTreeSet};
 use modgraph::lex::Tok;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 const MAX_LINES: usize = 800;
@@ -374,7 +374,9 @@ fn declared_modules(lib: &str) -> Vec<(usize, String)> {
             Tok::Punct('{') => depth += 1,
             Tok::Punct('}') => depth -= 1,
             Tok::Ident(w) if w == "mod" && depth == 0 => {
-                if let (Some((Tok::Ident(name), line)), true) = (t.get(i + 1), punct(t.get(i + 2), ';')) {
+                if let (Some((Tok::Ident(name), line)), true) =
+                    (t.get(i + 1), punct(t.get(i + 2), ';'))
+                {
                     out.push((*line, name.clone()));
                 }
             }
@@ -395,7 +397,10 @@ fn test_module_start(t: &[(Tok, usize)]) -> Option<usize> {
             Tok::Punct('}') => depth -= 1,
             Tok::Punct('#') if depth == 0 && cfg_test_at(t, i) => {
                 let k = item_start(t, i);
-                if ident(t.get(k), "mod") && ident(t.get(k + 1), "tests") && punct(t.get(k + 2), '{') {
+                if ident(t.get(k), "mod")
+                    && ident(t.get(k + 1), "tests")
+                    && punct(t.get(k + 2), '{')
+                {
                     return Some(*line);
                 }
             }
@@ -473,7 +478,9 @@ fn paths(t: &[(Tok, usize)]) -> Vec<(usize, String)> {
         if let (Tok::Ident(first), line) = &t[i] {
             let mut p = first.clone();
             i += 1;
-            while let (Some((Tok::PathSep, _)), Some((Tok::Ident(next), _))) = (t.get(i), t.get(i + 1)) {
+            while let (Some((Tok::PathSep, _)), Some((Tok::Ident(next), _))) =
+                (t.get(i), t.get(i + 1))
+            {
                 p.push_str("::");
                 p.push_str(next);
                 i += 2;
@@ -595,7 +602,10 @@ mod helpers {
         assert_eq!(refs, ["a"]);
         // Lines survive comments and literals spanning lines.
         assert_eq!(code.last().unwrap().1, 4);
-        assert!(code.iter().any(|(t, l)| *t == Tok::Ident("f".into()) && *l == 4));
+        assert!(
+            code.iter()
+                .any(|(t, l)| *t == Tok::Ident("f".into()) && *l == 4)
+        );
     }
 
     #[test]
@@ -790,10 +800,21 @@ fn the_engine_names_no_file_above_it_and_keeps_no_store() {
     let mut found = Vec::new();
     for (path, text) in files.iter().filter(|(p, _)| p.starts_with("engine/")) {
         let stem = path.rsplit('/').next().unwrap().trim_end_matches(".rs");
-        if ["store", "remote", "remote_store", "claims", "packs", "signing", "filememo", "verified"]
-            .contains(&stem)
+        if [
+            "store",
+            "remote",
+            "remote_store",
+            "claims",
+            "packs",
+            "signing",
+            "filememo",
+            "verified",
+        ]
+        .contains(&stem)
         {
-            found.push(format!("src/{path}: a store or shared-cache file in the engine"));
+            found.push(format!(
+                "src/{path}: a store or shared-cache file in the engine"
+            ));
         }
         let code = toks(text);
         let cut = test_module_start(&code).unwrap_or(usize::MAX);
@@ -803,11 +824,16 @@ fn the_engine_names_no_file_above_it_and_keeps_no_store() {
                 && s.ends_with(".rs")
                 && higher.contains(s.trim_start_matches("src/").split('/').next().unwrap())
             {
-                found.push(format!("src/{path}:{line}: names {s:?}, a file of a higher layer"));
+                found.push(format!(
+                    "src/{path}:{line}: names {s:?}, a file of a higher layer"
+                ));
             }
         }
     }
-    assert!(files.iter().any(|(p, _)| p.starts_with("store/")), "no src/store/");
+    assert!(
+        files.iter().any(|(p, _)| p.starts_with("store/")),
+        "no src/store/"
+    );
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
@@ -863,8 +889,15 @@ fn no_analysis_imports_another() {
         .map(|(p, _)| p["analyses/".len()..].trim_end_matches(".rs").to_string())
         .filter(|m| m != "mod")
         .collect();
-    assert!(analyses.contains("ops") && analyses.contains("summary"), "{analyses:?}");
-    let readers = ["analyses/diagnose.rs", "analyses/registry.rs", "analyses/mod.rs"];
+    assert!(
+        analyses.contains("ops") && analyses.contains("summary"),
+        "{analyses:?}"
+    );
+    let readers = [
+        "analyses/diagnose.rs",
+        "analyses/registry.rs",
+        "analyses/mod.rs",
+    ];
     let mut found = Vec::new();
     for (path, text) in files.iter().filter(|(p, _)| {
         p.starts_with("analyses/") && p.matches('/').count() == 1 && !readers.contains(&p.as_str())
@@ -873,7 +906,10 @@ fn no_analysis_imports_another() {
         let code = toks(text);
         let cut = test_module_start(&code).unwrap_or(usize::MAX);
         let test = test_lines(&code);
-        for (line, m) in refs_after(&code, "analyses").into_iter().chain(refs_after(&code, "super")) {
+        for (line, m) in refs_after(&code, "analyses")
+            .into_iter()
+            .chain(refs_after(&code, "super"))
+        {
             if line < cut && !test.contains(&line) && m != own && analyses.contains(&m) {
                 found.push(format!("src/{path}:{line}: imports the analysis `{m}`"));
             }
@@ -884,14 +920,21 @@ fn no_analysis_imports_another() {
 
 #[test]
 fn refs_after_reads_paths_and_groups_after_a_head() {
-    let code = toks("use crate::analyses::ops::modules;\nuse super::{summary, roofline_model::Params};\nlet x = \"super::ops\"; // super::pgle\nsuper::memory::f();");
+    let code = toks(
+        "use crate::analyses::ops::modules;\nuse super::{summary, roofline_model::Params};\nlet x = \"super::ops\"; // super::pgle\nsuper::memory::f();",
+    );
     let got: Vec<(usize, String)> = refs_after(&code, "analyses")
         .into_iter()
         .chain(refs_after(&code, "super"))
         .collect();
-    let want: Vec<(usize, String)> = [(1, "ops"), (2, "summary"), (2, "roofline_model"), (4, "memory")]
-        .iter()
-        .map(|(l, m)| (*l, m.to_string()))
-        .collect();
+    let want: Vec<(usize, String)> = [
+        (1, "ops"),
+        (2, "summary"),
+        (2, "roofline_model"),
+        (4, "memory"),
+    ]
+    .iter()
+    .map(|(l, m)| (*l, m.to_string()))
+    .collect();
     assert_eq!(got, want);
 }

@@ -66,7 +66,12 @@ impl crate::engine::value::JsonValue for CommunicationPartial {}
 /// The map step: one process's steady-state frames → its [`CommunicationPartial`].
 pub fn partial(steady: &Steady) -> CommunicationPartial {
     let c = ThunkView::of(&steady.communication);
-    let (coll, size, prog, exec) = (&c.collective, c.message_size, &c.program_id, c.program_execution);
+    let (coll, size, prog, exec) = (
+        &c.collective,
+        c.message_size,
+        &c.program_id,
+        c.program_execution,
+    );
     let (tidx, bus, dur, hid) = (c.thunk_index, c.bus_bw, c.dur, c.dur_hidden);
     let mut bandwidth = Vec::new();
     for ((cl, sz), idx) in group_by(c.rows, |i| (coll.value(i), size.value(i))) {

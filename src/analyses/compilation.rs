@@ -24,10 +24,10 @@ use anyhow::Result;
 use arrow::array::RecordBatch;
 use serde::{Deserialize, Serialize};
 
-use crate::analyses::range_sums::{percent, sort_desc};
 pub use crate::analyses::range_sums::{
     CompilationTables, RangeSums, RangeSumsShare, reduce_summary,
 };
+use crate::analyses::range_sums::{percent, sort_desc};
 use crate::analyses::{Analysis, ProcessView, Reads, Reduced, RunShares, Share, ShareUse};
 use crate::frames::compile::is_xla_compile;
 use crate::frames::compile_time::Attributed;

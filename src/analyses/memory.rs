@@ -17,12 +17,12 @@ use arrow::datatypes::Int64Type;
 use serde::{Deserialize, Serialize};
 
 use crate::analyses::memory_timeline::{DeviceHeld, HeldPartial, OtherKind};
-use crate::frames::program_ids::short_id;
 use crate::analyses::{
     Analysis, NoParams, ProcessView, Reads, Reduced, RunShares, Share, ShareUse,
 };
 use crate::formats::hlo::HloModuleInfo;
 use crate::frames::gpu::{PROJ_DUR, Programs};
+use crate::frames::program_ids::short_id;
 use crate::frames::views::ModuleView;
 use crate::frames::warmup::Steady;
 use crate::stats::group_by;

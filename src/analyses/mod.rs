@@ -23,12 +23,12 @@ pub mod roofline_flops;
 pub mod roofline_model;
 pub mod share;
 pub mod sources;
+pub mod steady_copies;
 pub mod stragglers;
 pub mod summary;
 pub mod thunks;
 #[cfg(test)]
 mod toy;
-pub mod steady_copies;
 
 use crate::engine::kinds::family;
 use crate::engine::{Engine, Keep, Key, KeyBuilder, Node};
@@ -46,7 +46,6 @@ family!(
     /// and its shares' files.
     ANALYSIS = "analysis:"
 );
-
 
 /// An analysis: a reduce over the per-process [`Share`]s it reads, its terminal text and
 /// its output files.

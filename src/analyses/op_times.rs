@@ -67,7 +67,6 @@ pub struct OpsPartial {
 
 impl crate::engine::value::JsonValue for OpsPartial {}
 
-
 /// The innermost Python line of an instruction (`file:line`): its stack's last frame, else
 /// its metadata's source file and line; "" without either.
 fn source_line(m: &HloModuleInfo, i: &crate::formats::hlo::HloInstructionInfo) -> String {

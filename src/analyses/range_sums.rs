@@ -345,7 +345,6 @@ impl Share for RangeSumsShare {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

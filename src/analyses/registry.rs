@@ -42,9 +42,9 @@ pub fn builtin_names() -> String {
 mod tests {
     use super::*;
     use crate::engine::kinds::declared::DECLARED;
+    use crate::engine::versions;
     use crate::testutil::{crate_files, crate_graph as graph};
     use modgraph::{Lock, ModGraph};
-    use crate::engine::versions;
     use std::collections::{BTreeMap, BTreeSet};
     use std::path::Path;
 
@@ -55,7 +55,10 @@ mod tests {
             out.insert(name.to_string(), vec![*file]);
         }
         for a in REGISTRY {
-            out.insert(format!("{}{}", super::super::ANALYSIS.prefix, a.name()), a.roots());
+            out.insert(
+                format!("{}{}", super::super::ANALYSIS.prefix, a.name()),
+                a.roots(),
+            );
             for u in a
                 .shares(&a.canonical_params(&serde_json::json!({})).unwrap())
                 .unwrap()

@@ -28,11 +28,11 @@ use serde::{Deserialize, Serialize};
 
 use super::roofline_flops::{Flops, flops_notes, utilisation};
 pub use super::roofline_flops::{PositiveFlops, Utilisation};
-use crate::frames::program_ids::short_id;
 use crate::formats::gpus::{DeviceFacts, PeakOverride, PeaksUsed, math_name, peaks_used};
 use crate::formats::hlo::cost::{Beyond, Cost};
 use crate::frames::command_buffers::is_command_buffer;
 use crate::frames::gpu::Programs;
+use crate::frames::program_ids::short_id;
 use crate::frames::views::{ModuleView, ThunkView};
 use crate::frames::warmup::Steady;
 use crate::stats::group_by;

@@ -26,7 +26,6 @@ family!(
     SHARE = ""
 );
 
-
 /// What of a process a share reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reads {

@@ -76,7 +76,12 @@ impl crate::engine::value::JsonValue for StragglersPartial {}
 
 pub fn partial(steady: &Steady) -> StragglersPartial {
     let c = ThunkView::of(&steady.communication);
-    let (prog, exec, name, texec) = (&c.program_id, c.program_execution, &c.name, c.thunk_execution);
+    let (prog, exec, name, texec) = (
+        &c.program_id,
+        c.program_execution,
+        &c.name,
+        c.thunk_execution,
+    );
     let (dev, start, dur, hid) = (c.device, c.start, c.dur, c.dur_hidden);
     let mut names = crate::formats::interner::Interner::default();
     let arrivals = (0..c.rows)

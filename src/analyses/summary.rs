@@ -108,9 +108,7 @@ pub fn partial(steady: &Steady) -> SummaryPartial {
     let dur = m.dur;
     let start = m.start;
     let first = start.values().iter().min();
-    let last = (0..m.rows)
-        .map(|i| start.value(i) + dur.value(i))
-        .max();
+    let last = (0..m.rows).map(|i| start.value(i) + dur.value(i)).max();
     let window = first.zip(last).map(|(&a, b)| SteadyWindow {
         process: String::new(),
         start_ms: a as f64 * 1e-6,

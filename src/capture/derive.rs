@@ -2,23 +2,25 @@
 //! in memory while used), the members derived from it by producer, and the xz-compressed
 //! dump files. Each kind is declared here with its key type and its compute.
 
-use crate::engine::value::{Bytes, Files, Tables, Value};
 use super::early::EarlyExport;
 use super::nsys::Nsys;
 use super::projection;
 use crate::engine::kinds::kind;
+use crate::engine::value::{Bytes, Files, Tables, Value};
 use crate::engine::{Engine, Keep, Key, KeyBuilder, Node, node_kind};
 use crate::formats::archive;
-use crate::formats::nsys_export::{self, ExportTables};
-use crate::formats::{gpu_transfers as transfers, graph_ops, memory_usage, metadata, pushpop, trace, user_nvtx};
-use anyhow::{Context, Result, bail};
-use std::path::Path;
-use std::sync::Arc;
 use crate::formats::archive::{
     DEVICE_METADATA, GRAPH_OPS, MEMORY_USAGE, PUSHPOP_PARQUET, SYSTEM_METADATA, THREAD_METADATA,
     TRACE, TRANSFERS, USER_NVTX,
 };
+use crate::formats::nsys_export::{self, ExportTables};
+use crate::formats::{
+    gpu_transfers as transfers, graph_ops, memory_usage, metadata, pushpop, trace, user_nvtx,
+};
+use anyhow::{Context, Result, bail};
 use arrow::array::RecordBatch;
+use std::path::Path;
+use std::sync::Arc;
 use std::sync::Mutex;
 
 kind!(
@@ -31,17 +33,11 @@ kind!(
     PROJECTION = "projection"
 );
 
-kind!(
-    PUSHPOP = "pushpop"
-);
+kind!(PUSHPOP = "pushpop");
 
-kind!(
-    METADATA = "metadata"
-);
+kind!(METADATA = "metadata");
 
-kind!(
-    USER_EVENTS = "user-events"
-);
+kind!(USER_EVENTS = "user-events");
 
 kind!(
     /// The key of one derived member (a key, not a stored node).
@@ -52,7 +48,6 @@ kind!(
     /// One dump file, xz-compressed.
     DUMP_XZ = "dump-xz"
 );
-
 
 /// The tables `nsys export` writes of a report, by this nsys (its version key). Kept in
 /// memory only, and only while the members derived from them are made (see

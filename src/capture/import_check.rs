@@ -25,8 +25,8 @@
 //! warn ([`classify`]).
 
 use crate::capture::nsys::Nsys;
-use crate::engine::value::Bytes;
 use crate::engine::kinds::kind;
+use crate::engine::value::Bytes;
 use crate::engine::{Engine, Key, KeyBuilder, node_kind};
 use crate::formats::archive::Archive;
 use anyhow::{Context, Result};
@@ -44,12 +44,7 @@ pub struct ImportDiagnosticsNode {
     pub report: Key,
     pub nsys_version: Key,
 }
-node_kind!(
-    ImportDiagnosticsNode,
-    IMPORT_DIAGNOSTICS,
-    Stored,
-    Bytes
-);
+node_kind!(ImportDiagnosticsNode, IMPORT_DIAGNOSTICS, Stored, Bytes);
 impl ImportDiagnosticsNode {
     fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.param("nsys-version", self.nsys_version.0)

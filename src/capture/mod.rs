@@ -19,10 +19,10 @@
 //! from an export), [`import_check`] (nsys import diagnostics), and [`compat`] (`nsys-jax`
 //! command lines).
 
+pub mod derive;
 pub mod early;
 pub mod embedded;
 pub mod import_check;
-pub mod derive;
 pub mod launch;
 pub mod nsys;
 pub mod projection;
@@ -33,11 +33,11 @@ use crate::engine::{Engine, Key};
 use crate::formats::archive::{self, Archive, TRACE};
 use crate::formats::archive_writer::Entry;
 use anyhow::{Result, bail};
-use early::EarlyExport;
 use derive::{Producer, derive_all, file_label, producer};
 pub use derive::{
     derived_member, derived_member_key, derived_table, dump_xz, empty_trace, export_key,
 };
+use early::EarlyExport;
 use nsys::Nsys;
 use std::path::{Path, PathBuf};
 
@@ -205,7 +205,6 @@ fn normalise(path: &Path) -> PathBuf {
     }
     out
 }
-
 
 /// Gives the file names of a capture's HLO stack frames (the graph decodes the dump for them).
 pub type SourceNames<'a> = Box<dyn FnOnce() -> Result<Vec<String>> + Send + 'a>;

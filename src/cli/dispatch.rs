@@ -215,17 +215,9 @@ pub(super) fn compare(a: CompareArgs) -> Result<i32> {
     let done = commands::compare::compare(engine, &req, &Terminal)?;
     let mut stdout = std::io::stdout().lock();
     if a.quiet.quiet {
-        writeln!(
-            stdout,
-            "{}",
-            crate::compare::report::headline(&done.report)
-        )?;
+        writeln!(stdout, "{}", crate::compare::report::headline(&done.report))?;
     } else {
-        write!(
-            stdout,
-            "{}",
-            crate::compare::report::terminal(&done.report)
-        )?;
+        write!(stdout, "{}", crate::compare::report::terminal(&done.report))?;
     }
     drop(stdout);
     // The import warnings were said first, before the comparison.
@@ -302,4 +294,3 @@ pub(super) fn history(a: HistoryArgs) -> Result<i32> {
     )?;
     Ok(0)
 }
-

@@ -1,9 +1,9 @@
 //! `analyze`: run analyses on the processes of a run and write their outputs to a folder.
 
+use super::pipeline::AnalysisRequest;
 use super::run_analyses::{
     AnalysisResults, OutputFile, html_report, mark_import_problems, open_inputs, run_analyses,
 };
-use super::pipeline::AnalysisRequest;
 use super::{CaptureOptions, Ui, graph_work};
 use crate::engine::Engine;
 use anyhow::Result;

@@ -1,11 +1,11 @@
 //! `archive`: an Nsight Systems report and its XLA dump as an nsys-jax archive; also how
 //! `run` writes its archive.
 
+use super::pipeline::AnalysisRequest;
 use super::run_analyses::{
     AnalysisResults, REPORT_MEMBER, analysis_entries, html_report, mark_import_problems,
     open_inputs, run_analyses,
 };
-use super::pipeline::AnalysisRequest;
 use super::{CaptureOptions, Ui, graph_work, refuse_existing};
 use crate::capture::import_check::{self, ImportDiagnostics};
 use crate::engine::Engine;

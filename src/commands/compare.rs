@@ -1,7 +1,7 @@
 //! `compare`: two profiled runs compared with statistics; fails on a significant regression.
 
-use crate::compare::{self as domain, Report, Settings};
 use crate::commands::{Ui, graph_work};
+use crate::compare::{self as domain, Report, Settings};
 use crate::engine::Engine;
 use crate::graph;
 use anyhow::{Result, bail};

@@ -8,7 +8,6 @@
 //! Beside them: `pipeline` (pipeline files and analysis requests) and `labels` (named runs in
 //! the cache). `compare` and `history` are thin commands over [`crate::compare`].
 
-pub mod run_analyses;
 pub mod analyze;
 pub mod archive;
 pub mod cache;
@@ -18,6 +17,7 @@ pub mod history;
 pub mod labels;
 pub mod pipeline;
 pub mod run;
+pub mod run_analyses;
 mod ui;
 pub mod watch;
 

@@ -1,10 +1,10 @@
 //! Opening the inputs of a run and running the requested analyses on it, for `analyze`,
 //! `archive`, `combine` and `run`.
 
-use crate::engine::kinds::kind;
 use super::pipeline::AnalysisRequest;
 use super::ui::say_dump_notes;
 use super::{CaptureOptions, Ui};
+use crate::engine::kinds::kind;
 use crate::engine::{Engine, Key, KeyBuilder};
 use crate::graph::{self, AnalysisSpec, ScriptSpec};
 use anyhow::{Result, bail};
@@ -15,7 +15,6 @@ kind!(
     /// The content key of an output file that is part of a stored value (a key).
     OUTPUT_FILE = "output-file"
 );
-
 
 /// Open the inputs of a run, saying which dump folder each report uses.
 pub fn open_inputs(

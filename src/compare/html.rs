@@ -3,9 +3,9 @@
 //! thunks and op types of the changed modules, and what was added or removed. A stored node
 //! keyed by the comparison's content: an unchanged comparison reads it back.
 
-use crate::engine::kinds::kind;
 use super::report::{change, ci, gate_list, p, shown, threshold_text, verdict_cell, what, within};
 use super::{Family, Judged, Report, Verdict};
+use crate::engine::kinds::kind;
 use crate::engine::value::Bytes;
 use crate::engine::{Key, KeyBuilder, node_kind};
 use crate::graph::Db;
@@ -18,7 +18,6 @@ kind!(
     /// The HTML page of a comparison.
     COMPARE_HTML = "compare-html"
 );
-
 
 /// Metrics drawn in the forest plot at most.
 const DRAWN: usize = 40;

@@ -13,12 +13,12 @@
 //! modules that changed, to say where a module's time went. Only the gated families decide
 //! the exit code.
 
+pub mod comparison;
 pub mod explain;
 pub mod findings;
 pub mod history;
 pub mod hlo_diff;
 pub mod html;
-pub mod comparison;
 pub mod report;
 pub mod samples;
 pub mod settings;
@@ -49,7 +49,6 @@ family!(
     /// The comparison of one family of metrics: `compare:<family>`.
     COMPARISON = "compare:"
 );
-
 
 fn seed_of(family: Family, module: Option<&str>, key: &str) -> u64 {
     let h = blake3::hash(format!("{}\0{}\0{key}", family.name(), module.unwrap_or("")).as_bytes());
@@ -617,14 +616,36 @@ mod tests {
         let none = BTreeMap::new();
         let new_module: BTreeMap<Family, Vec<String>> =
             [(Family::Module, vec!["jit_new".to_string()])].into();
-        let hint = rerun_hint(false, [Improvement, Unchanged, Regression].into_iter(), &none, &none);
-        assert!(hint.as_deref().unwrap().contains("these 2 significant changes"), "{hint:?}");
+        let hint = rerun_hint(
+            false,
+            [Improvement, Unchanged, Regression].into_iter(),
+            &none,
+            &none,
+        );
+        assert!(
+            hint.as_deref()
+                .unwrap()
+                .contains("these 2 significant changes"),
+            "{hint:?}"
+        );
         assert!(hint.unwrap().contains("--base-rerun"));
         // Measured already, nothing significant, or another program: no hint.
-        assert_eq!(rerun_hint(true, [Regression].into_iter(), &none, &none), None);
-        assert_eq!(rerun_hint(false, [Unchanged, Inconclusive].into_iter(), &none, &none), None);
-        assert_eq!(rerun_hint(false, [Regression].into_iter(), &new_module, &none), None);
-        assert_eq!(rerun_hint(false, [Regression].into_iter(), &none, &new_module), None);
+        assert_eq!(
+            rerun_hint(true, [Regression].into_iter(), &none, &none),
+            None
+        );
+        assert_eq!(
+            rerun_hint(false, [Unchanged, Inconclusive].into_iter(), &none, &none),
+            None
+        );
+        assert_eq!(
+            rerun_hint(false, [Regression].into_iter(), &new_module, &none),
+            None
+        );
+        assert_eq!(
+            rerun_hint(false, [Regression].into_iter(), &none, &new_module),
+            None
+        );
     }
 
     fn series(pid: &str, module: &str, key: &str, values: Vec<f64>) -> Series {

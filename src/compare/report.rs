@@ -50,7 +50,10 @@ pub(super) fn what(r: &Report, j: &Judged) -> String {
             .filter(|o| o.row.key == row.key && o.row.program_id != row.program_id)
             .count();
         if twins > 0 {
-            module = Some(format!("{m} [{}]", crate::frames::program_ids::short_id(id)));
+            module = Some(format!(
+                "{m} [{}]",
+                crate::frames::program_ids::short_id(id)
+            ));
         }
     }
     let mut s = match (&module, row.family) {

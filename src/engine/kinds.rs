@@ -95,10 +95,17 @@ mod tests {
         let mut names = kinds.clone();
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names.len(), kinds.len(), "a kind name is declared twice: {kinds:?}");
+        assert_eq!(
+            names.len(),
+            kinds.len(),
+            "a kind name is declared twice: {kinds:?}"
+        );
         for k in &kinds {
             for (prefix, file, _) in DECLARED.iter().filter(|d| d.2 && !d.0.is_empty()) {
-                assert!(!k.starts_with(prefix), "{k} looks like a member of {prefix} ({file})");
+                assert!(
+                    !k.starts_with(prefix),
+                    "{k} looks like a member of {prefix} ({file})"
+                );
             }
             assert!(!k.is_empty() && !k.contains(['/', ' ']), "{k:?}");
         }

@@ -15,11 +15,11 @@ pub mod runlog;
 pub mod value;
 pub mod versions;
 
+pub use crate::store::Store;
 pub use key::{Key, KeyBuilder};
 pub(crate) use node::node_kind;
 pub use node::{Keep, Node};
 pub use runlog::{NodeRecord, RunLog, RunRecord, Status};
-pub use crate::store::Store;
 pub use value::Value;
 
 use crate::error::Failure;

@@ -19,7 +19,6 @@ kind!(
     ARCHIVE = "archive"
 );
 
-
 /// One member of an archive.
 #[derive(Clone, Debug)]
 pub struct Entry {

@@ -3,6 +3,7 @@ pub mod archive;
 pub mod archive_writer;
 pub mod columns;
 pub mod gather;
+pub mod gpu_transfers;
 pub mod gpus;
 pub mod graph_ops;
 pub mod hlo;
@@ -15,7 +16,6 @@ pub mod pushpop;
 pub mod run_metadata;
 pub mod thunk_metadata;
 pub mod trace;
-pub mod gpu_transfers;
 pub mod user_nvtx;
 pub mod xz;
 

@@ -1,17 +1,17 @@
 //! The analyses of a run: any registered analysis (its reduce over the shares of every
 //! process; [`crate::analyses::Registered`]) and analysis scripts.
 
+use crate::analyses::external::ScriptOutput;
 use crate::analyses::{self, AnalysisNode, AnalysisOutput, Reads, Registered};
 use crate::engine::kinds::family;
-use crate::analyses::external::ScriptOutput;
 use crate::engine::{Keep, Key, KeyBuilder, Node};
 use crate::formats::archive::Archive;
 use anyhow::Result;
 use std::sync::Arc;
 
+use super::NONE;
 use super::capture::archive_contents;
 use super::frames::{compile_frame_key, compiled_key, gpu_frames_key};
-use super::NONE;
 use super::members::member_keys;
 use super::shares::{GROUP, group_sum, share_any};
 use super::{

@@ -8,8 +8,8 @@ use rayon::prelude::*;
 
 use super::NONE;
 use crate::engine::kinds::kind;
-use crate::engine::{Key, KeyBuilder, Node, node_kind};
 use crate::engine::value::Files;
+use crate::engine::{Key, KeyBuilder, Node, node_kind};
 use crate::frames::nsys_jax::{self, CompileInput};
 
 use super::frames::{compile_frame, compile_frame_key, gpu_frames, gpu_frames_key};

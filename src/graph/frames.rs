@@ -2,8 +2,8 @@
 //! frame from its push/pop ranges — and the run's warm-up context, which splits every
 //! process's frames into warm-up and steady state (docs/design.md, "Formulas").
 
-use crate::engine::value::Tables;
 use crate::engine::kinds::kind;
+use crate::engine::value::Tables;
 use crate::engine::{Key, KeyBuilder, Node, node_kind};
 use crate::formats::archive;
 use crate::formats::{self, graph_ops, pushpop, thunk_metadata, trace};
@@ -121,12 +121,7 @@ impl CompileFrameNode {
 pub struct CompiledNamesNode {
     pub compile_frame: Key,
 }
-node_kind!(
-    CompiledNamesNode,
-    COMPILED_NAMES,
-    Stored,
-    CompiledNames
-);
+node_kind!(CompiledNamesNode, COMPILED_NAMES, Stored, CompiledNames);
 impl CompiledNamesNode {
     fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.input(&self.compile_frame)
@@ -138,12 +133,7 @@ pub struct CompiledProgramsNode {
     pub compile_frame: Option<Key>,
     pub programs: Key,
 }
-node_kind!(
-    CompiledProgramsNode,
-    COMPILED_PROGRAMS,
-    Stored,
-    Vec<String>
-);
+node_kind!(CompiledProgramsNode, COMPILED_PROGRAMS, Stored, Vec<String>);
 impl CompiledProgramsNode {
     fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.input(&self.compile_frame.unwrap_or(NONE))
@@ -167,12 +157,7 @@ impl ProcessFactsNode {
 pub struct WarmupContextNode {
     pub inputs: Vec<Key>,
 }
-node_kind!(
-    WarmupContextNode,
-    WARMUP_CONTEXT,
-    Stored,
-    WarmupContext
-);
+node_kind!(WarmupContextNode, WARMUP_CONTEXT, Stored, WarmupContext);
 impl WarmupContextNode {
     fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.inputs(self.inputs.iter())

@@ -3,11 +3,11 @@
 
 use super::NONE;
 use crate::engine::kinds::kind;
-use crate::formats::hlo::HloSchema;
 use crate::engine::value::Bytes;
 use crate::engine::{Engine, Key, KeyBuilder, Node, node_kind};
 use crate::error::Place;
 use crate::formats::archive::Archive;
+use crate::formats::hlo::HloSchema;
 use crate::formats::hlo::{self, HloModuleInfo};
 use crate::frames;
 use anyhow::{Context, Result};
@@ -97,12 +97,7 @@ pub struct ProgramsNode {
     pub schema: Key,
     pub members: Vec<Key>,
 }
-node_kind!(
-    ProgramsNode,
-    PROGRAMS,
-    Transient,
-    Vec<Arc<HloModuleInfo>>
-);
+node_kind!(ProgramsNode, PROGRAMS, Transient, Vec<Arc<HloModuleInfo>>);
 impl ProgramsNode {
     fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
         kb.input(&self.schema).inputs(self.members.iter())

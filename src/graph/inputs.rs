@@ -16,10 +16,7 @@ kind!(
     CAPTURE = "capture"
 );
 
-kind!(
-    FOLDER = "folder"
-);
-
+kind!(FOLDER = "folder");
 
 /// One input archive (file or folder) and its content key.
 #[salsa::input(debug)]
@@ -205,11 +202,7 @@ fn input_key(engine: &Engine, a: &Archive) -> Result<Key> {
             crate::formats::archive::content_keys::read_content_key(&a)
         });
     }
-    let mut kb = KeyBuilder::of(if a.is_capture() {
-        &CAPTURE
-    } else {
-        &FOLDER
-    });
+    let mut kb = KeyBuilder::of(if a.is_capture() { &CAPTURE } else { &FOLDER });
     for m in a.members() {
         if let Some(file) = a.member_file(m) {
             kb = kb.param(m, engine.file_key(&file)?.0);

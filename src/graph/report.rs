@@ -5,8 +5,8 @@
 
 use crate::analyses::AnalysisOutput;
 use crate::engine::kinds::kind;
-use crate::engine::{Key, KeyBuilder, Node, node_kind};
 use crate::engine::value::Bytes;
+use crate::engine::{Key, KeyBuilder, Node, node_kind};
 use crate::formats::{archive, metadata};
 use crate::report::overview::{self, RunOverview, SYSTEM_SHOWN};
 use crate::report::{Page, Section, render_page};

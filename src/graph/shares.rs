@@ -14,12 +14,12 @@ use crate::frames::gpu::Programs;
 use anyhow::{Context, Result};
 use std::sync::Arc;
 
+use super::NONE;
 use super::frames::{
     compile_frame, compile_frame_key, frame_notes, gpu_frames, gpu_frames_key, process_facts,
     steady_frames, warmup_context,
 };
 use super::hlo::{programs, programs_map};
-use super::NONE;
 use super::members::{member_key, read_member};
 use super::{Db, NodeError, NodeResult, Out, Process, Run, fail};
 

@@ -5,11 +5,11 @@
 
 mod collectives;
 mod compile;
+pub mod finding;
 mod flops;
 mod hardware;
 mod idle;
 mod memory;
-pub mod finding;
 pub mod pruned;
 
 use collectives::{exposed_communication, slow_collectives, stragglers};

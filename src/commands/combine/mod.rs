@@ -3,8 +3,8 @@
 
 pub mod members;
 
-use super::run_analyses::{analysis_entries, open_inputs, run_analyses};
 use super::pipeline::AnalysisRequest;
+use super::run_analyses::{analysis_entries, open_inputs, run_analyses};
 use super::{CaptureOptions, Ui, graph_work, refuse_existing};
 use crate::engine::Engine;
 use crate::graph;

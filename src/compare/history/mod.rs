@@ -5,8 +5,8 @@
 //! side and `compare`'s explanation of the runs across it. Only the runs' stored per-process
 //! shares are read: a history of cached runs re-analyses nothing.
 
-pub mod record;
 pub mod points;
+pub mod record;
 pub mod render;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,8 +17,8 @@ use crate::compare::explain::ModuleWhy;
 use crate::graph::{Db, Run};
 use crate::stats::changepoint::{self, ChangePoint, Params};
 use crate::stats::quantile_sorted;
-pub use record::{Change, History, MetricSeries, Point, RunInfo};
 use points::PointData;
+pub use record::{Change, History, MetricSeries, Point, RunInfo};
 
 /// Ops of the explanation kept per change point.
 const OPS: usize = 5;

@@ -1,11 +1,11 @@
 //! Communication analysis: classifying collectives and host-offload copies, and their sizes.
 
-use super::instruction::{HloInstructionInfo, InstructionText};
-use super::instruction::{ModuleText, Rest, RunRef};
 use super::decoded::{
     CommunicationInfo, Computation, HOST_MEMORY_SPACE, Instruction, ModuleParts, PRIMITIVE_BUFFER,
     PRIMITIVE_TUPLE, Shape,
 };
+use super::instruction::{HloInstructionInfo, InstructionText};
+use super::instruction::{ModuleText, Rest, RunRef};
 use super::module::HloModuleInfo;
 use super::schema::HloSchema;
 use std::collections::{HashMap, HashSet};

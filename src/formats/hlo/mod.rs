@@ -26,9 +26,9 @@ mod alike;
 mod attention;
 mod collectives;
 pub mod cost;
+mod decoded;
 pub mod heap;
 mod instruction;
-mod decoded;
 mod module;
 mod plan;
 mod ragged;
@@ -47,9 +47,9 @@ use wire::{ModuleScan, decode_planned, fields, scan_module};
 #[allow(unused_imports)]
 use {collectives::*, decoded::*, plan::*, reflect::*, wire::*};
 
+pub use decoded::{CommunicationInfo, FileLocation, StackFrame, StackFrameIndex};
 pub use heap::{HeapProfile, UsageSummary};
 pub use instruction::{HloInstructionInfo, InstructionText};
-pub use decoded::{CommunicationInfo, FileLocation, StackFrame, StackFrameIndex};
 pub use module::HloModuleInfo;
 
 /// What `bytes`, another dump, decode to when that is `module` but perhaps its

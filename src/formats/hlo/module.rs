@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use super::cost::ModuleCosts;
+use super::decoded::StackFrameIndex;
 use super::heap::{HeapProfile, UsageSummary};
 use super::instruction::HloInstructionInfo;
-use super::decoded::StackFrameIndex;
 
 /// What nsys-jax-pipe needs from one HLO module.
 #[derive(Debug, Clone, PartialEq)]
