@@ -436,38 +436,7 @@ fn test_lines(t: &[(Tok, usize)]) -> BTreeSet<usize> {
 /// The modules named right after `crate::` (`crate::x::y`, `$crate::x`, `use crate::x;`,
 /// `use crate::{x, y::{z, w}}` → x and y), with their 1-based lines.
 fn crate_refs(t: &[(Tok, usize)]) -> Vec<(usize, String)> {
-    let mut out = Vec::new();
-    for i in 0..t.len() {
-        if !ident(t.get(i), "crate") || !matches!(t.get(i + 1), Some((Tok::PathSep, _))) {
-            continue;
-        }
-        match t.get(i + 2) {
-            Some((Tok::Ident(name), line)) => out.push((*line, name.clone())),
-            Some((Tok::Punct('{'), _)) => {
-                // A group: the first name of every item at the group's top level.
-                let end = group_end(t, i + 2);
-                let mut depth = 0;
-                let mut first = true;
-                for (tok, line) in &t[i + 2..end] {
-                    match tok {
-                        Tok::Punct('{') => {
-                            depth += 1;
-                            first = depth == 1;
-                        }
-                        Tok::Punct('}') => depth -= 1,
-                        Tok::Punct(',') if depth == 1 => first = true,
-                        Tok::Ident(name) if first && depth == 1 => {
-                            out.push((*line, name.clone()));
-                            first = false;
-                        }
-                        _ => first = false,
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    out
+    refs_after(t, "crate")
 }
 
 /// The paths written in `t` (`a::b::c`), with their lines.
