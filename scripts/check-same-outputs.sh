@@ -3,7 +3,7 @@
 # same byte for byte (a change meant to alter only speed or memory must leave them so).
 # Outputs: archives' members, analysis outputs, the HTML report and the frames for pandas.
 # Inputs: the H200 captures and the four JAX-Toolbox pax archives of the shared fixtures, and
-# the command-buffer captures under tests/data. For each: `archive` of a capture (its members
+# the command-buffer captures and the problem-program pairs under tests/data. For each: `archive` of a capture (its members
 # and the analyses stored in it), then `analyze` with every analysis and `--html`, cold.
 # Run times (pipeline-run.json, the run's log lines) are left out of the comparison.
 # Usage: scripts/check-same-outputs.sh OLD_BINARY NEW_BINARY [WORK_DIR]
@@ -27,6 +27,13 @@ cases=(
 )
 for d in tests/data/*cmdbuf tests/data/command-buffers*; do
   cases+=("$(basename "$d")|$(pwd)/$d/rep.nsys-rep")
+done
+# The problem programs and their fixed twins (archives made by `run`).
+for z in tests/data/pairs/*.zip; do
+  cases+=("pair-$(basename "$z" .zip)|$(pwd)/$z")
+done
+for d in tests/data/pairs/*/; do
+  cases+=("pair-$(basename "$d")|$(pwd)/${d}rank0.zip $(pwd)/${d}rank1.zip")
 done
 
 differ=0; same=0

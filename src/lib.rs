@@ -55,4 +55,18 @@ pub mod api {
     pub fn analysis_names() -> Vec<&'static str> {
         crate::analyses::REGISTRY.iter().map(|a| a.name()).collect()
     }
+
+    /// The files the analysis `name` writes from the result it reads back from `files` (an
+    /// output folder's, by relative path): how another analysis reads its output, typed.
+    pub fn rewritten(
+        name: &str,
+        files: &[(String, String)],
+    ) -> anyhow::Result<Vec<(String, String)>> {
+        let a = crate::analyses::find(name).ok_or_else(|| anyhow::anyhow!("no analysis {name}"))?;
+        let files: Vec<(String, crate::engine::value::Text)> = files
+            .iter()
+            .map(|(n, t)| (n.clone(), t.as_str().into()))
+            .collect();
+        a.rewritten(&files)
+    }
 }

@@ -37,6 +37,7 @@ mod run_cpu;
 mod shared_bucket;
 mod synthetic;
 mod terminal;
+mod typed_results;
 mod user_view;
 mod watch;
 mod why_history;

@@ -192,7 +192,7 @@ impl Share for CompilationsShare {
 }
 
 /// What `compilation.json` holds.
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 pub struct CompilationResult {
     pub compilations: Vec<CompilationEntry>,
     /// The compile-time tables over every compilation (the report's pass table; the summary

@@ -1,6 +1,6 @@
 //! `diagnose`: what is wrong with the program, the evidence, and what to try. It reads the
-//! outputs of the other analyses (their JSON contracts; it recomputes none of them) and runs
-//! the rules of `super::diagnose_rules` on them (docs/diagnosis.md, one section per rule).
+//! results of the other analyses (typed, as their files hold them; it recomputes none of
+//! them) and runs the rules of `super::diagnose_rules` on them (docs/diagnosis.md, one section per rule).
 //!
 //! Output contract (`diagnosis.json`): `{"steady_ms", "findings":[{rule, severity
 //! (critical|warning|info), title, at_stake_ms, percent, evidence:[{text, analysis, module?,
@@ -9,16 +9,19 @@
 
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
-use super::diagnose_rules::{self as rules, Check, Finding, Inputs, Severity, pruned};
+use super::diagnose_rules::{self as rules, Check, Finding, Inputs, Severity};
 use super::roofline_model::RooflineParams;
 use super::{
-    Analysis, Reduced, Registered, RunShares, ShareUse, Upstream, communication, compilation,
-    memory, ops, provenance, ranges, roofline, stragglers, summary,
+    Analysis, Reduced, RunShares, ShareUse, Upstream, communication, compilation, memory, ops,
+    provenance, ranges, roofline, stragglers, summary, upstream_result,
 };
+use crate::engine::value::Text;
 use crate::report::{Section, escape};
 use crate::units::{duration_ms, pct, wrap};
+
+/// Its file.
+const FILE: &str = "diagnosis.json";
 
 /// What `diagnose` finds.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -33,61 +36,24 @@ pub struct Diagnosis {
 /// The `diagnose` analysis. Its parameters are those of the roofline it reads (`--peak`).
 pub struct DiagnoseAnalysis;
 
-/// A source analysis and what the rules read of its JSON output.
-type Source = (&'static dyn Registered, pruned::Keep<'static>);
+/// Rows of the long tables the rules read (the analyses list them longest first, so the
+/// first few hundred hold the evidence).
+const ROWS: usize = 300;
+/// The latest arrivals at collectives read, and the program's own ranges.
+const WORST: usize = 5;
+const RANGES: usize = 50;
 
-/// The analyses it reads, in the order of [`Inputs`], with the keys of their outputs the
-/// rules read (rows longest first, so the first few hundred hold the evidence).
-fn sources() -> [Source; 9] {
-    [
-        (
-            &summary::SummaryAnalysis,
-            &[("modules", None), ("steady", None)],
-        ),
-        (
-            &ops::OpsAnalysis,
-            &[
-                ("totals", None),
-                ("by_category", None),
-                ("top_thunks", Some(300)),
-                ("transfers", None),
-            ],
-        ),
-        (
-            &communication::CommunicationAnalysis,
-            &[
-                ("bandwidth", None),
-                ("hidden_fraction", None),
-                ("overall_hidden_fraction", None),
-            ],
-        ),
-        (&compilation::CompilationAnalysis, &[("compilations", None)]),
-        (
-            &stragglers::StragglersAnalysis,
-            &[
-                ("devices", None),
-                ("aligned_instances", None),
-                ("per_device", None),
-                ("per_module", None),
-                ("worst", Some(5)),
-            ],
-        ),
-        (&memory::MemoryAnalysis, &[("modules", None)]),
-        (
-            &roofline::RooflineAnalysis,
-            &[
-                ("peaks", None),
-                ("step", None),
-                ("steady", None),
-                ("ops", Some(300)),
-            ],
-        ),
-        (
-            &provenance::ProvenanceAnalysis,
-            &[("recorded", None), ("facts", None)],
-        ),
-        (&ranges::RangesAnalysis, &[("ranges", Some(50))]),
-    ]
+/// The result of `a` on this run, typed; None (and a note) when it failed.
+fn read<A: Analysis>(run: &dyn RunShares, a: &A, notes: &mut Vec<String>) -> Option<A::Result> {
+    upstream_result(run, a, &A::Params::default())
+        .map_err(|e| {
+            notes.push(format!(
+                "{}: {} (its rules could not judge)",
+                A::NAME,
+                crate::error::one_line(&e)
+            ))
+        })
+        .ok()
 }
 
 impl Analysis for DiagnoseAnalysis {
@@ -102,58 +68,56 @@ impl Analysis for DiagnoseAnalysis {
     }
 
     fn upstream(&self, params: &RooflineParams) -> Vec<Upstream> {
-        sources()
-            .into_iter()
-            .map(|(a, _)| {
-                let p = if a.name() == roofline::RooflineAnalysis::NAME {
-                    serde_json::to_value(params).unwrap_or_default()
-                } else {
-                    serde_json::json!({})
-                };
-                Upstream::of(a, p)
-            })
-            .collect()
+        let none = || serde_json::json!({});
+        vec![
+            Upstream::of(&summary::SummaryAnalysis, none()),
+            Upstream::of(&ops::OpsAnalysis, none()),
+            Upstream::of(&communication::CommunicationAnalysis, none()),
+            Upstream::of(&compilation::CompilationAnalysis, none()),
+            Upstream::of(&stragglers::StragglersAnalysis, none()),
+            Upstream::of(&memory::MemoryAnalysis, none()),
+            Upstream::of(
+                &roofline::RooflineAnalysis,
+                serde_json::to_value(params).unwrap_or_default(),
+            ),
+            Upstream::of(&provenance::ProvenanceAnalysis, none()),
+            Upstream::of(&ranges::RangesAnalysis, none()),
+        ]
     }
 
     fn reduce(&self, run: &dyn RunShares, params: &RooflineParams) -> Result<Reduced<Diagnosis>> {
         let mut notes = Vec::new();
-        let mut got: Vec<Option<Value>> = Vec::new();
-        for (up, (_, keep)) in Analysis::upstream(self, params).into_iter().zip(sources()) {
-            let name = up.analysis.name();
-            let value = run.upstream(name, &up.params).and_then(|out| {
-                let file = format!("{name}.json");
-                let (_, text) = out
-                    .files
-                    .iter()
-                    .find(|(n, _)| *n == file)
-                    .ok_or_else(|| anyhow::anyhow!("no {file} in its output"))?;
-                Ok(pruned::read(text.as_str(), keep)?)
-            });
-            match value {
-                Ok(v) => got.push(Some(v)),
-                // A profile without ranges of the program's own: nothing to read, by design.
-                Err(_) if name == ranges::RangesAnalysis::NAME => got.push(None),
-                Err(e) => {
-                    notes.push(format!(
-                        "{name}: {} (its rules could not judge)",
-                        crate::error::one_line(&e)
-                    ));
-                    got.push(None);
-                }
-            }
-        }
-        let mut it = got.into_iter();
-        let mut next = || it.next().flatten();
+        let n = &mut notes;
         let ins = Inputs {
-            summary: next(),
-            ops: next(),
-            communication: next(),
-            compilation: next(),
-            stragglers: next(),
-            memory: next(),
-            roofline: next(),
-            provenance: next(),
-            ranges: next(),
+            summary: read(run, &summary::SummaryAnalysis, n),
+            ops: read(run, &ops::OpsAnalysis, n).map(|mut o| {
+                o.top_thunks.truncate(ROWS);
+                o
+            }),
+            communication: read(run, &communication::CommunicationAnalysis, n),
+            compilation: read(run, &compilation::CompilationAnalysis, n),
+            stragglers: read(run, &stragglers::StragglersAnalysis, n).map(|mut s| {
+                s.worst.truncate(WORST);
+                s
+            }),
+            memory: read(run, &memory::MemoryAnalysis, n),
+            roofline: upstream_result(run, &roofline::RooflineAnalysis, params)
+                .map_err(|e| {
+                    n.push(format!(
+                        "roofline: {} (its rules could not judge)",
+                        crate::error::one_line(&e)
+                    ))
+                })
+                .ok()
+                .map(|mut r| {
+                    r.ops.truncate(ROWS);
+                    r
+                }),
+            provenance: read(run, &provenance::ProvenanceAnalysis, n),
+            ranges: read(run, &ranges::RangesAnalysis, n).map(|mut r| {
+                r.ranges.truncate(RANGES);
+                r
+            }),
         };
         let (findings, checks) = rules::run(&ins);
         let steady_ms = rules::Context::of(&ins).steady_ms;
@@ -177,10 +141,11 @@ impl Analysis for DiagnoseAnalysis {
     }
 
     fn files(&self, d: &Diagnosis) -> Result<Vec<(String, String)>> {
-        Ok(vec![(
-            "diagnosis.json".to_string(),
-            serde_json::to_string_pretty(d)?,
-        )])
+        Ok(vec![(FILE.to_string(), serde_json::to_string_pretty(d)?)])
+    }
+
+    fn result_of(&self, files: &[(String, Text)]) -> Result<Diagnosis> {
+        super::json_file(FILE, files)
     }
 }
 

@@ -164,7 +164,7 @@ pub fn partial(steady: &Steady, programs: &Programs) -> MemoryPartial {
     out
 }
 
-#[derive(Serialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Memory {
     pub modules: Vec<ModuleMemory>,
     /// What each process held on its devices over the run (`--cuda-memory-usage=true`);

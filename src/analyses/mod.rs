@@ -31,6 +31,7 @@ pub mod thunks;
 mod toy;
 
 use crate::engine::kinds::family;
+use crate::engine::value::Text;
 use crate::engine::{Engine, Keep, Key, KeyBuilder, Node};
 use crate::report::Section;
 use anyhow::{Result, anyhow};
@@ -59,7 +60,7 @@ pub trait Analysis: Sync + 'static {
     /// ones take their defaults.
     type Params: Serialize + DeserializeOwned + Default;
     /// What it finds, as its JSON file holds it.
-    type Result: Serialize;
+    type Result: Serialize + DeserializeOwned;
 
     /// The shares the reduce reads with these parameters (computed for every process, in
     /// parallel, before the reduce).
@@ -89,6 +90,31 @@ pub trait Analysis: Sync + 'static {
             serde_json::to_string_pretty(result)?,
         )])
     }
+    /// Its result read back from the files [`Analysis::files`] wrote (`<name>.json` unless
+    /// it says otherwise): how another analysis reads this one's output, typed.
+    fn result_of(&self, files: &[(String, Text)]) -> Result<Self::Result> {
+        json_file(&format!("{}.json", Self::NAME), files)
+    }
+}
+
+/// The result of the upstream analysis `a` on `run` with these parameters (one the asking
+/// analysis names in its [`Analysis::upstream`]), read back typed from its files.
+pub fn upstream_result<A: Analysis>(
+    run: &dyn RunShares,
+    a: &A,
+    params: &A::Params,
+) -> Result<A::Result> {
+    let out = run.upstream(A::NAME, &serde_json::to_string(params)?)?;
+    a.result_of(&out.files)
+}
+
+/// The result in the JSON file `file` among an analysis's files.
+pub fn json_file<R: DeserializeOwned>(file: &str, files: &[(String, Text)]) -> Result<R> {
+    let (_, text) = files
+        .iter()
+        .find(|(n, _)| n == file)
+        .ok_or_else(|| anyhow!("no {file} among the analysis's files"))?;
+    serde_json::from_str(text.as_str()).map_err(|e| anyhow!("{file}: {e}"))
 }
 
 /// The width analyses keep their terminal text within.
@@ -146,6 +172,9 @@ pub trait Registered: Sync {
     fn upstream(&self, params: &str) -> Result<Vec<Upstream>>;
     /// Whether its text and sections go first ([`Analysis::LEADS`]).
     fn leads(&self) -> bool;
+    /// Its files written again from the result read back from them ([`Analysis::result_of`]):
+    /// the same files when its output reads back whole.
+    fn rewritten(&self, files: &[(String, Text)]) -> Result<Vec<(String, String)>>;
     /// Reduce and render.
     fn run(&self, run: &dyn RunShares, params: &str) -> Result<AnalysisOutput>;
     /// The stored output of `node`, or the one [`Registered::run`] computes, then stored.
@@ -227,6 +256,9 @@ impl<A: Analysis> Registered for A {
     }
     fn leads(&self) -> bool {
         A::LEADS
+    }
+    fn rewritten(&self, files: &[(String, Text)]) -> Result<Vec<(String, String)>> {
+        self.files(&self.result_of(files)?)
     }
     fn run(&self, run: &dyn RunShares, params: &str) -> Result<AnalysisOutput> {
         let r = self.reduce(run, &typed::<A::Params>(A::NAME, params)?)?;

@@ -168,7 +168,7 @@ pub fn top_programs(parts: &[&OpsPartial]) -> (i64, Vec<String>) {
 
 /// The notebook's three totals over the top programs [ns]: exposed thunk time, module time,
 /// and per device first start to last end, summed over devices.
-#[derive(Serialize, Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq)]
 pub struct Totals {
     pub thunks: i64,
     pub modules: i64,

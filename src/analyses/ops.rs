@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use crate::report::Section;
 use anyhow::Result;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use crate::analyses::op_times::{
     COMMAND_BUFFER_OPCODE, OpsPartial, OpsShare, ThunkTime, merged_thunks, top_programs, totals,
@@ -26,28 +26,28 @@ pub use crate::analyses::op_times::{
 use crate::analyses::{Analysis, NoParams, Reduced, RunShares, ShareUse};
 use crate::table::Table;
 
-#[derive(Serialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct OpsTotals {
     pub thunks_ms: f64,
     pub modules_ms: f64,
     pub wall_ms: f64,
 }
 
-#[derive(Serialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct OpcodeRow {
     pub opcode: String,
     pub ms: f64,
     pub percent: f64,
 }
 
-#[derive(Serialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct CategoryRow {
     pub category: String,
     pub ms: f64,
     pub percent: f64,
 }
 
-#[derive(Serialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct TopThunk {
     pub program_id: String,
     pub module: String,
@@ -63,7 +63,7 @@ pub struct TopThunk {
     pub source: String,
 }
 
-#[derive(Serialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Variability {
     pub program_id: String,
     pub module: String,
@@ -74,7 +74,7 @@ pub struct Variability {
     pub cv: f64,
 }
 
-#[derive(Serialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct CommandBuffers {
     /// Distinct command buffers (program, thunk) of the top modules.
     pub thunks: u64,
@@ -83,7 +83,7 @@ pub struct CommandBuffers {
     pub attributed_ms: f64,
 }
 
-#[derive(Serialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Ops {
     pub totals: OpsTotals,
     pub by_opcode: Vec<OpcodeRow>,
@@ -93,7 +93,7 @@ pub struct Ops {
     pub command_buffers: CommandBuffers,
     /// The copies and sets between modules in the steady state.
     pub transfers: super::steady_copies::Transfers,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
 

@@ -15,6 +15,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::engine::value::Text;
 use crate::report::Section;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
@@ -107,7 +108,7 @@ pub fn partial(steady: &Steady, programs: &crate::frames::gpu::Programs) -> Pgle
 }
 
 /// One program's profile.
-#[derive(Serialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct ModuleProfile {
     pub program_id: String,
     pub name: String,
@@ -124,7 +125,7 @@ pub struct ModuleProfile {
     pub text: String,
 }
 
-#[derive(Serialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Pgle {
     pub modules: Vec<ModuleProfile>,
     pub notes: Vec<String>,
@@ -355,6 +356,19 @@ impl Analysis for PgleAnalysis {
             files.push((m.file.clone(), m.text.clone()));
         }
         Ok(files)
+    }
+
+    /// `pgle.json` with each profile's text from its own file.
+    fn result_of(&self, files: &[(String, Text)]) -> Result<Pgle> {
+        let mut p: Pgle = super::json_file(&format!("{}.json", Self::NAME), files)?;
+        for m in &mut p.modules {
+            let (_, text) = files
+                .iter()
+                .find(|(n, _)| *n == m.file)
+                .ok_or_else(|| anyhow::anyhow!("no {} in the output of pgle", m.file))?;
+            m.text = text.as_str().to_string();
+        }
+        Ok(p)
     }
 }
 

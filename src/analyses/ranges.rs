@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::analyses::{
     Analysis, NoParams, ProcessView, Reads, Reduced, RunShares, Share, ShareUse,
 };
+use crate::engine::value::Text;
 use crate::formats::user_nvtx::UserNvtx;
 use crate::frames::gpu::{ORIG_START, PROGRAM_NAME, PROJ_DUR};
 use crate::report::Section;
@@ -632,6 +633,15 @@ impl Analysis for RangesAnalysis {
             format!("{}.json", Self::NAME),
             serde_json::to_string_pretty(r)?,
         )])
+    }
+
+    /// No file: a run without ranges of the program's own.
+    fn result_of(&self, files: &[(String, Text)]) -> Result<Ranges> {
+        let file = format!("{}.json", Self::NAME);
+        if !files.iter().any(|(n, _)| *n == file) {
+            return Ok(Ranges::default());
+        }
+        super::json_file(&format!("{}.json", Self::NAME), files)
     }
 }
 

@@ -30,7 +30,7 @@ impl<'de> Deserialize<'de> for PositiveFlops {
     }
 }
 
-#[derive(Serialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Utilisation {
     pub time_ms: f64,
     pub flops: f64,
@@ -48,7 +48,7 @@ pub struct Utilisation {
     /// The matmul FLOPs executed beyond the model's, by why (`rematerialised`,
     /// `attention_scores`, `dense_groups`), and those of ragged dots whose groups are
     /// unknown (`unknown_groups`: counted as model FLOPs).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub beyond_model: BTreeMap<Beyond, f64>,
 }
 

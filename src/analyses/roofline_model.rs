@@ -222,7 +222,7 @@ pub struct RooflineParams {
     pub model_flops: Option<PositiveFlops>,
 }
 
-#[derive(Serialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct OpRow {
     pub program_id: String,
     pub module: String,
@@ -247,11 +247,11 @@ pub struct OpRow {
     /// `compute` or `memory` (None without peaks, or when its FLOPs are unknown).
     pub bound: Option<String>,
     /// A custom kernel whose FLOPs the HLO does not say: `flops` is 0, not a count.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub flops_unknown: bool,
 }
 
-#[derive(Serialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct ModuleRow {
     pub program_id: String,
     pub module: String,
@@ -263,7 +263,7 @@ pub struct ModuleRow {
     pub costed_percent: f64,
 }
 
-#[derive(Serialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct SteadyRow {
     /// Over the steady state: per device, its first start to its last end.
     #[serde(flatten)]
@@ -274,7 +274,7 @@ pub struct SteadyRow {
 /// The training step: the program doing most of the matmul FLOPs (with the programs of its
 /// name), one execution of it per device and the work of the steady state shared out over them, over the median time
 /// between two of its starts on a device.
-#[derive(Serialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct StepRow {
     pub module: String,
     pub program_id: String,
@@ -292,13 +292,13 @@ pub const OPS_KEPT_FRACTION: f64 = 0.999;
 /// …and at most this many.
 pub const OPS_KEPT: usize = 1000;
 
-#[derive(Serialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct LeftOut {
     pub ops: usize,
     pub time_ms: f64,
 }
 
-#[derive(Serialize, Clone, Debug, PartialEq, Default)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Uncosted {
     pub communication_ms: f64,
     pub command_buffer_ms: f64,
@@ -306,7 +306,7 @@ pub struct Uncosted {
     pub not_costed_ms: f64,
 }
 
-#[derive(Serialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Roofline {
     pub peaks: Option<PeaksUsed>,
     pub steady: SteadyRow,
@@ -318,7 +318,7 @@ pub struct Roofline {
     /// The ops left out of `ops`: those after the longest ones that make up
     /// [`OPS_KEPT_FRACTION`] of the costed time (at most [`OPS_KEPT`]).
     pub ops_left_out: LeftOut,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
 

@@ -214,25 +214,25 @@ fn paths(
     (source, op_name)
 }
 
-#[derive(Serialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct StackRow {
     pub stack: Vec<String>,
     pub ms: f64,
 }
 
-#[derive(Serialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct LineRow {
     pub frame: String,
     pub ms: f64,
     pub percent: f64,
 }
 
-#[derive(Serialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Sources {
     pub source: Vec<StackRow>,
     pub op_name: Vec<StackRow>,
     pub lines: Vec<LineRow>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
 

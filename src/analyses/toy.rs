@@ -35,7 +35,7 @@ fn one() -> u64 {
     1
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, serde::Deserialize)]
 pub struct Toy {
     pub per_process: Vec<u64>,
     pub total: u64,

@@ -323,7 +323,7 @@ pub fn math_name(m: Option<Math>) -> &'static str {
 }
 
 /// The peaks used, and where they come from.
-#[derive(Serialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct PeaksUsed {
     pub device: String,
     pub tflops: BTreeMap<Math, f64>,

@@ -192,7 +192,13 @@ pub fn scan(path: &str, text: &str, externals: &BTreeSet<String>, lib_name: &str
                 });
             }
         }
-        if let Tok::Ident(w) = &toks[i] {
+        // A name after one `.` is a field or a method (`.find(..)`), never a binding's use
+        // (after `..`, struct update syntax or a range, it may be).
+        let dot = |k: usize| matches!(toks.get(k), Some(Tok::Punct('.')));
+        let after_dot = i > 0 && dot(i - 1) && !(i > 1 && dot(i - 2));
+        if let Tok::Ident(w) = &toks[i]
+            && !after_dot
+        {
             used.insert(w.as_str());
         }
         i += 1;

@@ -65,6 +65,24 @@ fn items_are_found_where_they_are_defined() {
 }
 
 #[test]
+fn a_method_of_a_re_exported_name_does_not_use_it() {
+    let g = graph(&[
+        ("lib.rs", "pub mod a; pub mod b;"),
+        // The hub calls `.find(..)` on an iterator and builds a value with `..fill()`.
+        (
+            "a/mod.rs",
+            "pub mod x; pub mod y; pub use x::find; pub use y::fill;\n\
+             pub fn here(v: &[u8]) -> S { v.iter().find(|_| true); S { ..fill() } }",
+        ),
+        ("a/x.rs", "pub fn find() {}"),
+        ("a/y.rs", "pub fn fill() -> super::S { todo!() }"),
+        ("b.rs", "use crate::a::find; fn f() { find() }"),
+    ]);
+    assert_eq!(reaches(&g, "a/mod.rs"), ["a/y.rs"]);
+    assert_eq!(reaches(&g, "b.rs"), ["a/x.rs"]);
+}
+
+#[test]
 fn unused_imports_test_code_and_externals() {
     let g = graph(&[
         ("lib.rs", "mod p; mod q; mod r;"),

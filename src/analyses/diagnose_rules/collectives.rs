@@ -2,11 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
-
-use super::finding::{
-    Context, Evidence, Inputs, Outcome, category_ms, count, ev, num, pc, remedy, rows, text,
-};
+use super::finding::{Context, Evidence, Inputs, Outcome, category_ms, count, ev, pc, remedy};
+use crate::analyses::communication::BandwidthRow;
+use crate::analyses::ops::TopThunk;
+use crate::analyses::stragglers::{DeviceRow, Stragglers};
 use crate::units::{bytes, duration_ms, sig3};
 
 const COLLECTIVES: &[&str] = &[
@@ -41,12 +40,10 @@ pub(super) fn exposed_communication(ins: &Inputs, cx: &Context) -> Outcome {
     )];
     // Time a device spends in a collective waiting for a late one is the stragglers' finding,
     // not the collective's: what is at stake here is the rest.
-    let wait: f64 = ins.stragglers.as_ref().map_or(0.0, |s| {
-        rows(s, "per_module")
-            .iter()
-            .filter_map(|m| num(m, &["wait_ms"]))
-            .sum()
-    });
+    let wait: f64 = ins
+        .stragglers
+        .as_ref()
+        .map_or(0.0, |s| s.per_module.iter().map(|m| m.wait_ms).sum());
     let at_stake = (exposed - wait).max(0.0);
     if wait > 0.0 {
         evidence.push(ev(
@@ -58,7 +55,7 @@ pub(super) fn exposed_communication(ins: &Inputs, cx: &Context) -> Outcome {
         ));
     }
     if let Some(c) = &ins.communication {
-        if let Some(h) = num(c, &["overall_hidden_fraction"]) {
+        if let Some(h) = c.overall_hidden_fraction {
             evidence.push(ev(
                 "communication",
                 format!(
@@ -67,47 +64,40 @@ pub(super) fn exposed_communication(ins: &Inputs, cx: &Context) -> Outcome {
                 ),
             ));
         }
-        if let Some(by) = c.get("hidden_fraction").and_then(Value::as_object) {
-            for (k, v) in by {
-                if let Some(h) = v.as_f64() {
-                    evidence.push(ev(
-                        "communication",
-                        format!("{k}: {} hidden", pc(100.0 * h)),
-                    ));
-                }
-            }
+        for (k, h) in &c.hidden_fraction {
+            evidence.push(ev(
+                "communication",
+                format!("{k}: {} hidden", pc(100.0 * h)),
+            ));
         }
     }
-    let mut comm: Vec<&Value> = rows(ops, "top_thunks")
+    let mut comm: Vec<&TopThunk> = ops
+        .top_thunks
         .iter()
         .filter(|t| {
-            let op = text(t, "opcode");
             COLLECTIVES.iter().any(|c| {
-                op.strip_prefix(c)
+                t.opcode
+                    .strip_prefix(c)
                     .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
             })
         })
         .collect();
-    comm.sort_by(|a, b| {
-        num(b, &["total_ms"])
-            .unwrap_or(0.0)
-            .total_cmp(&num(a, &["total_ms"]).unwrap_or(0.0))
-    });
+    comm.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms));
     for t in comm.iter().take(3) {
         evidence.push(Evidence {
-            module: Some(text(t, "module").to_string()),
-            op: Some(text(t, "thunk").to_string()),
-            op_name: Some(text(t, "op_name").to_string()).filter(|s| !s.is_empty()),
-            source: Some(text(t, "source").to_string()).filter(|s| !s.is_empty()),
+            module: Some(t.module.clone()),
+            op: Some(t.thunk.clone()),
+            op_name: Some(t.op_name.clone()).filter(|s| !s.is_empty()),
+            source: Some(t.source.clone()).filter(|s| !s.is_empty()),
             ..ev(
                 "ops",
                 format!(
                     "{} ({}) in {}: {} over {} executions",
-                    text(t, "thunk"),
-                    text(t, "opcode"),
-                    text(t, "module"),
-                    duration_ms(num(t, &["total_ms"]).unwrap_or(0.0)),
-                    count(num(t, &["executions"]).unwrap_or(0.0))
+                    t.thunk,
+                    t.opcode,
+                    t.module,
+                    duration_ms(t.total_ms),
+                    count(t.executions as f64)
                 ),
             )
         });
@@ -178,9 +168,10 @@ pub(super) fn slow_collectives(ins: &Inputs, cx: &Context) -> Outcome {
     let Some(c) = &ins.communication else {
         return Outcome::NoData("no communication output".into());
     };
-    let large: Vec<&Value> = rows(c, "bandwidth")
+    let large: Vec<&BandwidthRow> = c
+        .bandwidth
         .iter()
-        .filter(|r| num(r, &["message_size_bytes"]).is_some_and(|s| s >= LARGE_MESSAGE))
+        .filter(|r| r.message_size_bytes as f64 >= LARGE_MESSAGE)
         .collect();
     if large.is_empty() {
         return Outcome::NoData(format!("no collective of {} or more", bytes(LARGE_MESSAGE)));
@@ -188,8 +179,8 @@ pub(super) fn slow_collectives(ins: &Inputs, cx: &Context) -> Outcome {
     let device = ins
         .roofline
         .as_ref()
-        .and_then(|r| r.get("peaks"))
-        .map(|p| text(p, "device").to_string());
+        .and_then(|r| r.peaks.as_ref())
+        .map(|p| p.device.clone());
     let Some((link, what)) = device.as_deref().and_then(link_gbps) else {
         return Outcome::NoData(format!(
             "the link of {} is not known",
@@ -204,16 +195,16 @@ pub(super) fn slow_collectives(ins: &Inputs, cx: &Context) -> Outcome {
     let mut evidence = Vec::new();
     for r in &large {
         let (size, bw, k) = (
-            num(r, &["message_size_bytes"]).unwrap_or(0.0),
-            num(r, &["bus_bandwidth_gbps"]).unwrap_or(0.0),
-            num(r, &["instances"]).unwrap_or(0.0),
+            r.message_size_bytes as f64,
+            r.bus_bandwidth_gbps,
+            r.instances as f64,
         );
         if bw <= 0.0 || bw >= SLOW_FRACTION * link {
             continue;
         }
         // Bus bandwidth = size / time × the collective's factor (2(n-1)/n for all-reduce,
         // (n-1)/n for gathers and scatters): the time back from it, on every device.
-        let kind = text(r, "collective");
+        let kind = &r.collective;
         let factor = if kind.starts_with("all-reduce") {
             2.0 * (n - 1.0) / n
         } else {
@@ -272,16 +263,14 @@ pub(super) fn stragglers(ins: &Inputs, cx: &Context) -> Outcome {
     let Some(s) = &ins.stragglers else {
         return Outcome::NoData("no stragglers output".into());
     };
-    if num(s, &["devices"]).is_none_or(|d| d < 2.0)
-        || num(s, &["aligned_instances"]).is_none_or(|n| n <= 0.0)
-    {
+    if s.devices < 2 || s.aligned_instances == 0 {
         return Outcome::NoData("fewer than two devices meet at collectives".into());
     }
-    let modules = rows(s, "per_module");
-    let wait: f64 = modules.iter().filter_map(|m| num(m, &["wait_ms"])).sum();
+    let modules = &s.per_module;
+    let wait: f64 = modules.iter().map(|m| m.wait_ms).sum();
     let name_of: BTreeMap<&str, &str> = modules
         .iter()
-        .map(|m| (text(m, "program_id"), text(m, "name")))
+        .map(|m| (m.program_id.as_str(), m.name.as_str()))
         .collect();
     let mut evidence = Vec::new();
     let late_rank = late_rank(s);
@@ -303,38 +292,34 @@ pub(super) fn stragglers(ins: &Inputs, cx: &Context) -> Outcome {
             )
         });
     }
-    for m in modules
-        .iter()
-        .filter(|m| num(m, &["wait_ms"]).unwrap_or(0.0) > 0.0)
-        .take(3)
-    {
+    for m in modules.iter().filter(|m| m.wait_ms > 0.0).take(3) {
         evidence.push(Evidence {
-            module: Some(text(m, "name").to_string()),
+            module: Some(m.name.clone()),
             ..ev(
                 "stragglers",
                 format!(
                     "{}: the others wait {} ({} of its time)",
-                    text(m, "name"),
-                    duration_ms(num(m, &["wait_ms"]).unwrap_or(0.0)),
-                    pc(num(m, &["wait_percent"]).unwrap_or(0.0))
+                    m.name,
+                    duration_ms(m.wait_ms),
+                    pc(m.wait_percent)
                 ),
             )
         });
     }
-    for w in rows(s, "worst").iter().take(2) {
-        let module = name_of.get(text(w, "program_id")).copied().unwrap_or("");
+    for w in s.worst.iter().take(2) {
+        let module = name_of.get(w.program_id.as_str()).copied().unwrap_or("");
         evidence.push(Evidence {
             module: Some(module.to_string()),
-            op: Some(text(w, "thunk").to_string()),
-            device: num(w, &["last_device"]).map(|x| x as i64),
+            op: Some(w.thunk.clone()),
+            device: Some(w.last_device as i64),
             ..ev(
                 "stragglers",
                 format!(
                     "{module} execution {}, {}: device {} late by {}",
-                    count(num(w, &["execution"]).unwrap_or(0.0)),
-                    text(w, "thunk"),
-                    count(num(w, &["last_device"]).unwrap_or(-1.0)),
-                    duration_ms(num(w, &["late_by_us"]).unwrap_or(0.0) / 1e3)
+                    w.execution,
+                    w.thunk,
+                    w.last_device,
+                    duration_ms(w.late_by_us / 1e3)
                 ),
             )
         });
@@ -391,43 +376,35 @@ pub(super) struct LateRank {
     pub late_ms: f64,
 }
 
-pub(super) fn late_rank(s: &Value) -> Option<LateRank> {
-    let share = |r: &Value, k: &str, n: &str| {
-        num(r, &[k]).unwrap_or(0.0) / num(r, &[n]).unwrap_or(1.0).max(1.0)
-    };
-    let devices = rows(s, "per_device");
+pub(super) fn late_rank(s: &Stragglers) -> Option<LateRank> {
+    let share = |k: u64, n: u64| k as f64 / (n as f64).max(1.0);
+    let by_step_share = |d: &DeviceRow| share(d.steps_last, d.steps);
+    let devices = &s.per_device;
     let by_step = devices
         .iter()
-        .filter(|d| num(d, &["steps"]).unwrap_or(0.0) > 0.0)
-        .max_by(|a, b| share(a, "steps_last", "steps").total_cmp(&share(b, "steps_last", "steps")))
-        .filter(|d| {
-            share(d, "steps_last", "steps") >= 0.5
-                && num(d, &["step_lateness_us_median"]).unwrap_or(0.0) >= LATE_US
-        })
+        .filter(|d| d.steps > 0)
+        .max_by(|a, b| by_step_share(a).total_cmp(&by_step_share(b)))
+        .filter(|d| by_step_share(d) >= 0.5 && d.step_lateness_us_median >= LATE_US)
         .map(|d| LateRank {
-            device: num(d, &["device"]).unwrap_or(-1.0) as i64,
-            steps: num(d, &["steps"]).unwrap_or(0.0),
-            steps_last: num(d, &["steps_last"]).unwrap_or(0.0),
-            median_us: num(d, &["step_lateness_us_median"]).unwrap_or(0.0),
-            max_us: num(d, &["step_lateness_us_max"]).unwrap_or(0.0),
-            late_ms: num(d, &["steps_late_ms"]).unwrap_or(0.0),
+            device: d.device as i64,
+            steps: d.steps as f64,
+            steps_last: d.steps_last as f64,
+            median_us: d.step_lateness_us_median,
+            max_us: d.step_lateness_us_max,
+            late_ms: d.steps_late_ms,
         });
+    let last_share = |d: &DeviceRow| share(d.times_last, d.instances);
     by_step.or_else(|| {
         devices
             .iter()
-            .max_by(|a, b| {
-                share(a, "times_last", "instances").total_cmp(&share(b, "times_last", "instances"))
-            })
-            .filter(|d| {
-                share(d, "times_last", "instances") >= 0.5
-                    && num(d, &["lateness_us_median"]).unwrap_or(0.0) >= LATE_US
-            })
+            .max_by(|a, b| last_share(a).total_cmp(&last_share(b)))
+            .filter(|d| last_share(d) >= 0.5 && d.lateness_us_median >= LATE_US)
             .map(|d| LateRank {
-                device: num(d, &["device"]).unwrap_or(-1.0) as i64,
-                steps: num(d, &["instances"]).unwrap_or(0.0),
-                steps_last: num(d, &["times_last"]).unwrap_or(0.0),
-                median_us: num(d, &["lateness_us_median"]).unwrap_or(0.0),
-                max_us: num(d, &["lateness_us_max"]).unwrap_or(0.0),
+                device: d.device as i64,
+                steps: d.instances as f64,
+                steps_last: d.times_last as f64,
+                median_us: d.lateness_us_median,
+                max_us: d.lateness_us_max,
                 late_ms: 0.0,
             })
     })

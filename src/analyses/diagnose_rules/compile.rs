@@ -2,49 +2,46 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
-
-use super::finding::{
-    Context, Evidence, Finding, Inputs, Outcome, Severity, ev, num, pc, remedy, rows, text,
-};
+use super::finding::{Context, Evidence, Finding, Inputs, Outcome, Severity, ev, pc, remedy};
+use crate::analyses::compilation::{CompilationEntry, CompilationResult};
 use crate::units::duration_ms;
 
+/// The module a compilation is of ("" when the range does not say).
+fn module(r: &CompilationEntry) -> &str {
+    r.module.as_deref().unwrap_or("")
+}
+
 /// Compilations per (process, module name).
-fn compilations(c: &Value) -> BTreeMap<(String, String), Vec<&Value>> {
-    let mut by: BTreeMap<(String, String), Vec<&Value>> = BTreeMap::new();
-    for r in rows(c, "compilations") {
-        by.entry((
-            text(r, "process").to_string(),
-            text(r, "module").to_string(),
-        ))
-        .or_default()
-        .push(r);
+fn compilations(c: &CompilationResult) -> BTreeMap<(String, String), Vec<&CompilationEntry>> {
+    let mut by: BTreeMap<(String, String), Vec<&CompilationEntry>> = BTreeMap::new();
+    for r in &c.compilations {
+        by.entry((r.process.clone(), module(r).to_string()))
+            .or_default()
+            .push(r);
     }
     by
 }
 
 /// How much of a compilation ran inside its process's steady state [ms] (0 when the row does
 /// not say when it ran).
-fn in_steady(windows: &[(String, f64, f64)], r: &Value) -> f64 {
-    let (Some(start), Some(wall)) = (num(r, &["start_ms"]), num(r, &["wall_s"])) else {
-        return 0.0;
-    };
+fn in_steady(windows: &[(String, f64, f64)], r: &CompilationEntry) -> f64 {
+    let (start, wall) = (r.start_ms, r.wall_s);
     let end = start + wall * 1e3;
     windows
         .iter()
-        .filter(|(p, ..)| p == text(r, "process"))
+        .filter(|(p, ..)| *p == r.process)
         .map(|&(_, a, b)| (end.min(b) - start.max(a)).max(0.0))
         .sum()
 }
 
 /// The steady-state windows the summary gives (process, start, end) [ms].
 fn windows(ins: &Inputs) -> Option<Vec<(String, f64, f64)>> {
-    let w: Vec<_> = rows(ins.summary.as_ref()?, "steady")
+    let w: Vec<_> = ins
+        .summary
+        .as_ref()?
+        .steady
         .iter()
-        .filter_map(|w| {
-            let (a, b) = (num(w, &["start_ms"])?, num(w, &["end_ms"])?);
-            Some((text(w, "process").to_string(), a, b))
-        })
+        .map(|w| (w.process.clone(), w.start_ms, w.end_ms))
         .collect();
     (!w.is_empty()).then_some(w)
 }
@@ -54,35 +51,24 @@ fn windows(ins: &Inputs) -> Option<Vec<(String, f64, f64)>> {
 pub(super) fn compiling_in_steady(ins: &Inputs) -> Option<f64> {
     let windows = windows(ins)?;
     let c = ins.compilation.as_ref()?;
-    Some(
-        rows(c, "compilations")
-            .iter()
-            .map(|r| in_steady(&windows, r))
-            .sum(),
-    )
+    Some(c.compilations.iter().map(|r| in_steady(&windows, r)).sum())
 }
 
 pub(super) fn recompilation(ins: &Inputs, cx: &Context) -> Outcome {
     let Some(c) = &ins.compilation else {
         return Outcome::NoData("no compilation output".into());
     };
-    if rows(c, "compilations").is_empty() {
+    if c.compilations.is_empty() {
         return Outcome::NoData("no compilation in the capture".into());
     }
-    let mut again: Vec<((String, String), Vec<&Value>)> = compilations(c)
+    let mut again: Vec<((String, String), Vec<&CompilationEntry>)> = compilations(c)
         .into_iter()
         .filter(|(_, v)| v.len() > 1)
         .collect();
     if again.is_empty() {
         return Outcome::Quiet("every module compiled once per process".into());
     }
-    let extra = |v: &[&Value]| {
-        v.iter()
-            .skip(1)
-            .filter_map(|r| num(r, &["wall_s"]))
-            .sum::<f64>()
-            * 1e3
-    };
+    let extra = |v: &[&CompilationEntry]| v.iter().skip(1).map(|r| r.wall_s).sum::<f64>() * 1e3;
     again.sort_by(|a, b| extra(&b.1).total_cmp(&extra(&a.1)));
     let later: f64 = again.iter().map(|(_, v)| extra(v)).sum();
     // What the steady state paid: the later compilations' time inside it, when known (a
@@ -176,25 +162,21 @@ pub(super) fn compile_time(ins: &Inputs, cx: &Context) -> Outcome {
     let Some(c) = &ins.compilation else {
         return Outcome::NoData("no compilation output".into());
     };
-    let all = rows(c, "compilations");
+    let all = &c.compilations;
     if all.is_empty() {
         return Outcome::NoData("no compilation in the capture".into());
     }
-    let total: f64 = all.iter().filter_map(|r| num(r, &["wall_s"])).sum::<f64>() * 1e3;
+    let total: f64 = all.iter().map(|r| r.wall_s).sum::<f64>() * 1e3;
     let mut autotune = 0.0;
     for r in all {
-        for p in rows(r, "parts") {
-            if text(p, "kind").contains("Autotun") {
-                autotune += num(p, &["seconds"]).unwrap_or(0.0) * 1e3;
+        for p in &r.parts {
+            if p.kind.contains("Autotun") {
+                autotune += p.seconds * 1e3;
             }
         }
     }
-    let mut longest: Vec<&Value> = all.iter().collect();
-    longest.sort_by(|a, b| {
-        num(b, &["wall_s"])
-            .unwrap_or(0.0)
-            .total_cmp(&num(a, &["wall_s"]).unwrap_or(0.0))
-    });
+    let mut longest: Vec<&CompilationEntry> = all.iter().collect();
+    longest.sort_by(|a, b| b.wall_s.total_cmp(&a.wall_s));
     let mut evidence = vec![ev(
         "compilation",
         format!(
@@ -207,14 +189,14 @@ pub(super) fn compile_time(ins: &Inputs, cx: &Context) -> Outcome {
     )];
     for r in longest.iter().take(3) {
         evidence.push(Evidence {
-            module: Some(text(r, "module").to_string()),
+            module: Some(module(r).to_string()),
             ..ev(
                 "compilation",
                 format!(
                     "{} in {}: {}",
-                    text(r, "module"),
-                    text(r, "process"),
-                    duration_ms(num(r, &["wall_s"]).unwrap_or(0.0) * 1e3)
+                    module(r),
+                    r.process,
+                    duration_ms(r.wall_s * 1e3)
                 ),
             )
         });
@@ -230,7 +212,7 @@ pub(super) fn compile_time(ins: &Inputs, cx: &Context) -> Outcome {
     let at_stake = if cx.compile_only_ms.is_some() {
         compilations(c)
             .values()
-            .filter_map(|v| v.first().and_then(|r| num(r, &["wall_s"])))
+            .filter_map(|v| v.first().map(|r| r.wall_s))
             .sum::<f64>()
             * 1e3
     } else {

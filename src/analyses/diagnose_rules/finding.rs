@@ -1,8 +1,17 @@
 //! What the rules of `diagnose` share: findings and their parts, the inputs and context every
-//! rule reads, and helpers to read the other analyses' JSON.
+//! rule reads, and helpers over the other analyses' results.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+
+use crate::analyses::communication::Communication;
+use crate::analyses::compilation::CompilationResult;
+use crate::analyses::memory::Memory;
+use crate::analyses::ops::Ops;
+use crate::analyses::provenance::Provenance;
+use crate::analyses::ranges::Ranges;
+use crate::analyses::roofline_model::Roofline;
+use crate::analyses::stragglers::Stragglers;
+use crate::analyses::summary::Summary;
 
 use crate::units::{duration_ms, sig3};
 
@@ -96,20 +105,21 @@ pub struct Check {
     pub why: String,
 }
 
-/// The other analyses' outputs the rules read (None: that analysis did not run or failed).
+/// The other analyses' results the rules read, typed as the analyses write them (None: that
+/// analysis did not run or failed). Their longest rows only: see `diagnose`'s sources.
 #[derive(Default)]
 pub struct Inputs {
-    pub summary: Option<Value>,
-    pub ops: Option<Value>,
-    pub communication: Option<Value>,
-    pub compilation: Option<Value>,
-    pub stragglers: Option<Value>,
-    pub memory: Option<Value>,
-    pub roofline: Option<Value>,
+    pub summary: Option<Summary>,
+    pub ops: Option<Ops>,
+    pub communication: Option<Communication>,
+    pub compilation: Option<CompilationResult>,
+    pub stragglers: Option<Stragglers>,
+    pub memory: Option<Memory>,
+    pub roofline: Option<Roofline>,
     /// The run's record (`facts`: its environment variables among them).
-    pub provenance: Option<Value>,
+    pub provenance: Option<Provenance>,
     /// The program's own NVTX ranges (`ranges`), longest first.
-    pub ranges: Option<Value>,
+    pub ranges: Option<Ranges>,
 }
 
 /// A rule: a finding, or why there is none.
@@ -137,31 +147,24 @@ impl Context {
         let steady_ms = ins
             .ops
             .as_ref()
-            .and_then(|o| num(o, &["totals", "wall_ms"]))
+            .map(|o| o.totals.wall_ms)
             .filter(|&w| w > 0.0);
         let devices = ins
             .stragglers
             .as_ref()
-            .and_then(|s| num(s, &["devices"]))
-            .or_else(|| {
-                ins.roofline
-                    .as_ref()
-                    .and_then(|r| num(r, &["steady", "devices"]))
-            })
+            .map(|s| s.devices as f64)
+            .or_else(|| ins.roofline.as_ref().map(|r| r.steady.devices as f64))
             .map_or(1, |d| (d as usize).max(1));
-        let no_modules = ins
-            .summary
-            .as_ref()
-            .is_some_and(|s| rows(s, "modules").is_empty());
+        let no_modules = ins.summary.as_ref().is_some_and(|s| s.modules.is_empty());
         let compile_only_ms = ins
             .compilation
             .as_ref()
             .filter(|_| no_modules && steady_ms.is_none())
             .and_then(|c| {
-                let spans = rows(c, "compilations").iter().filter_map(|r| {
-                    let start = num(r, &["start_ms"])?;
-                    Some((start, start + num(r, &["wall_s"])? * 1e3))
-                });
+                let spans = c
+                    .compilations
+                    .iter()
+                    .map(|r| (r.start_ms, r.start_ms + r.wall_s * 1e3));
                 let (a, b) = spans.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), (s, e)| {
                     (a.min(s), b.max(e))
                 });
@@ -210,25 +213,6 @@ impl Context {
     }
 }
 
-/// The number at `path` in `v`.
-pub fn num(v: &Value, path: &[&str]) -> Option<f64> {
-    let mut at = v;
-    for p in path {
-        at = at.get(p)?;
-    }
-    at.as_f64()
-}
-
-pub(crate) fn text<'a>(v: &'a Value, key: &str) -> &'a str {
-    v.get(key).and_then(Value::as_str).unwrap_or("")
-}
-
-pub(crate) fn rows<'a>(v: &'a Value, key: &str) -> &'a [Value] {
-    v.get(key)
-        .and_then(Value::as_array)
-        .map_or(&[], |a| a.as_slice())
-}
-
 pub(crate) fn remedy(action: &str, why: &str) -> Remedy {
     Remedy {
         action: action.to_string(),
@@ -247,19 +231,24 @@ pub(crate) fn ev(analysis: &str, text: String) -> Evidence {
 /// The Python line `ops` gives for `thunk` of `module` (among its longest thunks).
 pub(crate) fn source_of(ins: &Inputs, module: &str, thunk: &str) -> Option<String> {
     let ops = ins.ops.as_ref()?;
-    rows(ops, "top_thunks")
+    ops.top_thunks
         .iter()
-        .find(|t| text(t, "module") == module && text(t, "thunk") == thunk)
-        .map(|t| text(t, "source").to_string())
+        .find(|t| t.module == module && t.thunk == thunk)
+        .map(|t| t.source.clone())
         .filter(|s| !s.is_empty())
 }
 
+/// The step's executions per device (`roofline`'s step).
+pub(crate) fn steps(ins: &Inputs) -> Option<f64> {
+    ins.roofline.as_ref()?.step.as_ref().map(|s| s.steps)
+}
+
 /// The ms of an `ops` category.
-pub(crate) fn category_ms(ops: &Value, category: &str) -> Option<f64> {
-    rows(ops, "by_category")
+pub(crate) fn category_ms(ops: &Ops, category: &str) -> Option<f64> {
+    ops.by_category
         .iter()
-        .find(|c| text(c, "category") == category)
-        .and_then(|c| num(c, &["ms"]))
+        .find(|c| c.category == category)
+        .map(|c| c.ms)
 }
 
 /// A count: `9`, `6000`, `2.5`.
@@ -292,17 +281,16 @@ pub(crate) fn host_ranges(ins: &Inputs) -> Vec<HostRange> {
     let Some(r) = &ins.ranges else {
         return Vec::new();
     };
-    let mut out: Vec<HostRange> = rows(r, "ranges")
+    let mut out: Vec<HostRange> = r
+        .ranges
         .iter()
-        .filter(|x| num(x, &["busy_of_wall"]).unwrap_or(0.0) < HOST_RANGE_BUSY)
-        .filter_map(|x| {
-            Some(HostRange {
-                name: text(x, "label").to_string(),
-                calls: num(x, &["count"])?,
-                mean_ms: num(x, &["wall_ms_mean"])?,
-                total_ms: num(x, &["wall_ms_total"])?,
-                busy_of_wall: num(x, &["busy_of_wall"]).unwrap_or(0.0),
-            })
+        .filter(|x| x.busy_of_wall < HOST_RANGE_BUSY)
+        .map(|x| HostRange {
+            name: x.label.clone(),
+            calls: x.count as f64,
+            mean_ms: x.wall_ms_mean,
+            total_ms: x.wall_ms_total,
+            busy_of_wall: x.busy_of_wall,
         })
         .filter(|x| x.total_ms > 0.0)
         .collect();

@@ -11,9 +11,9 @@
 //! where cuDNN's fused attention applies: its time against what the fused kernel would take
 //! for the same matmul FLOPs at the rate it reaches (docs/diagnosis.md, "attention").
 
-use serde_json::Value;
-
-use super::finding::{Context, Inputs, Outcome, ev, num, remedy, rows, text};
+use super::finding::{Context, Inputs, Outcome, ev, remedy};
+use crate::analyses::ops::TopThunk;
+use crate::formats::hlo::cost::{Beyond, Math};
 use crate::units::duration_ms;
 
 /// Below this share of the model's FLOPs executed beyond them, nothing is reported.
@@ -25,26 +25,26 @@ pub(super) fn wasted_flops(ins: &Inputs, cx: &Context) -> Outcome {
     let Some(r) = &ins.roofline else {
         return Outcome::NoData("no roofline output".into());
     };
-    let step = &r["step"];
-    let (Some(model), Some(flops), Some(period), Some(steps)) = (
-        num(step, &["model_flops"]),
-        num(step, &["flops"]),
-        num(step, &["period_ms"]),
-        num(step, &["steps"]),
-    ) else {
+    let Some(step) = &r.step else {
         return Outcome::NoData("no step with matmul FLOPs".into());
     };
-    let beyond = |k: &str| num(step, &["beyond_model", k]).unwrap_or(0.0);
-    let total = num(r, &["peaks", "memory_bytes"]);
+    let u = &step.use_;
+    let (model, flops, period, steps) = (u.model_flops, u.flops, step.period_ms, step.steps);
+    let beyond = |k: Beyond| u.beyond_model.get(&k).copied().unwrap_or(0.0);
+    let total = r.peaks.as_ref().and_then(|p| p.memory_bytes);
     let need = ins.memory.as_ref().and_then(|m| {
-        rows(m, "modules")
+        m.modules
             .iter()
-            .filter_map(|x| num(x, &["allocated_bytes"]))
+            .filter_map(|x| x.allocated_bytes.map(|b| b as f64))
             .reduce(f64::max)
     });
     let room = matches!((need, total), (Some(n), Some(t)) if n < ROOM * t);
-    let dense = beyond("dense_groups");
-    let remat = if room { beyond("rematerialised") } else { 0.0 };
+    let dense = beyond(Beyond::DenseGroups);
+    let remat = if room {
+        beyond(Beyond::Rematerialised)
+    } else {
+        0.0
+    };
     let wasted = dense + remat;
     if model <= 0.0 || wasted < WASTED_SHARE * model {
         return Outcome::Quiet(format!(
@@ -62,11 +62,11 @@ pub(super) fn wasted_flops(ins: &Inputs, cx: &Context) -> Outcome {
         format!(
             "a step executes {:.3e} matmul FLOPs for {:.3e} of the model's ({:.2}x); MFU {} %, \
              HFU {} %",
-            num(step, &["matmul_flops"]).unwrap_or(flops),
+            u.matmul_flops,
             model,
-            num(step, &["matmul_flops"]).unwrap_or(flops) / model,
-            crate::units::pct(num(step, &["mfu_percent"]).unwrap_or(0.0)),
-            crate::units::pct(num(step, &["hfu_percent"]).unwrap_or(0.0)),
+            u.matmul_flops / model,
+            crate::units::pct(u.mfu_percent.unwrap_or(0.0)),
+            crate::units::pct(u.hfu_percent.unwrap_or(0.0)),
         ),
     )];
     let mut remedies = Vec::new();
@@ -112,7 +112,7 @@ pub(super) fn wasted_flops(ins: &Inputs, cx: &Context) -> Outcome {
         format!(
             "The GPU executes {:.2}x the model's matmul FLOPs: {:.3e} a step a change could \
              avoid",
-            num(step, &["matmul_flops"]).unwrap_or(flops) / model,
+            u.matmul_flops / model,
             wasted
         ),
         at_stake,
@@ -145,10 +145,10 @@ pub(super) fn attention(ins: &Inputs, cx: &Context) -> Outcome {
     let (Some(ops), Some(r)) = (&ins.ops, &ins.roofline) else {
         return Outcome::NoData("no ops or roofline output".into());
     };
-    let thunks = rows(ops, "top_thunks");
+    let thunks = &ops.top_thunks;
     // The score and value matmuls themselves (a transpose under the einsum's name is not).
-    let einsum = |t: &Value| {
-        let name = text(t, "op_name");
+    let einsum = |t: &TopThunk| {
+        let name = t.op_name.as_str();
         name.rsplit('/').next() == Some("dot_general")
             && ATTENTION_EINSUMS.iter().any(|e| name.contains(e))
     };
@@ -157,42 +157,47 @@ pub(super) fn attention(ins: &Inputs, cx: &Context) -> Outcome {
     let lines: Vec<&str> = thunks
         .iter()
         .filter(|t| einsum(t))
-        .map(|t| text(t, "source"))
+        .map(|t| t.source.as_str())
         .filter(|s| !s.is_empty())
         .collect();
     if lines.is_empty() {
         return Outcome::Quiet("no attention written out as XLA einsums".into());
     }
-    let of_attention = |t: &Value| einsum(t) || lines.contains(&text(t, "source"));
+    let of_attention = |t: &TopThunk| einsum(t) || lines.contains(&t.source.as_str());
     let ms: f64 = thunks
         .iter()
         .filter(|t| of_attention(t))
-        .filter_map(|t| num(t, &["total_ms"]))
+        .map(|t| t.total_ms)
         .sum();
     // The einsums' FLOPs (the roofline's op rows, per execution).
     let einsums: Vec<(&str, &str)> = thunks
         .iter()
         .filter(|t| einsum(t))
-        .map(|t| (text(t, "module"), text(t, "thunk")))
+        .map(|t| (t.module.as_str(), t.thunk.as_str()))
         .collect();
     let flops_of = |which: &[(&str, &str)]| -> f64 {
-        rows(r, "ops")
+        r.ops
             .iter()
-            .filter(|o| which.contains(&(text(o, "module"), text(o, "thunk"))))
-            .filter_map(|o| Some(num(o, &["flops"])? * num(o, &["executions"])?))
+            .filter(|o| which.contains(&(o.module.as_str(), o.thunk.as_str())))
+            .map(|o| o.flops * o.executions as f64)
             .sum()
     };
     let flops = flops_of(&einsums);
     // The program's attention in half precision: most of its matmul FLOPs in bf16/f16 (a
     // backward's f32 GEMM fusions aside).
-    let half: f64 = rows(r, "ops")
+    let half: f64 = r
+        .ops
         .iter()
-        .filter(|o| einsums.contains(&(text(o, "module"), text(o, "thunk"))))
-        .filter(|o| matches!(text(o, "math"), "bf16" | "f16"))
-        .filter_map(|o| Some(num(o, &["flops"])? * num(o, &["executions"])?))
+        .filter(|o| einsums.contains(&(o.module.as_str(), o.thunk.as_str())))
+        .filter(|o| matches!(o.math.as_str(), "bf16" | "f16"))
+        .map(|o| o.flops * o.executions as f64)
         .sum();
     let math_ok = half >= 0.5 * flops_of(&einsums);
-    let Some(peak) = num(r, &["peaks", "tflops", "bf16"]) else {
+    let Some(peak) = r
+        .peaks
+        .as_ref()
+        .and_then(|p| p.tflops.get(&Math::Bf16).copied())
+    else {
         return Outcome::NoData("the GPU's peaks are not known".into());
     };
     if !math_ok || flops <= 0.0 {

@@ -1,31 +1,32 @@
 //! Rules on how the hardware is used: matmul precision, host-device copies.
 
-use serde_json::Value;
-
-use super::finding::{
-    Context, Evidence, Inputs, Outcome, count, ev, num, pc, remedy, rows, source_of, text,
-};
+use super::finding::{Context, Evidence, Inputs, Outcome, count, ev, pc, remedy, source_of};
+use crate::analyses::ops::Ops;
+use crate::analyses::roofline_model::OpRow;
+use crate::analyses::steady_copies::{KindRow, Transfers};
+use crate::formats::hlo::cost::Math;
 use crate::units::{bytes, duration_ms, sig3};
 
 pub(super) fn precision(ins: &Inputs, cx: &Context) -> Outcome {
     let Some(r) = &ins.roofline else {
         return Outcome::NoData("no roofline output".into());
     };
-    let f32_ops: Vec<&Value> = rows(r, "ops")
+    let f32_ops: Vec<&OpRow> = r
+        .ops
         .iter()
-        .filter(|o| text(o, "math") == "f32" && num(o, &["flops"]).unwrap_or(0.0) > 0.0)
+        .filter(|o| o.math == "f32" && o.flops > 0.0)
         .collect();
-    if rows(r, "ops").is_empty() {
+    if r.ops.is_empty() {
         return Outcome::NoData("no costed ops".into());
     }
     if f32_ops.is_empty() {
         return Outcome::Quiet("no matmul or convolution on the FP32 units".into());
     }
-    let peak = |m: &str| r.get("peaks").and_then(|p| num(p, &["tflops", m]));
-    let time: f64 = f32_ops.iter().filter_map(|o| num(o, &["time_ms"])).sum();
+    let peak = |m: Math| r.peaks.as_ref().and_then(|p| p.tflops.get(&m).copied());
+    let time: f64 = f32_ops.iter().map(|o| o.time_ms).sum();
     // At the default precision these run on TF32 tensor cores: the time back is what the
     // faster unit would save at the same efficiency.
-    let (at_stake, vs) = match (peak("f32"), peak("tf32")) {
+    let (at_stake, vs) = match (peak(Math::F32), peak(Math::Tf32)) {
         (Some(f), Some(t)) if t > f => (
             time * (1.0 - f / t),
             format!(
@@ -40,18 +41,18 @@ pub(super) fn precision(ins: &Inputs, cx: &Context) -> Outcome {
         .iter()
         .take(4)
         .map(|o| Evidence {
-            module: Some(text(o, "module").to_string()),
-            op: Some(text(o, "thunk").to_string()),
-            source: source_of(ins, text(o, "module"), text(o, "thunk")),
+            module: Some(o.module.clone()),
+            op: Some(o.thunk.clone()),
+            source: source_of(ins, &o.module, &o.thunk),
             ..ev(
                 "roofline",
                 format!(
                     "{} in {}: {} at {} TFLOP/s on the FP32 units ({} of their roof)",
-                    text(o, "thunk"),
-                    text(o, "module"),
-                    duration_ms(num(o, &["time_ms"]).unwrap_or(0.0)),
-                    sig3(num(o, &["tflops"]).unwrap_or(0.0)),
-                    num(o, &["roof_percent"]).map_or("—".into(), pc)
+                    o.thunk,
+                    o.module,
+                    duration_ms(o.time_ms),
+                    sig3(o.tflops),
+                    o.roof_percent.map_or("—".into(), pc)
                 ),
             )
         })
@@ -80,37 +81,41 @@ pub(super) fn precision(ins: &Inputs, cx: &Context) -> Outcome {
 
 /// The time devices idle just before host-to-device copies between modules [ms] (`ops`'
 /// transfers).
-pub(super) fn waiting_for_copies(ops: &Value) -> f64 {
-    ops.get("transfers")
-        .filter(|t| t["measured"] == true)
-        .map_or(0.0, |t| {
-            rows(t, "by_kind")
-                .iter()
-                .filter(|k| text(k, "kind") == "HtoD")
-                .filter_map(|k| num(k, &["idle_before_ms"]))
-                .sum()
-        })
+pub(super) fn waiting_for_copies(ops: &Ops) -> f64 {
+    measured(ops).map_or(0.0, |t| {
+        t.by_kind
+            .iter()
+            .filter(|k| k.kind == "HtoD")
+            .map(|k| k.idle_before_ms)
+            .sum()
+    })
+}
+
+/// The copies between modules, when the archive says which ran.
+fn measured(ops: &Ops) -> Option<&Transfers> {
+    Some(&ops.transfers).filter(|t| t.measured)
 }
 
 pub(super) fn host_device_copies(ins: &Inputs, cx: &Context) -> Outcome {
     let Some(ops) = &ins.ops else {
         return Outcome::NoData("no ops output".into());
     };
-    let Some(t) = ops.get("transfers").filter(|t| t["measured"] == true) else {
+    let Some(t) = measured(ops) else {
         return Outcome::NoData(
             "the archive does not say which copies ran between modules (an nsys-jax archive, \
              or one made before this was recorded: analyze its .nsys-rep again)"
                 .into(),
         );
     };
-    let host: Vec<&Value> = rows(t, "by_kind")
+    let host: Vec<&KindRow> = t
+        .by_kind
         .iter()
-        .filter(|k| matches!(text(k, "kind"), "HtoD" | "DtoH"))
+        .filter(|k| matches!(k.kind.as_str(), "HtoD" | "DtoH"))
         .collect();
     if host.is_empty() {
         return Outcome::Quiet("no copy between host and device between modules".into());
     }
-    let copying: f64 = host.iter().filter_map(|k| num(k, &["ms"])).sum();
+    let copying: f64 = host.iter().map(|k| k.ms).sum();
     // The device idles while the host prepares a copy it then waits for (a pageable
     // array's staging, making the array): prefetching hides that too.
     // Less what the program's own host ranges explain (the host-bound rule's).
@@ -120,17 +125,10 @@ pub(super) fn host_device_copies(ins: &Inputs, cx: &Context) -> Outcome {
         .sum();
     let waiting = (waiting_for_copies(ops) - in_ranges).max(0.0);
     let ms = copying + waiting;
-    let steps = ins
-        .roofline
-        .as_ref()
-        .and_then(|r| num(r, &["step", "steps"]))
-        .filter(|&s| s > 0.0);
+    let steps = super::finding::steps(ins).filter(|&s| s > 0.0);
     let mut evidence = Vec::new();
     for k in &host {
-        let (n, b) = (
-            num(k, &["count"]).unwrap_or(0.0),
-            num(k, &["bytes"]).unwrap_or(0.0),
-        );
+        let (n, b) = (k.count as f64, k.bytes as f64);
         let per_step = steps.map_or(String::new(), |s| {
             format!(", {} per step and device", bytes(b / s / cx.devices as f64))
         });
@@ -138,11 +136,11 @@ pub(super) fn host_device_copies(ins: &Inputs, cx: &Context) -> Outcome {
             "ops",
             format!(
                 "{}: {} copies, {}{per_step}, {} between modules at {}",
-                text(k, "kind"),
+                k.kind,
                 count(n),
                 bytes(b),
-                duration_ms(num(k, &["ms"]).unwrap_or(0.0)),
-                num(k, &["gb_s"]).map_or("—".into(), |g| format!("{} GB/s", sig3(g)))
+                duration_ms(k.ms),
+                k.gb_s.map_or("—".into(), |g| format!("{} GB/s", sig3(g)))
             ),
         ));
     }
@@ -156,7 +154,7 @@ pub(super) fn host_device_copies(ins: &Inputs, cx: &Context) -> Outcome {
             ),
         ));
     }
-    let dtoh = host.iter().any(|k| text(k, "kind") == "DtoH");
+    let dtoh = host.iter().any(|k| k.kind == "DtoH");
     let mut remedies = vec![
         remedy(
             "Copy the next batch while this step runs: jax.device_put the next input before \

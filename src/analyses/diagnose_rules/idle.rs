@@ -1,11 +1,9 @@
 //! Rules on where the GPU waits: the capture itself, idle time between and inside modules.
 
-use serde_json::Value;
-
 use super::finding::{
-    Context, Evidence, Finding, Inputs, Outcome, Severity, category_ms, count, ev, num, pc, remedy,
-    rows, text,
+    Context, Evidence, Finding, Inputs, Outcome, Severity, category_ms, count, ev, pc, remedy,
 };
+use crate::analyses::summary::ModuleRow;
 use crate::units::{duration_ms, sig3};
 
 /// Too little to judge: no steady state, or too few steps.
@@ -38,7 +36,7 @@ pub(super) fn capture(ins: &Inputs, cx: &Context) -> Outcome {
             duration_ms(ms)
         ));
     }
-    if cx.steady_ms.is_none() || num(ops, &["totals", "modules_ms"]).is_none_or(|m| m <= 0.0) {
+    if cx.steady_ms.is_none() || ops.totals.modules_ms <= 0.0 {
         return Outcome::Fired(Finding {
             rule: "capture".into(),
             severity: Severity::Critical,
@@ -49,11 +47,7 @@ pub(super) fn capture(ins: &Inputs, cx: &Context) -> Outcome {
             remedies: vec![rerun],
         });
     }
-    let steps = ins
-        .roofline
-        .as_ref()
-        .and_then(|r| num(r, &["step", "steps"]));
-    match steps {
+    match super::finding::steps(ins) {
         Some(s) if s < 3.0 => Outcome::Fired(Finding {
             rule: "capture".into(),
             severity: Severity::Warning,
@@ -151,38 +145,30 @@ pub(super) fn host_bound(ins: &Inputs, cx: &Context) -> Outcome {
     }
     let at_stake = (idle - waiting - compiling - late).max(0.0);
     // The short-module pattern: most executions are of modules that run for microseconds.
-    let modules = ins.summary.as_ref().map_or(&[][..], |s| rows(s, "modules"));
-    let executions: f64 = modules.iter().filter_map(|m| num(m, &["executions"])).sum();
-    let mut tiny: Vec<&Value> = modules
+    let modules = ins.summary.as_ref().map_or(&[][..], |s| &s.modules[..]);
+    let executions: f64 = modules.iter().map(|m| m.executions as f64).sum();
+    let mut tiny: Vec<&ModuleRow> = modules
         .iter()
-        .filter(|m| num(m, &["duration_ms_mean"]).is_some_and(|d| d < TINY_MODULE_MS))
+        .filter(|m| m.duration_ms_mean < TINY_MODULE_MS)
         .collect();
-    tiny.sort_by(|a, b| {
-        num(b, &["executions"])
-            .unwrap_or(0.0)
-            .total_cmp(&num(a, &["executions"]).unwrap_or(0.0))
-    });
-    let tiny_runs: f64 = tiny.iter().filter_map(|m| num(m, &["executions"])).sum();
+    tiny.sort_by(|a, b| b.executions.cmp(&a.executions));
+    let tiny_runs: f64 = tiny.iter().map(|m| m.executions as f64).sum();
     let dispatch = tiny_runs >= 100.0 && tiny_runs >= 0.5 * executions;
     for m in tiny.iter().take(if dispatch { 3 } else { 0 }) {
         evidence.push(Evidence {
-            module: Some(text(m, "name").to_string()),
+            module: Some(m.name.clone()),
             ..ev(
                 "summary",
                 format!(
                     "{}: {} executions, {} each",
-                    text(m, "name"),
-                    count(num(m, &["executions"]).unwrap_or(0.0)),
-                    duration_ms(num(m, &["duration_ms_mean"]).unwrap_or(0.0))
+                    m.name,
+                    count(m.executions as f64),
+                    duration_ms(m.duration_ms_mean)
                 ),
             )
         });
     }
-    let steps = ins
-        .roofline
-        .as_ref()
-        .and_then(|r| num(r, &["step", "steps"]));
-    if let Some(s) = steps.filter(|&s| s > 0.0) {
+    if let Some(s) = super::finding::steps(ins).filter(|&s| s > 0.0) {
         evidence.push(ev(
             "summary",
             format!(
@@ -277,30 +263,23 @@ pub(super) fn idle_in_modules(ins: &Inputs, cx: &Context) -> Outcome {
             pc(cx.percent(idle))
         ),
     )];
-    let mut modules: Vec<&Value> = ins
+    let mut modules: Vec<&ModuleRow> = ins
         .summary
         .as_ref()
-        .map_or(&[][..], |s| rows(s, "modules"))
+        .map_or(&[][..], |s| &s.modules[..])
         .iter()
         .collect();
-    modules.sort_by(|a, b| {
-        num(b, &["duration_ms_sum"])
-            .unwrap_or(0.0)
-            .total_cmp(&num(a, &["duration_ms_sum"]).unwrap_or(0.0))
-    });
+    modules.sort_by(|a, b| b.duration_ms_sum.total_cmp(&a.duration_ms_sum));
     for m in modules.iter().take(2) {
-        let (d, k) = (
-            num(m, &["duration_ms_mean"]).unwrap_or(0.0),
-            num(m, &["thunks_mean"]).unwrap_or(0.0),
-        );
+        let (d, k) = (m.duration_ms_mean, m.thunks_mean);
         if k > 0.0 {
             evidence.push(Evidence {
-                module: Some(text(m, "name").to_string()),
+                module: Some(m.name.clone()),
                 ..ev(
                     "summary",
                     format!(
                         "{}: {} thunks in {}, {} per thunk",
-                        text(m, "name"),
+                        m.name,
                         sig3(k),
                         duration_ms(d),
                         duration_ms(d / k)

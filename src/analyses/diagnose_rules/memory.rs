@@ -11,10 +11,9 @@
 //!   `allocated_bytes`, from the memory usage report); without that report, the temporaries'
 //!   heap peak alone, said so.
 
-use serde_json::Value;
-
-use super::finding::{Context, Evidence, Finding, Inputs, Outcome, Severity, ev, num, rows, text};
-use super::finding::{pc, remedy};
+use super::finding::{Context, Evidence, Finding, Inputs, Outcome, Severity, ev, pc, remedy};
+use crate::analyses::memory::ModuleMemory;
+use crate::analyses::provenance::Provenance;
 use crate::units::bytes;
 
 /// At or above this share of the limit a step has little room to grow.
@@ -24,17 +23,13 @@ const CRITICAL: f64 = 95.0;
 const DEFAULT_FRACTION: f64 = 0.75;
 
 /// The share of the device's memory JAX may use, and how that is known.
-fn limit(provenance: Option<&Value>) -> (f64, String) {
+fn limit(provenance: Option<&Provenance>) -> (f64, String) {
     let env = |k: &str| {
         provenance
-            .and_then(|p| p.get("facts"))
-            .and_then(|f| f.get(format!("env {k}")))
-            .and_then(Value::as_str)
+            .and_then(|p| p.facts.get(&format!("env {k}")))
+            .map(String::as_str)
     };
-    let recorded = provenance
-        .and_then(|p| num(p, &["recorded"]))
-        .unwrap_or(0.0)
-        > 0.0;
+    let recorded = provenance.is_some_and(|p| p.recorded > 0);
     if !recorded {
         return (
             DEFAULT_FRACTION,
@@ -73,17 +68,18 @@ pub(super) fn memory(ins: &Inputs, _: &Context) -> Outcome {
     let Some(total) = ins
         .roofline
         .as_ref()
-        .and_then(|r| num(r, &["peaks", "memory_bytes"]))
+        .and_then(|r| r.peaks.as_ref()?.memory_bytes)
     else {
         return Outcome::NoData("the device's memory size is not known".into());
     };
     // The program needing the most: its whole allocation where known, else its heap peak.
-    let need = |r: &Value| {
-        num(r, &["allocated_bytes"])
-            .map(|b| (b, true))
-            .unwrap_or((num(r, &["peak_bytes"]).unwrap_or(0.0), false))
+    let need = |r: &ModuleMemory| {
+        r.allocated_bytes
+            .map(|b| (b as f64, true))
+            .unwrap_or((r.peak_bytes as f64, false))
     };
-    let Some(top) = rows(m, "modules")
+    let Some(top) = m
+        .modules
         .iter()
         .max_by(|a, b| need(a).0.total_cmp(&need(b).0))
     else {
@@ -93,7 +89,7 @@ pub(super) fn memory(ins: &Inputs, _: &Context) -> Outcome {
     let cap = fraction * total;
     let (held, whole) = need(top);
     let share = 100.0 * held / cap;
-    let name = text(top, "name");
+    let name = top.name.as_str();
     let what = if whole {
         "its buffers (arguments, outputs and temporaries)"
     } else {
@@ -121,23 +117,22 @@ pub(super) fn memory(ins: &Inputs, _: &Context) -> Outcome {
             ),
         )
     }];
-    if whole && let Some(heap) = num(top, &["peak_bytes"]) {
+    if whole {
         evidence.push(ev(
             "memory",
-            format!("of which temporaries at their peak: {}", bytes(heap)),
+            format!(
+                "of which temporaries at their peak: {}",
+                bytes(top.peak_bytes as f64)
+            ),
         ));
     }
-    for a in rows(top, "largest_allocations").iter().take(3) {
-        let defines: Vec<&str> = rows(a, "defines")
-            .iter()
-            .filter_map(Value::as_str)
-            .collect();
+    for a in top.largest_allocations.iter().take(3) {
         evidence.push(ev(
             "memory",
             format!(
                 "an allocation of {} holding {}",
-                bytes(num(a, &["bytes"]).unwrap_or(0.0)),
-                defines.join(", ")
+                bytes(a.bytes as f64),
+                a.defines.join(", ")
             ),
         ));
     }
@@ -194,26 +189,54 @@ pub(super) fn memory(ins: &Inputs, _: &Context) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::analyses::memory::Memory;
+    use crate::analyses::roofline_model::Roofline;
+    use crate::formats::gpus::PeaksUsed;
 
-    fn inputs(provenance: Option<Value>, allocated: Option<f64>) -> Inputs {
+    fn inputs(provenance: Option<Provenance>, allocated: Option<i64>) -> Inputs {
+        let module = ModuleMemory {
+            program_id: "1".into(),
+            name: "jit_step".into(),
+            peak_bytes: 2_450_000_000,
+            traces: 1,
+            allocated_bytes: allocated,
+            curve: Vec::new(),
+            at_peak: Vec::new(),
+            largest_allocations: Vec::new(),
+            steady_ns: 0,
+        };
+        let peaks = PeaksUsed {
+            device: "NVIDIA H200".into(),
+            tflops: Default::default(),
+            memory_gb_s: None,
+            source: String::new(),
+            overridden: Vec::new(),
+            memory_bytes: Some(150109880320.0),
+        };
         Inputs {
-            memory: Some(
-                json!({"modules": [{"name": "jit_step", "peak_bytes": 2.45e9,
-                "allocated_bytes": allocated, "largest_allocations": []}]}),
-            ),
-            roofline: Some(json!({"peaks": {"memory_bytes": 150109880320.0}})),
+            memory: Some(Memory {
+                modules: vec![module],
+                held: None,
+                notes: Vec::new(),
+            }),
+            roofline: Some(Roofline {
+                peaks: Some(peaks),
+                ..Roofline::default()
+            }),
             provenance,
             ..Inputs::default()
         }
     }
 
-    fn recorded(env: &[(&str, &str)]) -> Value {
-        let mut facts = serde_json::Map::new();
-        for (k, v) in env {
-            facts.insert(format!("env {k}"), json!(v));
+    fn recorded(env: &[(&str, &str)]) -> Provenance {
+        Provenance {
+            recorded: 1,
+            facts: env
+                .iter()
+                .map(|(k, v)| (format!("env {k}"), v.to_string()))
+                .collect(),
+            ..Provenance::default()
         }
-        json!({"recorded": 1, "facts": facts})
     }
 
     fn fired(o: Outcome) -> Finding {
@@ -231,7 +254,7 @@ mod tests {
             devices: 1,
             compile_only_ms: None,
         };
-        let need = 120_231_822_944.0;
+        let need = 120_231_822_944;
         let f = fired(memory(
             &inputs(
                 Some(recorded(&[("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.95")])),

@@ -1,7 +1,7 @@
 //! The rules of `diagnose` (docs/diagnosis.md: what each measures, its threshold, why, the
-//! remedies). A rule reads the outputs of the other analyses, as their JSON files hold them
-//! (the contracts users read too), and says either what it found or why it could not judge;
-//! it never fires on data it does not have.
+//! remedies). A rule reads the results of the other analyses, typed as their files hold them
+//! (the contracts users read too, read back whole), and says either what it found or why it
+//! could not judge; it never fires on data it does not have.
 
 mod collectives;
 mod compile;
@@ -10,7 +10,6 @@ mod flops;
 mod hardware;
 mod idle;
 mod memory;
-pub mod pruned;
 
 use collectives::{exposed_communication, slow_collectives, stragglers};
 use compile::{compile_time, recompilation};
