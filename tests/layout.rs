@@ -864,6 +864,8 @@ fn no_analysis_imports_another() {
     );
     let readers = [
         "analyses/diagnose.rs",
+        "analyses/whatif.rs",
+        "analyses/whatif_scenarios.rs",
         "analyses/registry.rs",
         "analyses/mod.rs",
     ];

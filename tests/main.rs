@@ -40,4 +40,5 @@ mod terminal;
 mod typed_results;
 mod user_view;
 mod watch;
+mod whatif;
 mod why_history;

@@ -29,6 +29,9 @@ pub mod summary;
 pub mod thunks;
 #[cfg(test)]
 mod toy;
+pub mod whatif;
+pub mod whatif_model;
+pub mod whatif_scenarios;
 
 use crate::engine::kinds::family;
 use crate::engine::value::Text;

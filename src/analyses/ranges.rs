@@ -29,6 +29,7 @@ use crate::analyses::{
 };
 use crate::engine::value::Text;
 use crate::formats::user_nvtx::UserNvtx;
+pub use crate::formats::user_nvtx::label;
 use crate::frames::gpu::{ORIG_START, PROGRAM_NAME, PROJ_DUR};
 use crate::report::Section;
 use crate::stats;
@@ -77,15 +78,6 @@ pub struct RangesPartial {
 }
 
 impl crate::engine::value::JsonValue for RangesPartial {}
-
-/// How a range or mark is shown: `domain:name`, or the name in the default domain.
-pub fn label(domain: &str, name: &str) -> String {
-    if domain.is_empty() {
-        name.to_string()
-    } else {
-        format!("{domain}:{name}")
-    }
-}
 
 /// (orig start, module name, GPU time) of the module executions, by orig start.
 fn module_starts(modules: Option<&RecordBatch>) -> Vec<(i64, String, i64)> {

@@ -2,7 +2,7 @@
 
 use super::{
     Registered, communication, compilation, diagnose, memory, ops, pgle, provenance, ranges,
-    roofline, sources, stragglers, summary,
+    roofline, sources, stragglers, summary, whatif,
 };
 
 /// The built-in analyses. Adding one is a new file in this folder implementing [`super::Analysis`]
@@ -20,6 +20,7 @@ pub static REGISTRY: &[&dyn Registered] = &[
     &ranges::RangesAnalysis,
     &roofline::RooflineAnalysis,
     &diagnose::DiagnoseAnalysis,
+    &whatif::WhatIfAnalysis,
     #[cfg(test)]
     &super::toy::ToyAnalysis,
 ];

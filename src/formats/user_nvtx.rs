@@ -63,6 +63,15 @@ pub static SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
     ]))
 });
 
+/// How a range or mark is shown: `domain:name`, or the name in the default domain.
+pub fn label(domain: &str, name: &str) -> String {
+    if domain.is_empty() {
+        name.to_string()
+    } else {
+        format!("{domain}:{name}")
+    }
+}
+
 /// The member's rows, checked.
 #[derive(Debug, Clone)]
 pub struct UserNvtx {
