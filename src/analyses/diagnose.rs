@@ -14,7 +14,7 @@ use super::diagnose_rules::{self as rules, Check, Finding, Inputs, Severity};
 use super::roofline_model::RooflineParams;
 use super::{
     Analysis, Reduced, RunShares, ShareUse, Upstream, communication, compilation, memory, ops,
-    provenance, ranges, roofline, stragglers, summary, upstream_result,
+    provenance, ranges, roofline, stragglers, summary, upstream_or_note,
 };
 use crate::engine::value::Text;
 use crate::report::{Section, escape};
@@ -43,18 +43,13 @@ const ROWS: usize = 300;
 const WORST: usize = 5;
 const RANGES: usize = 50;
 
-/// The result of `a` on this run, typed; None (and a note) when it failed.
+/// The result of `a` with its default parameters; None (and a note) when it failed.
 fn read<A: Analysis>(run: &dyn RunShares, a: &A, notes: &mut Vec<String>) -> Option<A::Result> {
-    upstream_result(run, a, &A::Params::default())
-        .map_err(|e| {
-            notes.push(format!(
-                "{}: {} (its rules could not judge)",
-                A::NAME,
-                crate::error::one_line(&e)
-            ))
-        })
-        .ok()
+    upstream_or_note(run, a, &A::Params::default(), JUDGE, notes)
 }
+
+/// What a note on a failed analysis says of its rules.
+const JUDGE: &str = "its rules could not judge";
 
 impl Analysis for DiagnoseAnalysis {
     const NAME: &'static str = "diagnose";
@@ -101,18 +96,12 @@ impl Analysis for DiagnoseAnalysis {
                 s
             }),
             memory: read(run, &memory::MemoryAnalysis, n),
-            roofline: upstream_result(run, &roofline::RooflineAnalysis, params)
-                .map_err(|e| {
-                    n.push(format!(
-                        "roofline: {} (its rules could not judge)",
-                        crate::error::one_line(&e)
-                    ))
-                })
-                .ok()
-                .map(|mut r| {
+            roofline: upstream_or_note(run, &roofline::RooflineAnalysis, params, JUDGE, n).map(
+                |mut r| {
                     r.ops.truncate(ROWS);
                     r
-                }),
+                },
+            ),
             provenance: read(run, &provenance::ProvenanceAnalysis, n),
             ranges: read(run, &ranges::RangesAnalysis, n).map(|mut r| {
                 r.ranges.truncate(RANGES);

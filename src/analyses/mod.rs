@@ -111,6 +111,26 @@ pub fn upstream_result<A: Analysis>(
     a.result_of(&out.files)
 }
 
+/// [`upstream_result`], or None and a note naming the analysis, what failed and `then` (what
+/// the reader does without it).
+pub fn upstream_or_note<A: Analysis>(
+    run: &dyn RunShares,
+    a: &A,
+    params: &A::Params,
+    then: &str,
+    notes: &mut Vec<String>,
+) -> Option<A::Result> {
+    upstream_result(run, a, params)
+        .map_err(|e| {
+            notes.push(format!(
+                "{}: {} ({then})",
+                A::NAME,
+                crate::error::one_line(&e)
+            ))
+        })
+        .ok()
+}
+
 /// The result in the JSON file `file` among an analysis's files.
 pub fn json_file<R: DeserializeOwned>(file: &str, files: &[(String, Text)]) -> Result<R> {
     let (_, text) = files

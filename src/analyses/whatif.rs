@@ -17,7 +17,7 @@ use super::whatif_scenarios::{Facts, WhatIf};
 use super::{
     Analysis, NoParams, ProcessView, Reads, Reduced, RunShares, Share, ShareUse, Upstream,
     compilation::CompilationAnalysis, roofline::RooflineAnalysis, roofline_model::RooflineParams,
-    stragglers::StragglersAnalysis, upstream_result,
+    stragglers::StragglersAnalysis, upstream_or_note,
 };
 use crate::report::{Cell, HtmlTable, Section};
 use crate::table::Table;
@@ -68,24 +68,13 @@ impl Analysis for WhatIfAnalysis {
         let parts = run.all(&WhatIfShare, &())?;
         let refs: Vec<&StepTimeline> = parts.iter().map(|p| p.as_ref()).collect();
         let mut notes = Vec::new();
-        let mut read = |name: &str, e: anyhow::Error| {
-            notes.push(format!(
-                "{name}: {} (its scenarios are left out)",
-                crate::error::one_line(&e)
-            ))
-        };
-        let diagnosis = upstream_result(run, &DiagnoseAnalysis, &RooflineParams::default())
-            .map_err(|e| read("diagnose", e))
-            .ok();
-        let roofline = upstream_result(run, &RooflineAnalysis, &RooflineParams::default())
-            .map_err(|e| read("roofline", e))
-            .ok();
-        let stragglers = upstream_result(run, &StragglersAnalysis, &NoParams::default())
-            .map_err(|e| read("stragglers", e))
-            .ok();
-        let compilation = upstream_result(run, &CompilationAnalysis, &Default::default())
-            .map_err(|e| read("compilation", e))
-            .ok();
+        let n = &mut notes;
+        let then = "its scenarios are left out";
+        let roofline_params = RooflineParams::default();
+        let diagnosis = upstream_or_note(run, &DiagnoseAnalysis, &roofline_params, then, n);
+        let roofline = upstream_or_note(run, &RooflineAnalysis, &roofline_params, then, n);
+        let stragglers = upstream_or_note(run, &StragglersAnalysis, &NoParams {}, then, n);
+        let compilation = upstream_or_note(run, &CompilationAnalysis, &Default::default(), then, n);
         let compiles: Vec<(String, f64, f64)> = compilation.as_ref().map_or(Vec::new(), |c| {
             c.compilations
                 .iter()

@@ -44,7 +44,6 @@ pub struct DeviceSteps {
     pub collectives_ns: i64,
     #[serde(default)]
     pub compute_ns: i64,
-    pub executions: u64,
     pub gaps: Vec<Gap>,
     /// Per steady program name: its first execution's start and its last one's end, and its
     /// thunks' times as for the device [ns].
@@ -178,7 +177,6 @@ pub fn timeline(
     let mut devices = Vec::new();
     for (device, (w0, w1)) in windows {
         let busy = union(runs.remove(&device).unwrap_or_default());
-        let executions = busy.len() as u64;
         let busy_ns = busy.iter().map(|(a, b)| b - a).sum();
         let gaps = busy
             .windows(2)
@@ -205,7 +203,6 @@ pub fn timeline(
             busy_ns,
             collectives_ns,
             compute_ns,
-            executions,
             gaps,
             spans: spans
                 .iter()

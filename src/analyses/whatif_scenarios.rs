@@ -240,7 +240,7 @@ fn per_step(p: &Path, step: f64, span: f64) -> Vec<Part> {
 }
 
 /// A scenario: its rule, what changes, and the change on each path.
-type Change<'a> = (&'static str, String, Box<dyn Fn(&mut Path) + 'a>);
+type Change<'a> = (String, String, Box<dyn Fn(&mut Path) + 'a>);
 
 fn changes<'a>(paths: &[Path], f: &'a Facts, steps: f64, devices: f64) -> Vec<Change<'a>> {
     let mut out: Vec<Change> = Vec::new();
@@ -260,7 +260,7 @@ fn changes<'a>(paths: &[Path], f: &'a Facts, steps: f64, devices: f64) -> Vec<Ch
     if let Some((l, _)) = ranges.into_iter().next() {
         let k = Kind::HostRange(l.clone());
         out.push((
-            "host-bound",
+            "host-bound".into(),
             format!("the host's `{l}` done before the step needs it (a prefetching thread)"),
             Box::new(move |p: &mut Path| {
                 p.take(&k, f64::INFINITY);
@@ -282,7 +282,7 @@ fn changes<'a>(paths: &[Path], f: &'a Facts, steps: f64, devices: f64) -> Vec<Ch
             )
         };
         out.push((
-            rule,
+            rule.into(),
             change.into(),
             Box::new(|p: &mut Path| {
                 p.take(&Kind::Compiling, f64::INFINITY);
@@ -306,7 +306,7 @@ fn changes<'a>(paths: &[Path], f: &'a Facts, steps: f64, devices: f64) -> Vec<Ch
         if time > 0.0 {
             let saved = (time - new).max(0.0) / devices;
             out.push((
-                "precision",
+                "precision".into(),
                 format!("the f32 matmuls in bf16 ({how})"),
                 Box::new(move |p: &mut Path| {
                     p.take(&Kind::Compute, saved);
@@ -325,7 +325,7 @@ fn changes<'a>(paths: &[Path], f: &'a Facts, steps: f64, devices: f64) -> Vec<Ch
     {
         let (device, lateness) = late;
         out.push((
-            "stragglers",
+            "stragglers".into(),
             format!(
                 "device {device} on time (late by {} per step now)",
                 duration_ms(lateness)
@@ -342,7 +342,7 @@ fn changes<'a>(paths: &[Path], f: &'a Facts, steps: f64, devices: f64) -> Vec<Ch
     // Collectives overlapped with computation, as far as there is computation to hide them.
     if paths.iter().any(|p| p.get(&Kind::Collectives) > 0.0) {
         out.push((
-            "exposed-communication",
+            "exposed-communication".into(),
             "the collectives overlapped with independent computation".into(),
             Box::new(|p: &mut Path| {
                 let hide = p.get(&Kind::Collectives).min(p.get(&Kind::Compute));
@@ -361,15 +361,8 @@ fn changes<'a>(paths: &[Path], f: &'a Facts, steps: f64, devices: f64) -> Vec<Ch
             _ => continue,
         };
         let saved = f.at_stake_ms / devices;
-        let rule: &'static str = match f.rule.as_str() {
-            "attention" => "attention",
-            "wasted-flops" => "wasted-flops",
-            "idle-in-modules" => "idle-in-modules",
-            "slow-collectives" => "slow-collectives",
-            _ => "host-device-copies",
-        };
         out.push((
-            rule,
+            f.rule.clone(),
             format!("as the finding says: {}", f.title),
             Box::new(move |p: &mut Path| {
                 p.take(&kind, saved);
@@ -424,7 +417,7 @@ pub fn predict(windows: &[Window], f: &Facts) -> WhatIf {
                 .max_by(|a, b| a.total().total_cmp(&b.total()))
                 .expect("paths");
             Scenario {
-                rule: rule.to_string(),
+                rule,
                 change,
                 predicted_step_ms: predicted,
                 saved_ms: step_ms - predicted,
