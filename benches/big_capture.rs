@@ -45,7 +45,7 @@ const GRAPH_OPS: &str = "nsys-jax-pipe/graph-ops.parquet";
 const GENERATOR: &str = "big-v1";
 const SOURCE: &str = "tests/data/fsdp2-cmdbuf";
 /// Every analysis, for the "all" runs.
-const ALL: [&str; 12] = [
+const ALL: [&str; 13] = [
     "summary",
     "provenance",
     "communication",
@@ -58,6 +58,7 @@ const ALL: [&str; 12] = [
     "ranges",
     "roofline",
     "diagnose",
+    "whatif",
 ];
 
 fn main() {

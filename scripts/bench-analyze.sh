@@ -32,7 +32,12 @@ same=(--analysis summary --analysis communication)
 # (which computes the roofline it reads), with and without the roofline.
 awk -v drop=diagnose 'BEGIN{RS="";ORS="\n\n"} !($0 ~ "name = \"" drop "\"")' pipelines/default.toml >"$tmp/with.toml"
 awk 'BEGIN{RS="";ORS="\n\n"} !($0 ~ /name = "(diagnose|roofline)"/)' pipelines/default.toml >"$tmp/without.toml"
-cold=(); cold_rss=(); warm=(); default=(); python=(); python_rss=(); with=(); without=()
+# What whatif adds: the default pipeline without it.
+# Both measured the same way, one after the other (a run's place in the loop matters more
+# than whatif does).
+awk 'BEGIN{RS="";ORS="\n\n"} !($0 ~ /name = "whatif"/)' pipelines/default.toml >"$tmp/nowhatif.toml"
+cp pipelines/default.toml "$tmp/whatif.toml"
+cold=(); cold_rss=(); warm=(); default=(); python=(); python_rss=(); with=(); without=(); nowhatif=(); whatif=()
 for i in $(seq "$runs"); do
   rm -rf "$tmp/cache" "$tmp/out" "$tmp/out2"
   read -r w r < <(measure "$bin" analyze -q "${same[@]}" --cache-dir "$tmp/cache" -o "$tmp/out" "${inputs[@]}")
@@ -42,7 +47,7 @@ for i in $(seq "$runs"); do
   rm -rf "$tmp/cache" "$tmp/out"
   read -r w _ < <(measure "$bin" analyze -q --cache-dir "$tmp/cache" -o "$tmp/out" "${inputs[@]}")
   default+=("$w")
-  for p in with without; do
+  for p in with without nowhatif whatif; do
     rm -rf "$tmp/cache" "$tmp/out"
     read -r w _ < <(measure "$bin" analyze -q --pipeline "$tmp/$p.toml" --cache-dir "$tmp/cache" -o "$tmp/out" "${inputs[@]}")
     eval "$p+=(\"\$w\")"
@@ -75,3 +80,6 @@ echo "cold analyze, default analyses (pipelines/default.toml): ${d} s"
 a=$(printf '%s\n' "${with[@]}" | median)
 b=$(printf '%s\n' "${without[@]}" | median)
 awk -v a="$a" -v b="$b" 'BEGIN {printf "roofline cost, cold default analyze without diagnose: %s s with it, %s s without: +%.1f %%\n", a, b, 100 * (a - b) / b}'
+n=$(printf '%s\n' "${nowhatif[@]}" | median)
+y=$(printf '%s\n' "${whatif[@]}" | median)
+awk -v a="$y" -v b="$n" 'BEGIN {printf "whatif cost, cold default analyze: %s s with it, %s s without: +%.1f %%\n", a, b, 100 * (a - b) / b}'

@@ -44,8 +44,8 @@ fn damaged_cache_entries_are_recomputed_not_trusted() {
         }
     }
     assert_eq!(
-        damaged, 11,
-        "the default pipeline's ten analyses and the stragglers diagnose reads, stored"
+        damaged, 12,
+        "the default pipeline's eleven analyses and the stragglers diagnose reads, stored"
     );
     let o2 = tmp.path().join("o2");
     assert_ok(&analyze(&cache, &o2, &["-q"], inputs));
@@ -59,7 +59,7 @@ fn damaged_cache_entries_are_recomputed_not_trusted() {
         .collect();
     assert_eq!(
         executed.len(),
-        11,
+        12,
         "the damaged analyses re-executed: {executed:?}"
     );
     for f in [
@@ -298,7 +298,7 @@ fn one_more_rank_executes_only_its_own_nodes_and_the_reduces() {
         .iter()
         .filter(|(k, _)| k.starts_with("analysis:"))
         .count();
-    assert_eq!(reduces, 11, "{executed:?}");
+    assert_eq!(reduces, 12, "{executed:?}");
     // And the result is that of a cold run over the four.
     let cold = tmp.path().join("cold");
     assert_ok(&analyze(

@@ -22,6 +22,7 @@ const DEFAULT_SECTIONS: &[&str] = &[
     "flamegraph-op_name",
     "memory",
     "roofline",
+    "whatif",
 ];
 const MIB: u64 = 1024 * 1024;
 

@@ -30,8 +30,10 @@ pub mod thunks;
 #[cfg(test)]
 mod toy;
 pub mod whatif;
+pub mod whatif_edges;
 pub mod whatif_model;
 pub mod whatif_scenarios;
+pub mod whatif_user;
 
 use crate::engine::kinds::family;
 use crate::engine::value::Text;

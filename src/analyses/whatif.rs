@@ -9,17 +9,21 @@
 //! "notes"}`; parts per step (per steady state when no step is known), scenarios largest
 //! saving first.
 
+use std::collections::BTreeMap;
+
 use anyhow::Result;
 
 use super::diagnose::DiagnoseAnalysis;
 use super::whatif_model::{StepTimeline, Window, timeline};
-use super::whatif_scenarios::{Facts, WhatIf};
+use super::whatif_scenarios::{Facts, Part, Path, WhatIf};
+use super::whatif_user::{WhatIfParams, user_changes};
 use super::{
     Analysis, NoParams, ProcessView, Reads, Reduced, RunShares, Share, ShareUse, Upstream,
     compilation::CompilationAnalysis, roofline::RooflineAnalysis, roofline_model::RooflineParams,
     stragglers::StragglersAnalysis, upstream_or_note,
 };
-use crate::report::{Cell, HtmlTable, Section};
+use crate::formats::hlo::HloModuleInfo;
+use crate::report::{Cell, HtmlTable, Section, charts};
 use crate::table::Table;
 use crate::units::{duration_ms, pct};
 
@@ -34,10 +38,19 @@ impl Share for WhatIfShare {
     type Value = StepTimeline;
 
     fn map(&self, p: &ProcessView, _: &()) -> Result<StepTimeline> {
-        match (p.steady, p.modules) {
-            (Some(s), Some(m)) => timeline(p.label, s, m, p.user_nvtx),
-            _ => Ok(StepTimeline::default()),
-        }
+        let (Some(s), Some(m)) = (p.steady, p.modules) else {
+            return Ok(StepTimeline::default());
+        };
+        // Without the HLO the collectives' edges are unknown, which the scenarios say.
+        let programs = (p.programs)().ok();
+        let by_stable: BTreeMap<String, &HloModuleInfo> =
+            programs.as_ref().map_or_else(BTreeMap::new, |ps| {
+                ps.by_id
+                    .values()
+                    .map(|m| (ps.stable_id(Some(m.id), &m.name), m.as_ref()))
+                    .collect()
+            });
+        timeline(p.label, s, m, p.user_nvtx, |id| by_stable.get(id).copied())
     }
 }
 
@@ -47,14 +60,14 @@ pub struct WhatIfAnalysis;
 impl Analysis for WhatIfAnalysis {
     const NAME: &'static str = "whatif";
     const FILE: &'static str = file!();
-    type Params = NoParams;
+    type Params = WhatIfParams;
     type Result = WhatIf;
 
-    fn shares(&self, _: &NoParams) -> Vec<ShareUse> {
+    fn shares(&self, _: &WhatIfParams) -> Vec<ShareUse> {
         vec![ShareUse::of(&WhatIfShare, &())]
     }
 
-    fn upstream(&self, _: &NoParams) -> Vec<Upstream> {
+    fn upstream(&self, _: &WhatIfParams) -> Vec<Upstream> {
         let none = || serde_json::json!({});
         vec![
             Upstream::of(&DiagnoseAnalysis, none()),
@@ -64,7 +77,7 @@ impl Analysis for WhatIfAnalysis {
         ]
     }
 
-    fn reduce(&self, run: &dyn RunShares, _: &NoParams) -> Result<Reduced<WhatIf>> {
+    fn reduce(&self, run: &dyn RunShares, params: &WhatIfParams) -> Result<Reduced<WhatIf>> {
         let parts = run.all(&WhatIfShare, &())?;
         let refs: Vec<&StepTimeline> = parts.iter().map(|p| p.as_ref()).collect();
         let mut notes = Vec::new();
@@ -98,7 +111,25 @@ impl Analysis for WhatIfAnalysis {
             stragglers: stragglers.as_ref(),
             recompiles,
         };
-        let mut result = super::whatif_scenarios::predict(&windows, &facts);
+        let mut without: Vec<&str> = refs
+            .iter()
+            .flat_map(|t| &t.without_hlo)
+            .map(String::as_str)
+            .collect();
+        without.sort();
+        without.dedup();
+        if !without.is_empty() {
+            notes.push(format!(
+                "no HLO for {}: the critical path follows stream order alone; collectives \
+                 are told apart from computation only by instruction names XLA gives after \
+                 the opcode (`all-reduce-start.3`), and their edges are unknown",
+                without.join(", ")
+            ));
+        }
+        let user = |paths: &[&Path], per_step: f64, notes: &mut Vec<String>| {
+            user_changes(paths, roofline.as_ref(), &params.scenario, per_step, notes)
+        };
+        let mut result = super::whatif_scenarios::predict(&windows, &facts, &user);
         notes.append(&mut result.notes);
         result.notes = notes.clone();
         Ok(Reduced { result, notes })
@@ -109,7 +140,7 @@ impl Analysis for WhatIfAnalysis {
     }
 
     fn sections(&self, w: &WhatIf) -> Result<Vec<Section>> {
-        Ok(vec![section(w)])
+        Ok(vec![section(w)?])
     }
 }
 
@@ -149,6 +180,28 @@ pub fn render(w: &WhatIf) -> String {
     if w.scenarios.is_empty() {
         out.push_str("  no scenario applies\n");
     }
+    if !w.findings.is_empty() {
+        out.push_str(&format!(
+            "  findings by what a fix buys (at stake: of the steady state; saved: per {}):\n",
+            unit_of(w)
+        ));
+        for f in &w.findings {
+            let buys = match (f.saved_ms, f.predicted_step_ms) {
+                (Some(s), Some(p)) => format!("saves {} → {}", duration_ms(s), duration_ms(p)),
+                _ => "no scenario re-times it in the steady state".into(),
+            };
+            out.push_str(&crate::units::wrap(
+                &format!(
+                    "    [{}] at stake {} · {buys}",
+                    f.rule,
+                    duration_ms(f.at_stake_ms)
+                ),
+                super::TEXT_WIDTH,
+                6,
+            ));
+            out.push('\n');
+        }
+    }
     for s in &w.scenarios {
         out.push_str(&crate::units::wrap(
             &format!(
@@ -167,11 +220,60 @@ pub fn render(w: &WhatIf) -> String {
     out
 }
 
-pub fn section(w: &WhatIf) -> Section {
+/// The critical path drawn: a bar per device (its median step's parts), then the device
+/// setting the median step before and after each of the first scenarios.
+fn path_chart(w: &WhatIf) -> Result<Option<String>> {
+    const SCENARIOS: usize = 4;
+    let mut names: Vec<String> = Vec::new();
+    let mut rows: Vec<(String, Vec<(String, f64)>)> = Vec::new();
+    let parts = |ps: &[Part]| {
+        ps.iter()
+            .map(|p| (p.what.clone(), p.ms))
+            .collect::<Vec<_>>()
+    };
+    for r in &w.critical_path {
+        rows.push((
+            format!("process {} device {}", r.process, r.device),
+            parts(&r.parts),
+        ));
+    }
+    if let Some(first) = w.scenarios.first() {
+        rows.push(("the median step now".into(), parts(&first.path_before)));
+    }
+    for s in w.scenarios.iter().take(SCENARIOS) {
+        rows.push((format!("fix [{}]", s.rule), parts(&s.path_after)));
+    }
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    for (_, ps) in &rows {
+        for (n, _) in ps {
+            if !names.contains(n) {
+                names.push(n.clone());
+            }
+        }
+    }
+    let bars: Vec<(String, Vec<f64>)> = rows
+        .into_iter()
+        .map(|(l, ps)| {
+            let v = names
+                .iter()
+                .map(|n| ps.iter().filter(|(m, _)| m == n).map(|(_, ms)| ms).sum())
+                .collect();
+            (l, v)
+        })
+        .collect();
+    let unit = format!("per {}", unit_of(w));
+    Ok(Some(charts::stacked_bars(&bars, &names, &unit, &|v| {
+        duration_ms(v)
+    })?))
+}
+
+pub fn section(w: &WhatIf) -> Result<Section> {
     let mut sec = Section::new("whatif", "What if");
     let Some(step) = w.step_ms else {
         sec.para("No steady state to re-time.");
-        return sec;
+        return Ok(sec);
     };
     sec.para(&format!(
         "The {} takes {}. Each scenario re-times the parts of the critical path its change \
@@ -190,7 +292,31 @@ pub fn section(w: &WhatIf) -> Section {
         ]);
     }
     sec.table(&t);
+    if !w.findings.is_empty() {
+        sec.heading("The findings by what fixing them buys");
+        let mut f = HtmlTable::new(&[
+            "rule",
+            "finding",
+            "at stake (steady state)",
+            "saved per step",
+            "predicted",
+        ]);
+        for x in &w.findings {
+            f.row(vec![
+                Cell::text(&x.rule),
+                Cell::text(&x.title),
+                Cell::ms(x.at_stake_ms),
+                x.saved_ms
+                    .map_or_else(|| Cell::text("no scenario"), Cell::ms),
+                x.predicted_step_ms.map_or_else(|| Cell::text(""), Cell::ms),
+            ]);
+        }
+        sec.table(&f);
+    }
     sec.heading("Critical path");
+    if let Some(svg) = path_chart(w)? {
+        sec.chart(svg);
+    }
     let mut p = HtmlTable::new(&["process", "device", "part", "per step", "share"]);
     for row in &w.critical_path {
         for part in &row.parts {
@@ -204,5 +330,5 @@ pub fn section(w: &WhatIf) -> Section {
         }
     }
     sec.table(&p);
-    sec
+    Ok(sec)
 }

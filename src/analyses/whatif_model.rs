@@ -16,6 +16,7 @@ use anyhow::Result;
 use arrow::array::Array;
 use serde::{Deserialize, Serialize};
 
+use crate::formats::hlo::HloModuleInfo;
 use crate::formats::user_nvtx::{UserNvtx, label};
 use crate::frames::views::{ModuleView, ThunkView};
 
@@ -36,29 +37,44 @@ pub struct DeviceSteps {
     /// From the first steady execution's start to the last one's end [ns].
     pub start_ns: i64,
     pub end_ns: i64,
-    /// Time some module ran in the window [ns].
-    pub busy_ns: i64,
-    /// Of the steady thunks in the window: the collectives' time not hidden under other work,
-    /// and the other thunks' time [ns].
-    #[serde(default)]
-    pub collectives_ns: i64,
-    #[serde(default)]
-    pub compute_ns: i64,
     pub gaps: Vec<Gap>,
-    /// Per steady program name: its first execution's start and its last one's end, and its
-    /// thunks' times as for the device [ns].
+    /// Every steady execution, by start.
     #[serde(default)]
-    pub spans: Vec<Span>,
+    pub execs: Vec<Exec>,
+    /// What collectives running beside computation cost it: of the compute thunks that ran
+    /// beside a collective, their time beyond the same thunk's median alone, and the time
+    /// they overlapped a collective [ns].
+    #[serde(default)]
+    pub beside_extra_ns: i64,
+    #[serde(default)]
+    pub beside_overlap_ns: i64,
+    /// The program's own step range, when it marks its steps: its label and the starts of
+    /// its instances in the window [ns].
+    #[serde(default)]
+    pub step_range: Option<(String, Vec<i64>)>,
 }
 
-/// A steady program's executions on a device.
+/// A steady module execution on a device, with its thunks' time.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct Span {
-    pub name: String,
+pub struct Exec {
+    pub program: String,
+    #[serde(default)]
+    pub execution: i32,
     pub start_ns: i64,
-    pub end_ns: i64,
+    /// When its first collective started: when the device arrived at the step's first
+    /// exchange with the others [ns].
+    #[serde(default)]
+    pub arrival_ns: Option<i64>,
+    /// The collectives' time not hidden under other work, and the other thunks' time [ns].
     pub collectives_ns: i64,
     pub compute_ns: i64,
+    /// Of the collectives' time, what could hide it (`whatif_edges`).
+    #[serde(default)]
+    pub hideable_ns: i64,
+    #[serde(default)]
+    pub split_ns: i64,
+    #[serde(default)]
+    pub unknown_ns: i64,
 }
 
 /// One process's devices.
@@ -69,6 +85,10 @@ pub struct StepTimeline {
     pub devices: Vec<DeviceSteps>,
     /// The labels of the host ranges the gaps name.
     pub labels: Vec<String>,
+    /// The steady programs without their HLO: their collectives are known only by name and
+    /// their edges not at all.
+    #[serde(default)]
+    pub without_hlo: Vec<String>,
 }
 
 impl crate::engine::value::JsonValue for StepTimeline {}
@@ -96,29 +116,100 @@ fn covered(u: &[(i64, i64)], a: i64, b: i64) -> i64 {
         .sum()
 }
 
+/// Per device: how much longer compute thunks ran while a collective ran beside them than the
+/// same op (program and JAX op name, else instruction) alone, summed over those that overlapped a collective
+/// for at least half their time, and the time they overlapped it [ns]. A thunk without an
+/// execution alone is not counted.
+fn beside_collectives(t: &ThunkView) -> BTreeMap<i32, (i64, i64)> {
+    let mut colls: BTreeMap<i32, Vec<(i64, i64)>> = BTreeMap::new();
+    for i in 0..t.rows {
+        if t.communication.value(i) {
+            let a = t.start.value(i);
+            colls
+                .entry(t.device.value(i))
+                .or_default()
+                .push((a, a + t.dur.value(i)));
+        }
+    }
+    let colls: BTreeMap<i32, Vec<(i64, i64)>> =
+        colls.into_iter().map(|(d, v)| (d, union(v))).collect();
+    // Per (device, program, thunk): durations alone, and (duration, overlap) beside one.
+    type Runs = (Vec<i64>, Vec<(i64, i64)>);
+    let mut by: BTreeMap<(i32, &str, &str), Runs> = BTreeMap::new();
+    for i in 0..t.rows {
+        let d = t.device.value(i);
+        let Some(c) = colls.get(&d) else { continue };
+        if t.communication.value(i) {
+            continue;
+        }
+        let (a, dur) = (t.start.value(i), t.dur.value(i));
+        let o = covered(c, a, a + dur);
+        // The same op: its JAX op name (a layer's op repeated), else its instruction.
+        let op = match t.op_name.value(i) {
+            "" => t.name.value(i),
+            n => n,
+        };
+        let e = by.entry((d, t.program_id.value(i), op)).or_default();
+        if o == 0 {
+            e.0.push(dur);
+        } else if 2 * o >= dur {
+            e.1.push((dur, o));
+        }
+    }
+    let mut out: BTreeMap<i32, (i64, i64)> = BTreeMap::new();
+    for ((d, ..), (mut alone, beside)) in by {
+        if alone.is_empty() || beside.is_empty() {
+            continue;
+        }
+        alone.sort_unstable();
+        let typical = alone[alone.len() / 2];
+        let e = out.entry(d).or_default();
+        for (dur, o) in beside {
+            e.0 += dur - typical;
+            e.1 += o;
+        }
+    }
+    out
+}
+
 /// The timeline of one process: its steady window per device (from the steady module frame),
 /// every module execution in it (from the whole module frame) and the host ranges of the
 /// program's own that launched no GPU work.
-pub fn timeline(
+pub fn timeline<'m>(
     process: &str,
     steady: &crate::frames::warmup::Steady,
     modules: &arrow::array::RecordBatch,
     user: Option<&arrow::array::RecordBatch>,
+    module_of: impl Fn(&str) -> Option<&'m HloModuleInfo>,
 ) -> Result<StepTimeline> {
     let s = ModuleView::of(&steady.module);
     let mut windows: BTreeMap<i32, (i64, i64)> = BTreeMap::new();
-    let mut spans: BTreeMap<(i32, &str), (i64, i64)> = BTreeMap::new();
+    let mut execs: BTreeMap<(i32, &str, i32), Exec> = BTreeMap::new();
+    let mut without_hlo: std::collections::BTreeSet<String> = Default::default();
     for i in 0..s.rows {
-        let (a, b) = (s.start.value(i), s.start.value(i) + s.dur.value(i));
-        for w in [
-            windows.entry(s.device.value(i)).or_insert((a, b)),
-            spans
-                .entry((s.device.value(i), s.program_name.value(i)))
-                .or_insert((a, b)),
-        ] {
-            w.0 = w.0.min(a);
-            w.1 = w.1.max(b);
+        if module_of(s.program_id.value(i)).is_none() {
+            without_hlo.insert(s.program_name.value(i).to_string());
         }
+        let (a, b) = (s.start.value(i), s.start.value(i) + s.dur.value(i));
+        let w = windows.entry(s.device.value(i)).or_insert((a, b));
+        w.0 = w.0.min(a);
+        w.1 = w.1.max(b);
+        let key = (
+            s.device.value(i),
+            s.program_id.value(i),
+            s.program_execution.value(i),
+        );
+        execs.entry(key).or_insert_with(|| Exec {
+            program: s.program_name.value(i).to_string(),
+            execution: s.program_execution.value(i),
+            start_ns: a,
+            arrival_ns: None,
+            collectives_ns: 0,
+            compute_ns: 0,
+            hideable_ns: 0,
+            split_ns: 0,
+            unknown_ns: 0,
+        });
     }
     let m = ModuleView::of(modules);
     let mut runs: BTreeMap<i32, Vec<(i64, i64)>> = BTreeMap::new();
@@ -135,14 +226,21 @@ pub fn timeline(
     // Ranges without GPU work, merged per label (nested instances counted once).
     let mut labels: Vec<String> = Vec::new();
     let mut host: Vec<Vec<(i64, i64)>> = Vec::new();
+    // Ranges with GPU work: the candidates for the program's own step.
+    let mut working: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
     if let Some(u) = user {
         let t = UserNvtx::of(u)?;
         let mut by: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
         for i in 0..t.len() {
-            if t.is_mark(i) || t.gpu_ops.value(i) > 0 || t.end.is_null(i) {
+            if t.is_mark(i) || t.end.is_null(i) {
                 continue;
             }
-            by.entry(label(t.domain.value(i), t.name.value(i)))
+            let into = if t.gpu_ops.value(i) > 0 {
+                &mut working
+            } else {
+                &mut by
+            };
+            into.entry(label(t.domain.value(i), t.name.value(i)))
                 .or_default()
                 .push((t.start.value(i), t.end.value(i)));
         }
@@ -151,33 +249,39 @@ pub fn timeline(
             host.push(union(v));
         }
     }
-    // Thunk time per device and program: collectives' exposed time, the others' whole time.
+    // Thunk time per execution: the collectives' exposed time, the others' whole time.
     let t = ThunkView::of(&steady.thunk);
-    let name_of: BTreeMap<&str, &str> = (0..s.rows)
-        .map(|i| (s.program_id.value(i), s.program_name.value(i)))
-        .collect();
-    let mut exposed: BTreeMap<i32, (i64, i64)> = BTreeMap::new();
-    let mut by_program: BTreeMap<(i32, &str), (i64, i64)> = BTreeMap::new();
     for i in 0..t.rows {
-        let d = t.device.value(i);
-        let name = name_of.get(t.program_id.value(i)).copied().unwrap_or("");
-        let (c, x) = if t.communication.value(i) {
-            ((t.dur.value(i) - t.dur_hidden.value(i)).max(0), 0)
-        } else {
-            (0, t.dur.value(i))
-        };
-        for e in [
-            exposed.entry(d).or_default(),
-            by_program.entry((d, name)).or_default(),
-        ] {
-            e.0 += c;
-            e.1 += x;
+        let key = (
+            t.device.value(i),
+            t.program_id.value(i),
+            t.program_execution.value(i),
+        );
+        if let Some(e) = execs.get_mut(&key) {
+            if super::whatif_edges::collective(&t, i, module_of(key.1).is_some()) {
+                let a = t.start.value(i);
+                e.arrival_ns = Some(e.arrival_ns.map_or(a, |x| x.min(a)));
+                e.collectives_ns += (t.dur.value(i) - t.dur_hidden.value(i)).max(0);
+            } else {
+                e.compute_ns += t.dur.value(i);
+            }
         }
+    }
+    for (key, o) in super::whatif_edges::overlaps(&t, &module_of) {
+        if let Some(e) = execs.get_mut(&key) {
+            e.hideable_ns = o.hideable_ns;
+            e.split_ns = o.split_ns;
+            e.unknown_ns = o.unknown_ns;
+        }
+    }
+    let beside = beside_collectives(&t);
+    let mut by_device: BTreeMap<i32, Vec<Exec>> = BTreeMap::new();
+    for ((d, ..), e) in execs {
+        by_device.entry(d).or_default().push(e);
     }
     let mut devices = Vec::new();
     for (device, (w0, w1)) in windows {
         let busy = union(runs.remove(&device).unwrap_or_default());
-        let busy_ns = busy.iter().map(|(a, b)| b - a).sum();
         let gaps = busy
             .windows(2)
             .filter(|p| p[1].0 > p[0].1)
@@ -195,49 +299,99 @@ pub fn timeline(
                 }
             })
             .collect();
-        let (collectives_ns, compute_ns) = exposed.get(&device).copied().unwrap_or_default();
+        let mut execs = by_device.remove(&device).unwrap_or_default();
+        execs.sort_by_key(|e| e.start_ns);
+        let (beside_extra_ns, beside_overlap_ns) = beside.get(&device).copied().unwrap_or_default();
         devices.push(DeviceSteps {
             device,
             start_ns: w0,
             end_ns: w1,
-            busy_ns,
-            collectives_ns,
-            compute_ns,
             gaps,
-            spans: spans
-                .iter()
-                .filter(|((d, _), _)| *d == device)
-                .map(|(&(d, name), &(a, b))| {
-                    let (c, x) = by_program.get(&(d, name)).copied().unwrap_or_default();
-                    Span {
-                        name: name.to_string(),
-                        start_ns: a,
-                        end_ns: b,
-                        collectives_ns: c,
-                        compute_ns: x,
-                    }
-                })
-                .collect(),
+            execs,
+            beside_extra_ns,
+            beside_overlap_ns,
+            step_range: step_range(&working, w0, w1),
         });
     }
+    let without_hlo = without_hlo.into_iter().collect();
     Ok(StepTimeline {
         process: process.to_string(),
         devices,
         labels,
+        without_hlo,
     })
 }
 
-/// A device's steady window as the scenarios see it [ms]: its wall time, the GPU's busy time
-/// and each gap with what the host did in it.
+/// The range that marks the program's steps in a window [w0, w1): of the ranges with GPU
+/// work and at least two instances starting in it, the one whose instances (not
+/// overlapping each other) cover most of it, at least half; the starts of its instances.
+fn step_range(
+    working: &BTreeMap<String, Vec<(i64, i64)>>,
+    w0: i64,
+    w1: i64,
+) -> Option<(String, Vec<i64>)> {
+    let mut best: Option<(f64, &String, Vec<i64>)> = None;
+    for (l, v) in working {
+        let mut inside: Vec<(i64, i64)> = v
+            .iter()
+            .copied()
+            .filter(|&(a, _)| a >= w0 && a < w1)
+            .collect();
+        inside.sort_unstable();
+        let disjoint = inside.windows(2).all(|p| p[1].0 >= p[0].1);
+        if inside.len() < 2 || !disjoint {
+            continue;
+        }
+        let cover: i64 = inside.iter().map(|&(a, b)| b.min(w1) - a).sum();
+        let share = cover as f64 / (w1 - w0).max(1) as f64;
+        if share >= 0.5 && best.as_ref().is_none_or(|(s, ..)| share > *s) {
+            best = Some((share, l, inside.iter().map(|p| p.0).collect()));
+        }
+    }
+    best.map(|(_, l, starts)| (l.clone(), starts))
+}
+
+/// A device's steady state as the scenarios see it: its steps (from one start of the step's
+/// program to the next), or the whole window as one when no step is known.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Window {
     pub process: usize,
     pub device: i32,
+    /// How the steps were cut.
+    pub stepped: Stepping,
+    pub steps: Vec<StepWindow>,
+    /// Compute thunks' time beyond their time alone while a collective ran beside them, and
+    /// the time they overlapped one [ms].
+    pub beside_extra_ms: f64,
+    pub beside_overlap_ms: f64,
+}
+
+/// One step on a device [ms]: its wall time, the GPU's busy time and each gap with what the
+/// host did in it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepWindow {
+    /// The step program's execution that starts it (None: the steady window) and when the
+    /// device arrived at its first collective [ms, the profile's clock].
+    pub execution: Option<i32>,
+    pub arrival_ms: Option<f64>,
     pub wall_ms: f64,
     pub busy_ms: f64,
-    /// Of the busy time, the steady thunks' exposed time: collectives, the rest.
+    /// Of the busy time, the thunks' exposed time of the executions that start in the step:
+    /// collectives, the rest.
     pub collectives_ms: f64,
     pub compute_ms: f64,
+    /// Of the collectives' time: what independent computation could hide, what a split into
+    /// two micro-batches could hide of the rest, and what has unknown edges.
+    pub hideable_ms: f64,
+    pub split_ms: f64,
+    pub unknown_ms: f64,
+    /// The module executions that start in it, the programs they run, and the most
+    /// executions of one program.
+    pub executions: usize,
+    pub programs: usize,
+    pub repeats: usize,
+    /// In time order; the last one (when the step ends in a gap) is the one before the next
+    /// step.
     pub gaps: Vec<GapMs>,
 }
 
@@ -250,10 +404,53 @@ pub struct GapMs {
     pub host: Vec<(String, f64)>,
 }
 
+/// How a device's steady state is cut into steps.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stepping {
+    /// At the starts of the step program's executions.
+    Program,
+    /// At the first execution in each instance of the program's own step range (its label).
+    Range(String),
+    /// Not: the steady window is one step.
+    Whole,
+}
+
+/// A device's step boundaries: the starts of the step program's executions (the last start
+/// ends no step), else the first GPU work of each instance of the program's step range,
+/// else the steady window as one step. With the range, a cut is the first execution
+/// starting after the instance does, so a gap is never cut in two.
+fn bounds<'a>(
+    d: &'a DeviceSteps,
+    step: Option<&str>,
+) -> (Stepping, Vec<(i64, i64, Option<&'a Exec>)>) {
+    let starts: Vec<&Exec> = step.map_or(Vec::new(), |n| {
+        d.execs.iter().filter(|e| e.program == n).collect()
+    });
+    if starts.len() >= 2 {
+        let cuts = starts
+            .windows(2)
+            .map(|w| (w[0].start_ns, w[1].start_ns, Some(w[0])))
+            .collect();
+        return (Stepping::Program, cuts);
+    }
+    if let Some((l, marks)) = &d.step_range {
+        let mut firsts: Vec<i64> = marks
+            .iter()
+            .filter_map(|&m| d.execs.iter().find(|e| e.start_ns >= m).map(|e| e.start_ns))
+            .collect();
+        firsts.dedup();
+        if firsts.len() >= 2 {
+            let cuts = firsts.windows(2).map(|w| (w[0], w[1], None)).collect();
+            return (Stepping::Range(l.clone()), cuts);
+        }
+    }
+    (Stepping::Whole, vec![(d.start_ns, d.end_ns, None)])
+}
+
 impl Window {
     /// The windows of every process's devices, with the compilations of each process
-    /// (process, start, end [ms] on the profile's clock) laid over the gaps. With a step
-    /// program, a device's window is from its first execution to the end of its last.
+    /// (process, start, end [ms] on the profile's clock) laid over the gaps, cut into the
+    /// executions of the step program when it is known.
     pub fn all(
         parts: &[&StepTimeline],
         compiles: &[(String, f64, f64)],
@@ -269,51 +466,93 @@ impl Window {
                     .collect(),
             );
             for d in &t.devices {
-                let span = step.and_then(|n| d.spans.iter().find(|x| x.name == n));
-                let (w0, w1) = span.map_or((d.start_ns, d.end_ns), |x| (x.start_ns, x.end_ns));
-                // The thunks of the step's program, else of every steady program.
-                let (coll_ns, comp_ns) = span.map_or((d.collectives_ns, d.compute_ns), |x| {
-                    (x.collectives_ns, x.compute_ns)
-                });
-                let inside: Vec<&Gap> = d
-                    .gaps
-                    .iter()
-                    .filter(|g| g.start_ns >= w0 && g.start_ns + g.dur_ns <= w1)
-                    .collect();
-                let busy = (w1 - w0) - inside.iter().map(|g| g.dur_ns).sum::<i64>();
-                let gaps = inside
+                let (stepped, cuts) = bounds(d, step);
+                let steps = cuts
                     .into_iter()
-                    .map(|g| GapMs {
-                        ms: g.dur_ns as f64 * 1e-6,
-                        compiling_ms: covered(&comp, g.start_ns, g.start_ns + g.dur_ns) as f64
-                            * 1e-6,
-                        host: g
-                            .host
+                    .map(|(a, b, first)| {
+                        let inside: Vec<&Gap> = d
+                            .gaps
                             .iter()
-                            .map(|&(k, ns)| (t.labels[k as usize].clone(), ns as f64 * 1e-6))
-                            .collect(),
+                            .filter(|g| g.start_ns >= a && g.start_ns + g.dur_ns <= b)
+                            .collect();
+                        let idle: i64 = inside.iter().map(|g| g.dur_ns).sum();
+                        let last = stepped == Stepping::Whole;
+                        let mut sum = [0i64; 5];
+                        let mut executions = 0;
+                        let mut runs: BTreeMap<&str, usize> = BTreeMap::new();
+                        for e in d
+                            .execs
+                            .iter()
+                            .filter(|e| e.start_ns >= a && (e.start_ns < b || last))
+                        {
+                            let v = [
+                                e.collectives_ns,
+                                e.compute_ns,
+                                e.hideable_ns,
+                                e.split_ns,
+                                e.unknown_ns,
+                            ];
+                            for (s, x) in sum.iter_mut().zip(v) {
+                                *s += x;
+                            }
+                            executions += 1;
+                            *runs.entry(e.program.as_str()).or_default() += 1;
+                        }
+                        let ms = |k: usize| sum[k] as f64 * 1e-6;
+                        StepWindow {
+                            execution: first.map(|e| e.execution),
+                            arrival_ms: first.and_then(|e| e.arrival_ns).map(|x| x as f64 * 1e-6),
+                            wall_ms: (b - a) as f64 * 1e-6,
+                            busy_ms: (b - a - idle) as f64 * 1e-6,
+                            collectives_ms: ms(0),
+                            compute_ms: ms(1),
+                            hideable_ms: ms(2),
+                            split_ms: ms(3),
+                            unknown_ms: ms(4),
+                            executions,
+                            programs: runs.len(),
+                            repeats: runs.values().copied().max().unwrap_or(0),
+                            gaps: inside
+                                .into_iter()
+                                .map(|g| GapMs {
+                                    ms: g.dur_ns as f64 * 1e-6,
+                                    compiling_ms: covered(&comp, g.start_ns, g.start_ns + g.dur_ns)
+                                        as f64
+                                        * 1e-6,
+                                    host: g
+                                        .host
+                                        .iter()
+                                        .map(|&(k, ns)| {
+                                            (t.labels[k as usize].clone(), ns as f64 * 1e-6)
+                                        })
+                                        .collect(),
+                                })
+                                .collect(),
+                        }
                     })
                     .collect();
                 out.push(Window {
                     process: p,
                     device: d.device,
-                    wall_ms: (w1 - w0) as f64 * 1e-6,
-                    busy_ms: busy as f64 * 1e-6,
-                    collectives_ms: coll_ns as f64 * 1e-6,
-                    compute_ms: comp_ns as f64 * 1e-6,
-                    gaps,
+                    stepped,
+                    steps,
+                    beside_extra_ms: d.beside_extra_ns as f64 * 1e-6,
+                    beside_overlap_ms: d.beside_overlap_ns as f64 * 1e-6,
                 });
             }
         }
         out
     }
 
-    /// The median gap in which the host neither compiled nor worked in a range of its own:
-    /// what a dispatch and a synchronisation cost (None without such a gap).
+    /// The median gap between two calls in which the host neither compiled nor worked in a
+    /// range of its own: what a dispatch costs (None without such a gap). With steps, the
+    /// gap before the next step (the loop's own host work) is not one.
     pub fn plain_gap_ms(&self) -> Option<f64> {
+        let stepped = self.stepped != Stepping::Whole;
         let mut v: Vec<f64> = self
-            .gaps
+            .steps
             .iter()
+            .flat_map(|s| &s.gaps[..s.gaps.len() - usize::from(stepped && !s.gaps.is_empty())])
             .filter(|g| g.compiling_ms <= 0.0 && g.host.is_empty())
             .map(|g| g.ms)
             .collect();
@@ -323,6 +562,22 @@ impl Window {
         v.sort_by(f64::total_cmp);
         Some(v[v.len() / 2])
     }
+}
+
+/// The `q`-quantile of `v` (linear between ranks); `v` not empty.
+pub(super) fn quantile(v: &[f64], q: f64) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let x = q * (v.len() - 1) as f64;
+    let (lo, hi) = (x.floor() as usize, x.ceil() as usize);
+    v[lo] + (v[hi] - v[lo]) * (x - lo as f64)
+}
+
+/// The index of the median of `v`'s values (the lower one of an even count); `v` not empty.
+pub(super) fn median_index(v: &[f64]) -> usize {
+    let mut idx: Vec<usize> = (0..v.len()).collect();
+    idx.sort_by(|&a, &b| v[a].total_cmp(&v[b]));
+    idx[(idx.len() - 1) / 2]
 }
 
 #[cfg(test)]
@@ -348,18 +603,104 @@ mod tests {
         let w = Window {
             process: 0,
             device: 0,
-            wall_ms: 10.0,
-            busy_ms: 1.0,
-            collectives_ms: 0.0,
-            compute_ms: 1.0,
-            gaps: vec![
-                g(0.3, 0.0, &[]),
-                g(5.0, 4.0, &[]),
-                g(0.2, 0.0, &[]),
-                g(3.0, 0.0, &[("load", 2.9)]),
-                g(0.4, 0.0, &[]),
-            ],
+            stepped: Stepping::Whole,
+            beside_extra_ms: 0.0,
+            beside_overlap_ms: 0.0,
+            steps: vec![StepWindow {
+                execution: None,
+                arrival_ms: None,
+                wall_ms: 10.0,
+                busy_ms: 1.0,
+                collectives_ms: 0.0,
+                compute_ms: 1.0,
+                hideable_ms: 0.0,
+                split_ms: 0.0,
+                unknown_ms: 0.0,
+                executions: 6,
+                programs: 1,
+                repeats: 6,
+                gaps: vec![
+                    g(0.3, 0.0, &[]),
+                    g(5.0, 4.0, &[]),
+                    g(0.2, 0.0, &[]),
+                    g(3.0, 0.0, &[("load", 2.9)]),
+                    g(0.4, 0.0, &[]),
+                ],
+            }],
         };
         assert_eq!(w.plain_gap_ms(), Some(0.3));
+        // Cut into steps, the gap that ends a step is the loop's, not a call's.
+        let mut stepped = w.clone();
+        stepped.stepped = Stepping::Range("step".into());
+        stepped.steps[0].gaps.push(g(9.0, 0.0, &[]));
+        stepped.steps[0].gaps.push(g(9.0, 0.0, &[]));
+        assert_eq!(stepped.plain_gap_ms(), Some(0.4));
+    }
+
+    fn device(execs: &[(&str, i64)], marks: Option<Vec<i64>>) -> DeviceSteps {
+        DeviceSteps {
+            device: 0,
+            start_ns: 0,
+            end_ns: 1000,
+            gaps: Vec::new(),
+            execs: execs
+                .iter()
+                .map(|&(program, start_ns)| Exec {
+                    program: program.into(),
+                    execution: 0,
+                    start_ns,
+                    arrival_ns: None,
+                    collectives_ns: 0,
+                    compute_ns: 0,
+                    hideable_ns: 0,
+                    split_ns: 0,
+                    unknown_ns: 0,
+                })
+                .collect(),
+            beside_extra_ns: 0,
+            beside_overlap_ns: 0,
+            step_range: marks.map(|m| ("step".to_string(), m)),
+        }
+    }
+
+    #[test]
+    fn steps_are_cut_at_the_step_program_else_at_the_first_work_of_the_step_range() {
+        let execs = [("a", 10), ("b", 20), ("a", 110), ("b", 120), ("a", 210)];
+        let (d, r, w) = (
+            device(&execs, None),
+            device(&execs, Some(vec![5, 105, 205])),
+            device(&execs, None),
+        );
+        let (how, cuts) = bounds(&d, Some("b"));
+        assert_eq!(how, Stepping::Program);
+        assert_eq!(
+            cuts.iter().map(|c| (c.0, c.1)).collect::<Vec<_>>(),
+            [(20, 120)]
+        );
+        // No step program: each range instance starts its step at the first execution after
+        // it starts (the host's range opens before the GPU's work).
+        let (how, cuts) = bounds(&r, None);
+        assert_eq!(how, Stepping::Range("step".into()));
+        assert_eq!(
+            cuts.iter().map(|c| (c.0, c.1)).collect::<Vec<_>>(),
+            [(10, 110), (110, 210)]
+        );
+        let (how, cuts) = bounds(&w, None);
+        assert_eq!(how, Stepping::Whole);
+        assert_eq!(cuts.len(), 1);
+    }
+
+    #[test]
+    fn the_step_range_covers_half_the_window_and_its_instances_do_not_overlap() {
+        let mut w: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new();
+        w.insert("step".into(), vec![(0, 45), (50, 95), (100, 145)]);
+        // An outer range once: not a step; a short one: covers too little.
+        w.insert("epoch".into(), vec![(0, 150)]);
+        w.insert("log".into(), vec![(40, 45), (90, 95), (140, 145)]);
+        w.insert("nested".into(), vec![(0, 100), (10, 20), (100, 150)]);
+        let (l, starts) = step_range(&w, 0, 150).unwrap();
+        assert_eq!((l.as_str(), starts), ("step", vec![0, 50, 100]));
+        w.remove("step");
+        assert_eq!(step_range(&w, 0, 150), None);
     }
 }

@@ -2,10 +2,12 @@
 //! critical path, and per problem a change of those parts; the step is predicted from the
 //! device that finishes last.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::diagnose::Diagnosis;
-use super::whatif_model::Window;
+use super::whatif_model::{StepWindow, Stepping, Window, median_index, quantile};
 use crate::formats::hlo::cost::Math;
 use crate::units::{duration_ms, pct};
 
@@ -23,7 +25,7 @@ pub struct Part {
 pub struct PathRow {
     pub process: usize,
     pub device: i32,
-    /// The device's steady window per step [ms].
+    /// The device's median step [ms] (its steady window without a step).
     pub wall_ms: f64,
     pub parts: Vec<Part>,
 }
@@ -35,7 +37,10 @@ pub struct Scenario {
     pub change: String,
     pub predicted_step_ms: f64,
     pub saved_ms: f64,
-    /// The critical path of the device that sets the step, before and after.
+    /// The prediction's spread over the steps: its 25th and 75th percentiles [ms].
+    #[serde(default)]
+    pub spread_ms: [f64; 2],
+    /// The critical path of the device that sets the median step, before and after.
     pub path_before: Vec<Part>,
     pub path_after: Vec<Part>,
 }
@@ -45,16 +50,49 @@ pub struct WhatIf {
     /// The measured step [ms] (of the steady state when no step is known).
     pub step_ms: Option<f64>,
     pub unit: String,
+    /// The steps the prediction is the median of.
     pub steps: f64,
     pub critical_path: Vec<PathRow>,
     pub scenarios: Vec<Scenario>,
+    /// Each finding of the diagnosis with what fixing it buys: its time at stake (a share
+    /// of the steady state) beside its best scenario's saving per step.
+    #[serde(default)]
+    pub findings: Vec<FindingSaving>,
     pub notes: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct FindingSaving {
+    pub rule: String,
+    pub title: String,
+    /// As the diagnosis says: over the steady state [ms].
+    pub at_stake_ms: f64,
+    /// Its scenario's (the largest of its rule's): per step [ms]; None without one.
+    pub saved_ms: Option<f64>,
+    pub predicted_step_ms: Option<f64>,
 }
 
 /// The share of the dense bf16 peak a large bf16 GEMM reaches when the profile has none of
 /// its own to measure: 73 % measured on H200 (4096³ bf16 GEMMs, `bf16_gemm` capture), taken
 /// as 70 %.
 pub const BF16_GEMM_FRACTION: f64 = 0.7;
+/// How much longer computation runs per millisecond of a collective beside it, when the
+/// profile has no overlapped computation to measure it on: 0.31 measured on H200
+/// (`overlapped_allreduce`: 8192 × 4096 × 4096 bf16 GEMMs beside 64 MiB all-reduces on two
+/// GPUs), taken as 0.3. NCCL's kernels take SMs the GEMMs would use.
+pub const BESIDE_SLOWDOWN: f64 = 0.3;
+
+/// What the host takes to dispatch a compiled jitted call, when the profile has no gap
+/// between two calls of a step to measure it on [ms]: 0.13 ms measured on H200
+/// (`fixed_shapes`: two calls per step, the gap between them 0.12–0.16 ms).
+pub const DISPATCH_MS: f64 = 0.13;
+
+/// What an iteration of an XLA while loop costs the GPU beyond its kernels [ms]: about 14 µs
+/// on H200 (30 iterations of one tiny fusion under `lax.fori_loop` leave the GPU idle 0.43 ms
+/// between the module's kernels, docs/whatif.md).
+pub const LOOP_ITERATION_MS: f64 = 0.0143;
+/// The overlap [ms] over which the profile's own slowdown is measured, at least.
+const BESIDE_MEASURED_MS: f64 = 0.1;
 /// A GEMM of at least this many FLOPs per execution measures the rate bf16 matmuls reach.
 const LARGE_GEMM_FLOPS: f64 = 1e9;
 
@@ -100,11 +138,13 @@ impl Facts<'_> {
 
 /// What a part of the path is.
 #[derive(Clone, Debug, PartialEq)]
-enum Kind {
+pub(super) enum Kind {
     Compute,
     /// Gaps between a module's kernels (inside its executions).
     KernelGaps,
     Collectives,
+    /// Of the collectives' time, waiting for another device (process, device) to arrive.
+    WaitFor(usize, i32),
     /// Gaps in which the host compiled (tracing and dispatch included).
     Compiling,
     /// Gaps' time in a range of the program's own without GPU work.
@@ -119,6 +159,9 @@ impl Kind {
             Kind::Compute => "GPU computing".into(),
             Kind::KernelGaps => "GPU idle between a module's kernels".into(),
             Kind::Collectives => "collectives not hidden by computation".into(),
+            Kind::WaitFor(p, d) => {
+                format!("collectives waiting for device {d} (process {p}) to arrive")
+            }
             Kind::Compiling => "host tracing and compiling (GPU idle)".into(),
             Kind::HostRange(l) => format!("host in `{l}` (GPU idle)"),
             Kind::Dispatch => "host dispatch and syncs (GPU idle)".into(),
@@ -126,14 +169,30 @@ impl Kind {
     }
 }
 
+/// One step of a device as parts of its critical path.
 #[derive(Clone, Debug)]
-struct Path {
-    process: usize,
-    device: i32,
-    wall: f64,
+pub(super) struct Path {
+    /// The device (process, device).
+    pub(super) who: (usize, i32),
+    /// How late it arrived at the next step's first collective, after the first device [ms].
+    pub(super) late: f64,
     parts: Vec<(Kind, f64)>,
+    /// Of the collectives' time: what independent computation could hide, what a split into
+    /// two micro-batches could hide of the rest, what has unknown edges [ms].
+    hideable: f64,
+    split: f64,
+    unknown: f64,
     /// Gaps in which the host compiled.
     compile_gaps: usize,
+    /// The module executions in the step, and the host's dispatch and syncs in the gaps
+    /// between them (all gaps but the one before the next step) [ms].
+    executions: usize,
+    between: f64,
+    /// The programs the executions run, and the most executions of one.
+    programs: usize,
+    repeats: usize,
+
+    /// The device's plain gap (dispatch and sync, no compiling, no host range).
     plain_gap: Option<f64>,
 }
 
@@ -141,7 +200,7 @@ impl Path {
     fn total(&self) -> f64 {
         self.parts.iter().map(|(_, ms)| ms).sum()
     }
-    fn get(&self, k: &Kind) -> f64 {
+    pub(super) fn get(&self, k: &Kind) -> f64 {
         self.parts
             .iter()
             .filter(|(x, _)| x == k)
@@ -149,12 +208,24 @@ impl Path {
             .sum()
     }
     /// Takes up to `ms` from part `k`; returns what it took.
-    fn take(&mut self, k: &Kind, ms: f64) -> f64 {
+    pub(super) fn take(&mut self, k: &Kind, ms: f64) -> f64 {
         let mut took = 0.0;
         for (_, v) in self.parts.iter_mut().filter(|(x, _)| x == k) {
             let t = v.min(ms - took).max(0.0);
             *v -= t;
             took += t;
+        }
+        took
+    }
+    /// Takes up to `ms` from the host's time in the gaps: dispatch first, then its ranges.
+    pub(super) fn take_host(&mut self, ms: f64) -> f64 {
+        let mut took = self.take(&Kind::Dispatch, ms);
+        for (k, v) in self.parts.iter_mut() {
+            if matches!(k, Kind::HostRange(_)) {
+                let t = v.min(ms - took).max(0.0);
+                *v -= t;
+                took += t;
+            }
         }
         took
     }
@@ -166,87 +237,171 @@ impl Path {
     }
 }
 
-/// Each window's path: the GPU's busy time split by the device's own thunks (their exposed
-/// time: collectives, the rest; the remainder is gaps between a module's kernels), and the
-/// gaps by what the host did.
-fn paths(windows: &[Window]) -> Vec<Path> {
-    windows
-        .iter()
-        .map(|w| {
-            // Thunks of several streams can add up to more than the busy time.
-            let thunks = w.compute_ms + w.collectives_ms;
-            let k = if thunks > w.busy_ms && thunks > 0.0 {
-                w.busy_ms / thunks
-            } else {
-                1.0
-            };
-            let (compute, coll) = (w.compute_ms * k, w.collectives_ms * k);
-            let mut parts = vec![
-                (Kind::Compute, compute),
-                (Kind::KernelGaps, (w.busy_ms - compute - coll).max(0.0)),
-                (Kind::Collectives, coll),
-            ];
-            let (mut compiling, mut dispatch) = (0.0, 0.0);
-            let mut host: Vec<(String, f64)> = Vec::new();
-            let mut compile_gaps = 0;
-            for g in &w.gaps {
-                if g.compiling_ms > 0.0 {
-                    compiling += g.ms;
-                    compile_gaps += 1;
-                    continue;
-                }
-                let mut rest = g.ms;
-                for (l, ms) in &g.host {
-                    let ms = ms.min(rest);
-                    rest -= ms;
-                    match host.iter_mut().find(|(x, _)| x == l) {
-                        Some((_, v)) => *v += ms,
-                        None => host.push((l.clone(), ms)),
-                    }
-                }
-                dispatch += rest;
-            }
-            parts.push((Kind::Compiling, compiling));
-            host.sort_by(|a, b| b.1.total_cmp(&a.1));
-            for (l, ms) in host {
-                parts.push((Kind::HostRange(l), ms));
-            }
-            parts.push((Kind::Dispatch, dispatch));
-            Path {
-                process: w.process,
-                device: w.device,
-                wall: w.wall_ms,
-                parts,
-                compile_gaps,
-                plain_gap: w.plain_gap_ms(),
-            }
-        })
-        .collect()
+/// A device's steps as paths.
+#[derive(Clone, Debug)]
+struct Device {
+    process: usize,
+    device: i32,
+    steps: Vec<Path>,
 }
 
-/// The parts of a path per step: scaled so that they add up to the step.
-fn per_step(p: &Path, step: f64, span: f64) -> Vec<Part> {
-    let k = if span > 0.0 { step / span } else { 0.0 };
+/// A step's path: the GPU's busy time split by the thunks of the executions in it (their
+/// exposed time: collectives, the rest; the remainder is gaps between a module's kernels),
+/// and the gaps by what the host did.
+fn path(who: (usize, i32), w: &StepWindow, plain_gap: Option<f64>) -> Path {
+    // Thunks of several streams can add up to more than the busy time.
+    let thunks = w.compute_ms + w.collectives_ms;
+    let k = if thunks > w.busy_ms && thunks > 0.0 {
+        w.busy_ms / thunks
+    } else {
+        1.0
+    };
+    let (compute, coll) = (w.compute_ms * k, w.collectives_ms * k);
+    let mut parts = vec![
+        (Kind::Compute, compute),
+        (Kind::KernelGaps, (w.busy_ms - compute - coll).max(0.0)),
+        (Kind::Collectives, coll),
+    ];
+    let (mut compiling, mut dispatch) = (0.0, 0.0);
+    let mut host: Vec<(String, f64)> = Vec::new();
+    let mut compile_gaps = 0;
+    let mut between = 0.0;
+
+    let last = w.gaps.len().saturating_sub(1);
+    for (i, g) in w.gaps.iter().enumerate() {
+        if g.compiling_ms > 0.0 {
+            compiling += g.ms;
+            compile_gaps += 1;
+            continue;
+        }
+        let mut rest = g.ms;
+        for (l, ms) in &g.host {
+            let ms = ms.min(rest);
+            rest -= ms;
+            match host.iter_mut().find(|(x, _)| x == l) {
+                Some((_, v)) => *v += ms,
+                None => host.push((l.clone(), ms)),
+            }
+        }
+        dispatch += rest;
+        if i < last {
+            between += rest;
+        }
+    }
+    parts.push((Kind::Compiling, compiling));
+    host.sort_by(|a, b| b.1.total_cmp(&a.1));
+    for (l, ms) in host {
+        parts.push((Kind::HostRange(l), ms));
+    }
+    parts.push((Kind::Dispatch, dispatch));
+    Path {
+        who,
+        late: 0.0,
+        parts,
+        hideable: w.hideable_ms * k,
+        split: w.split_ms * k,
+        unknown: w.unknown_ms * k,
+        compile_gaps,
+        executions: w.executions,
+        between,
+        programs: w.programs,
+        repeats: w.repeats,
+        plain_gap,
+    }
+}
+
+/// Every device's steps as paths. Where devices exchange data, a step's path crosses to the
+/// device that arrived last at its first collective: the others' waits for it (arrivals on
+/// clocks aligned by `offsets_ms`, per device) become parts of their own.
+fn devices(windows: &[Window], offsets_ms: &BTreeMap<i32, f64>) -> Vec<Device> {
+    let mut devs: Vec<Device> = windows
+        .iter()
+        .map(|w| {
+            let plain = w.plain_gap_ms();
+            let who = (w.process, w.device);
+            Device {
+                process: w.process,
+                device: w.device,
+                steps: w.steps.iter().map(|s| path(who, s, plain)).collect(),
+            }
+        })
+        .collect();
+    // Per step execution: each device's (index, step, aligned arrival).
+    let mut by_exec: BTreeMap<i32, Vec<(usize, usize, f64)>> = BTreeMap::new();
+    for (i, w) in windows.iter().enumerate() {
+        let off = offsets_ms.get(&w.device).copied().unwrap_or(0.0);
+        for (k, s) in w.steps.iter().enumerate() {
+            if let (Some(e), Some(a)) = (s.execution, s.arrival_ms) {
+                by_exec.entry(e).or_default().push((i, k, a - off));
+            }
+        }
+    }
+    for arrivals in by_exec.values().filter(|v| v.len() >= 2) {
+        let (li, lk, last) = arrivals
+            .iter()
+            .copied()
+            .max_by(|a, b| a.2.total_cmp(&b.2))
+            .expect("two arrivals");
+        let first = arrivals.iter().map(|a| a.2).fold(f64::INFINITY, f64::min);
+        let late = (devs[li].process, devs[li].device);
+        // A step's window starts where its execution does: what made the device late to
+        // it is in the gaps of the window before.
+        if lk > 0 {
+            devs[li].steps[lk - 1].late = last - first;
+        }
+        for &(i, k, a) in arrivals {
+            if i == li {
+                continue;
+            }
+            let p = &mut devs[i].steps[k];
+            let wait = p.take(&Kind::Collectives, last - a);
+            p.add(Kind::WaitFor(late.0, late.1), wait);
+        }
+    }
+    devs
+}
+
+/// The parts of a path [ms], with their share of it.
+fn parts_of(p: &Path) -> Vec<Part> {
     let total = p.total().max(f64::MIN_POSITIVE);
     p.parts
         .iter()
         .filter(|(_, ms)| *ms > 1e-9)
         .map(|(kind, ms)| Part {
             what: kind.what(),
-            ms: ms * k,
+            ms: *ms,
             percent: 100.0 * ms / total,
         })
         .collect()
 }
 
-/// A scenario: its rule, what changes, and the change on each path.
-type Change<'a> = (String, String, Box<dyn Fn(&mut Path) + 'a>);
+/// The device `late` on time: the others' waits for it leave their paths, and its own host
+/// time in the step before shrinks by how late it was.
+pub(super) fn on_time(p: &mut Path, late: (usize, i32)) {
+    p.take(&Kind::WaitFor(late.0, late.1), f64::INFINITY);
+    if p.who == late {
+        let l = p.late;
+        p.take_host(l);
+    }
+}
 
-fn changes<'a>(paths: &[Path], f: &'a Facts, steps: f64, devices: f64) -> Vec<Change<'a>> {
+/// A scenario: its rule, what changes, and the change on each path.
+pub(super) type Change<'a> = (String, String, Box<dyn Fn(&mut Path) + 'a>);
+
+/// `per_step`: what a total over the steady state of every device is per device and step.
+/// `stepped`: whether the paths are steps (else each is a whole steady state).
+fn changes<'a>(
+    devs: &[Device],
+    f: &'a Facts,
+    per_step: f64,
+    stepped: bool,
+    beside: (f64, String),
+) -> Vec<Change<'a>> {
+    let paths: Vec<&Path> = devs.iter().flat_map(|d| &d.steps).collect();
     let mut out: Vec<Change> = Vec::new();
     // The program's own host range that keeps the GPU waiting longest.
     let mut ranges: Vec<(String, f64)> = Vec::new();
-    for p in paths {
+    for p in &paths {
         for (k, ms) in &p.parts {
             if let Kind::HostRange(l) = k {
                 match ranges.iter_mut().find(|(x, _)| x == l) {
@@ -264,6 +419,38 @@ fn changes<'a>(paths: &[Path], f: &'a Facts, steps: f64, devices: f64) -> Vec<Ch
             format!("the host's `{l}` done before the step needs it (a prefetching thread)"),
             Box::new(move |p: &mut Path| {
                 p.take(&k, f64::INFINITY);
+            }),
+        ));
+    }
+    // A step of many module executions, the host dispatching and syncing between them: in
+    // one jitted call the gaps between them go; the one before the next step stays.
+    let calls: Vec<f64> = paths.iter().map(|p| p.executions as f64).collect();
+    if stepped
+        && !calls.is_empty()
+        && quantile(&calls, 0.5) >= 2.0
+        && paths.iter().any(|p| p.between > 0.0)
+    {
+        out.push((
+            "host-bound".into(),
+            format!(
+                "the step's {} module executions in one jitted call (the repeated calls \
+                 under lax.scan or fori_loop, host syncs left to the step's end)",
+                quantile(&calls, 0.5)
+            ),
+            Box::new(|p: &mut Path| {
+                // A call per program stays: the gap before the next step, and one of the
+                // gaps between executions per other program.
+                let keep = if p.executions > 1 {
+                    p.between * p.programs.saturating_sub(1) as f64 / (p.executions - 1) as f64
+                } else {
+                    0.0
+                };
+                let b = p.between - keep;
+                p.take(&Kind::Dispatch, b);
+                // The repeated calls become a loop's iterations.
+                if p.repeats > 1 {
+                    p.add(Kind::KernelGaps, LOOP_ITERATION_MS * p.repeats as f64);
+                }
             }),
         ));
     }
@@ -286,17 +473,19 @@ fn changes<'a>(paths: &[Path], f: &'a Facts, steps: f64, devices: f64) -> Vec<Ch
             change.into(),
             Box::new(|p: &mut Path| {
                 p.take(&Kind::Compiling, f64::INFINITY);
-                let plain = p.plain_gap.unwrap_or(0.0) * p.compile_gaps as f64;
+                let plain = p.plain_gap.unwrap_or(DISPATCH_MS) * p.compile_gaps as f64;
                 p.add(Kind::Dispatch, plain);
             }),
         ));
     }
     // Matmuls in f32 on the FP32 units at the rate bf16 GEMMs reach.
     if let (Some(r), Some((rate, how))) = (f.roofline, f.bf16_rate()) {
+        let step = r.step.as_ref().map(|s| s.module.as_str());
         let (time, new): (f64, f64) = r
             .ops
             .iter()
             .filter(|o| o.math == "f32" && o.flops > 0.0)
+            .filter(|o| step.is_none_or(|m| o.module == m))
             .fold((0.0, 0.0), |(t, n), o| {
                 (
                     t + o.time_ms,
@@ -304,7 +493,7 @@ fn changes<'a>(paths: &[Path], f: &'a Facts, steps: f64, devices: f64) -> Vec<Ch
                 )
             });
         if time > 0.0 {
-            let saved = (time - new).max(0.0) / devices;
+            let saved = (time - new).max(0.0) * per_step;
             out.push((
                 "precision".into(),
                 format!("the f32 matmuls in bf16 ({how})"),
@@ -314,8 +503,42 @@ fn changes<'a>(paths: &[Path], f: &'a Facts, steps: f64, devices: f64) -> Vec<Ch
             ));
         }
     }
-    // A late device on time: the others wait for nothing, it starts with them.
-    if let Some(late) = f.stragglers.and_then(|s| {
+    // A late device on time: the others' waits for it leave their paths, and its own host
+    // gap before the step shrinks by how late it was.
+    let mut waited: Vec<((usize, i32), f64)> = Vec::new();
+    for p in &paths {
+        for (k, ms) in &p.parts {
+            if let Kind::WaitFor(q, d) = k {
+                match waited.iter_mut().find(|(w, _)| *w == (*q, *d)) {
+                    Some((_, v)) => *v += ms,
+                    None => waited.push(((*q, *d), *ms)),
+                }
+            }
+        }
+    }
+    let most = waited.into_iter().max_by(|a, b| a.1.total_cmp(&b.1));
+    if let Some(((q, d), total)) = most.filter(|m| m.1 > 0.0) {
+        let lates: Vec<f64> = paths
+            .iter()
+            .filter(|p| p.who == (q, d) && p.late > 0.0)
+            .map(|p| p.late)
+            .collect();
+        let typical = if lates.is_empty() {
+            0.0
+        } else {
+            quantile(&lates, 0.5)
+        };
+        out.push((
+            "stragglers".into(),
+            format!(
+                "device {d} (process {q}) on time: the others wait {} for it per step now \
+                 (it arrives {} late at a median step)",
+                duration_ms(total / paths.iter().filter(|p| p.who != (q, d)).count().max(1) as f64),
+                duration_ms(typical)
+            ),
+            Box::new(move |p: &mut Path| on_time(p, (q, d))),
+        ));
+    } else if let Some(late) = f.stragglers.and_then(|s| {
         s.per_device
             .iter()
             .filter(|d| d.steps > 0 && 2 * d.steps_last >= d.steps)
@@ -332,21 +555,60 @@ fn changes<'a>(paths: &[Path], f: &'a Facts, steps: f64, devices: f64) -> Vec<Ch
             ),
             // The others' wait is in their collectives; the late one's delay in its gaps.
             Box::new(move |p: &mut Path| {
-                let mut left = lateness * steps;
+                let mut left = lateness;
                 for k in [Kind::Collectives, Kind::Dispatch] {
                     left -= p.take(&k, left);
                 }
             }),
         ));
     }
-    // Collectives overlapped with computation, as far as there is computation to hide them.
-    if paths.iter().any(|p| p.get(&Kind::Collectives) > 0.0) {
+    // Collectives overlapped with computation, as far as there is computation to hide them;
+    // the computation beside them slows down.
+    // Of the collectives' exposed time, what independent computation (HLO edges) could hide;
+    // with unknown edges any computation is taken to be independent.
+    let sum = |f: fn(&Path) -> f64| paths.iter().map(|p| f(p)).sum::<f64>();
+    let (hideable, split, unknown) = (sum(|p| p.hideable), sum(|p| p.split), sum(|p| p.unknown));
+    let (slow, how) = beside;
+    let slower =
+        format!("computation beside a collective takes {slow:.2} ms longer per ms of it, {how}");
+    let unknown_note = if unknown > 0.0 {
+        format!(
+            "; the HLO's edges are unknown for {} of collectives per step, taken as \
+             independent",
+            duration_ms(unknown / paths.len() as f64)
+        )
+    } else {
+        String::new()
+    };
+    if hideable + unknown > 0.0 {
+        let slower = slower.clone();
         out.push((
             "exposed-communication".into(),
-            "the collectives overlapped with independent computation".into(),
-            Box::new(|p: &mut Path| {
-                let hide = p.get(&Kind::Collectives).min(p.get(&Kind::Compute));
+            format!(
+                "the collectives overlapped with the computation that does not depend on \
+                 them ({slower}{unknown_note})"
+            ),
+            Box::new(move |p: &mut Path| {
+                let free = p.hideable + p.unknown.min(p.get(&Kind::Compute));
+                let hide = p.get(&Kind::Collectives).min(free);
                 p.take(&Kind::Collectives, hide);
+                p.add(Kind::Compute, slow * hide);
+            }),
+        ));
+    }
+    if split > 0.0 {
+        out.push((
+            "exposed-communication".into(),
+            format!(
+                "the collectives overlapped as above, and those that only their own producer \
+                 and consumer surround split into two micro-batches, each half's collective \
+                 beside the other half's computation ({slower}{unknown_note})"
+            ),
+            Box::new(move |p: &mut Path| {
+                let free = p.hideable + p.split + p.unknown.min(p.get(&Kind::Compute));
+                let hide = p.get(&Kind::Collectives).min(free);
+                p.take(&Kind::Collectives, hide);
+                p.add(Kind::Compute, slow * hide);
             }),
         ));
     }
@@ -360,7 +622,7 @@ fn changes<'a>(paths: &[Path], f: &'a Facts, steps: f64, devices: f64) -> Vec<Ch
             "host-device-copies" => Kind::Dispatch,
             _ => continue,
         };
-        let saved = f.at_stake_ms / devices;
+        let saved = f.at_stake_ms * per_step;
         out.push((
             f.rule.clone(),
             format!("as the finding says: {}", f.title),
@@ -372,68 +634,162 @@ fn changes<'a>(paths: &[Path], f: &'a Facts, steps: f64, devices: f64) -> Vec<Ch
     out
 }
 
-/// The critical paths and the scenarios of a run's windows.
-pub fn predict(windows: &[Window], f: &Facts) -> WhatIf {
-    let paths = paths(windows);
-    let span = paths.iter().map(|p| p.wall).fold(0.0, f64::max);
-    if paths.is_empty() || span <= 0.0 {
+/// How much longer computation runs per millisecond of a collective beside it: measured on
+/// the profile's own overlapped computation, else [`BESIDE_SLOWDOWN`]; and how it is known.
+fn slowdown(windows: &[Window]) -> (f64, String) {
+    let (extra, overlap) = windows.iter().fold((0.0, 0.0), |(e, o), w| {
+        (e + w.beside_extra_ms, o + w.beside_overlap_ms)
+    });
+    if overlap >= BESIDE_MEASURED_MS {
+        (
+            (extra / overlap).max(0.0),
+            format!(
+                "measured on {} of overlapped computation",
+                duration_ms(overlap)
+            ),
+        )
+    } else {
+        (
+            BESIDE_SLOWDOWN,
+            "as measured on H200, the profile has no overlapped computation".into(),
+        )
+    }
+}
+
+/// The critical paths and the scenarios of a run's windows: each scenario changes every
+/// device's every step, a step takes as long as its slowest device, and the prediction is the
+/// measured step times the median ratio of a step's new to its old time.
+/// Changes made beside the profile's own (the user's): from the paths and what a total
+/// over the steady state is per step; what they cannot change goes to the notes.
+pub(super) type Extra<'x> = &'x dyn Fn(&[&Path], f64, &mut Vec<String>) -> Vec<Change<'static>>;
+
+pub(super) fn predict(windows: &[Window], f: &Facts, extra: Extra) -> WhatIf {
+    let offsets: BTreeMap<i32, f64> = f.stragglers.map_or_else(BTreeMap::new, |s| {
+        s.offsets_us
+            .iter()
+            .filter_map(|(d, us)| Some((d.parse().ok()?, us * 1e-3)))
+            .collect()
+    });
+    let devs = devices(windows, &offsets);
+    let n = devs.iter().map(|d| d.steps.len()).min().unwrap_or(0);
+    let old: Vec<f64> = (0..n)
+        .map(|i| devs.iter().map(|d| d.steps[i].total()).fold(0.0, f64::max))
+        .collect();
+    if n == 0 || old.iter().all(|&x| x <= 0.0) {
         return WhatIf {
             unit: "steady state".into(),
             notes: vec!["no steady state: nothing to re-time".into()],
             ..WhatIf::default()
         };
     }
+    let by = |k: &Stepping| windows.iter().all(|w| w.stepped == *k);
     let step = f.roofline.and_then(|r| r.step.as_ref());
-    let (step_ms, steps, unit) = match step {
-        Some(s) if s.period_ms > 0.0 && s.steps >= 2.0 => (s.period_ms, s.steps, "step"),
-        _ => (span, 1.0, "steady state"),
+    let mut notes = Vec::new();
+    let (step_ms, unit, per_step) = match step {
+        Some(s) if by(&Stepping::Program) && s.period_ms > 0.0 && s.steps >= 2.0 => {
+            (s.period_ms, "step", 1.0 / (s.steps * devs.len() as f64))
+        }
+        _ => match &windows[0].stepped {
+            Stepping::Range(l) if by(&windows[0].stepped) => {
+                notes.push(format!(
+                    "steps cut at the program's own range `{l}` (no step program: none \
+                     with matmul FLOPs executed each step)"
+                ));
+                // n steps between n + 1 starts.
+                let total = (n + 1) as f64 * devs.len() as f64;
+                (quantile(&old, 0.5), "step", 1.0 / total)
+            }
+            _ => (quantile(&old, 0.5), "steady state", 1.0 / devs.len() as f64),
+        },
     };
-    let devices = paths.len() as f64;
-    let critical_path = paths
+    let critical_path = devs
         .iter()
-        .map(|p| PathRow {
-            process: p.process,
-            device: p.device,
-            wall_ms: step_ms * p.wall / span,
-            parts: per_step(p, step_ms, span),
+        .map(|d| {
+            let walls: Vec<f64> = d.steps.iter().map(Path::total).collect();
+            let m = &d.steps[median_index(&walls)];
+            PathRow {
+                process: d.process,
+                device: d.device,
+                wall_ms: m.total(),
+                parts: parts_of(m),
+            }
         })
         .collect();
-    let last = paths
-        .iter()
-        .max_by(|a, b| a.wall.total_cmp(&b.wall))
-        .expect("paths");
-    let mut scenarios: Vec<Scenario> = changes(&paths, f, steps, devices)
+    // The median step, and the device that sets it.
+    let m = median_index(&old);
+    let slowest = |ds: &[Device]| {
+        ds.iter()
+            .max_by(|a, b| a.steps[m].total().total_cmp(&b.steps[m].total()))
+            .map(|d| parts_of(&d.steps[m]))
+            .unwrap_or_default()
+    };
+    let path_before = slowest(&devs);
+    let stepped = unit == "step";
+    let paths: Vec<&Path> = devs.iter().flat_map(|d| &d.steps).collect();
+    let users = extra(&paths, per_step, &mut notes);
+    let mut scenarios: Vec<Scenario> = changes(&devs, f, per_step, stepped, slowdown(windows))
         .into_iter()
+        .chain(
+            users
+                .into_iter()
+                .map(|(r, c, b)| (r, c, b as Box<dyn Fn(&mut Path)>)),
+        )
         .map(|(rule, change, apply)| {
-            let mut after = paths.clone();
-            for p in &mut after {
+            let mut after = devs.clone();
+            for p in after.iter_mut().flat_map(|d| &mut d.steps) {
                 apply(p);
             }
-            let new_span = after.iter().map(Path::total).fold(0.0, f64::max);
-            // A change never lengthens the step (a compiling gap shorter than a plain one).
-            let predicted = (step_ms * new_span / span).min(step_ms);
-            let slowest = after
-                .iter()
-                .max_by(|a, b| a.total().total_cmp(&b.total()))
-                .expect("paths");
+            let ratios: Vec<f64> = (0..n)
+                .map(|i| {
+                    let new = after.iter().map(|d| d.steps[i].total()).fold(0.0, f64::max);
+                    // A change never lengthens a step (a compiling gap shorter than a plain one).
+                    if old[i] > 0.0 {
+                        (new / old[i]).min(1.0)
+                    } else {
+                        1.0
+                    }
+                })
+                .collect();
+            let predicted = step_ms * quantile(&ratios, 0.5);
             Scenario {
                 rule,
                 change,
                 predicted_step_ms: predicted,
                 saved_ms: step_ms - predicted,
-                path_before: per_step(last, step_ms, span),
-                path_after: per_step(slowest, step_ms * new_span / span, new_span),
+                spread_ms: [
+                    step_ms * quantile(&ratios, 0.25),
+                    step_ms * quantile(&ratios, 0.75),
+                ],
+                path_before: path_before.clone(),
+                path_after: slowest(&after),
             }
         })
         .collect();
     scenarios.sort_by(|a, b| b.saved_ms.total_cmp(&a.saved_ms));
+    let findings = f
+        .diagnosis
+        .map_or(&[][..], |d| &d.findings[..])
+        .iter()
+        .map(|x| {
+            // Sorted: the first of its rule saves most.
+            let best = scenarios.iter().find(|s| s.rule == x.rule);
+            FindingSaving {
+                rule: x.rule.clone(),
+                title: x.title.clone(),
+                at_stake_ms: x.at_stake_ms,
+                saved_ms: best.map(|s| s.saved_ms),
+                predicted_step_ms: best.map(|s| s.predicted_step_ms),
+            }
+        })
+        .collect();
     WhatIf {
+        findings,
         step_ms: Some(step_ms),
         unit: unit.into(),
-        steps,
+        steps: n as f64,
         critical_path,
         scenarios,
-        notes: Vec::new(),
+        notes,
     }
 }
 
@@ -466,18 +822,31 @@ mod tests {
         let mut gaps = vec![gap(10.5, 0.0, &[("load", 10.0)]); 3];
         gaps.push(gap(30.5, 30.0, &[]));
         gaps.push(gap(0.5, 0.0, &[]));
+        let span = 8.0 + gaps.iter().map(|g| g.ms).sum::<f64>();
         let w = Window {
             process: 0,
             device: 0,
-            wall_ms: 8.0 + gaps.iter().map(|g| g.ms).sum::<f64>(),
-            busy_ms: 8.0,
-            collectives_ms: 0.0,
-            compute_ms: 8.0,
-            gaps,
+            stepped: Stepping::Whole,
+            beside_extra_ms: 0.0,
+            beside_overlap_ms: 0.0,
+            steps: vec![StepWindow {
+                execution: None,
+                arrival_ms: None,
+                wall_ms: span,
+                busy_ms: 8.0,
+                collectives_ms: 0.0,
+                compute_ms: 8.0,
+                hideable_ms: 0.0,
+                split_ms: 0.0,
+                unknown_ms: 0.0,
+                executions: 1,
+                programs: 1,
+                repeats: 1,
+                gaps,
+            }],
         };
-        let r = predict(&[w.clone()], &none());
+        let r = predict(&[w.clone()], &none(), &|_, _, _| Vec::new());
         assert_eq!(r.unit, "steady state");
-        let span = w.wall_ms;
         assert_eq!(r.step_ms, Some(span));
         let by = |rule: &str| {
             r.scenarios
@@ -500,9 +869,98 @@ mod tests {
         );
     }
 
+    /// Five steps of 2 ms on the GPU after 1 ms of gap, 0.8 ms of it in `load`; one step's
+    /// `load` took 49.8 ms. The prediction is the typical step's, not the outlier's.
+    #[test]
+    fn the_prediction_is_the_median_steps() {
+        let step = |load: f64| StepWindow {
+            execution: None,
+            arrival_ms: None,
+            wall_ms: 2.0 + load + 0.2,
+            busy_ms: 2.0,
+            collectives_ms: 0.0,
+            compute_ms: 2.0,
+            hideable_ms: 0.0,
+            split_ms: 0.0,
+            unknown_ms: 0.0,
+            executions: 1,
+            programs: 1,
+            repeats: 1,
+            gaps: vec![gap(load + 0.2, 0.0, &[("load", load)])],
+        };
+        let w = Window {
+            process: 0,
+            device: 0,
+            stepped: Stepping::Program,
+            beside_extra_ms: 0.0,
+            beside_overlap_ms: 0.0,
+            steps: vec![step(0.8), step(0.8), step(49.8), step(0.8), step(0.8)],
+        };
+        let r = predict(&[w], &none(), &|_, _, _| Vec::new());
+        assert_eq!(r.step_ms, Some(3.0));
+        assert_eq!(r.steps, 5.0);
+        let s = &r.scenarios[0];
+        assert_eq!(s.rule, "host-bound");
+        assert!((s.predicted_step_ms - 2.2).abs() < 1e-9, "{s:?}");
+        assert!((s.spread_ms[0] - 2.2).abs() < 1e-9 && (s.spread_ms[1] - 2.2).abs() < 1e-9);
+        // The critical path is the median step's: 3 ms, 0.8 ms of it in `load`.
+        let row = &r.critical_path[0];
+        assert!((row.wall_ms - 3.0).abs() < 1e-9, "{row:?}");
+        assert!(
+            row.parts
+                .iter()
+                .any(|p| p.what.contains("`load`") && (p.ms - 0.8).abs() < 1e-9)
+        );
+    }
+
+    /// Steps marked by the program's own range, each 30 calls of a tiny program and one
+    /// read: 0.01 ms of GPU work per call, 0.2 ms of dispatch between calls, 1 ms before the
+    /// next step. In one call per program the 29 gaps between the tiny calls go (one stays
+    /// for the read), and the loop's 30 iterations cost the GPU.
+    #[test]
+    fn many_calls_per_step_become_one_per_program() {
+        let step = || StepWindow {
+            execution: None,
+            arrival_ms: None,
+            wall_ms: 0.31 + 30.0 * 0.2 + 1.0,
+            busy_ms: 0.31,
+            collectives_ms: 0.0,
+            compute_ms: 0.31,
+            hideable_ms: 0.0,
+            split_ms: 0.0,
+            unknown_ms: 0.0,
+            executions: 31,
+            programs: 2,
+            repeats: 30,
+            gaps: (0..30)
+                .map(|_| gap(0.2, 0.0, &[]))
+                .chain([gap(1.0, 0.0, &[])])
+                .collect(),
+        };
+        let w = Window {
+            process: 0,
+            device: 0,
+            stepped: Stepping::Range("step".into()),
+            beside_extra_ms: 0.0,
+            beside_overlap_ms: 0.0,
+            steps: vec![step(), step(), step()],
+        };
+        let r = predict(&[w], &none(), &|_, _, _| Vec::new());
+        assert_eq!(r.unit, "step");
+        assert!(
+            r.notes.iter().any(|n| n.contains("`step`")),
+            "{:?}",
+            r.notes
+        );
+        let s = &r.scenarios[0];
+        assert_eq!(s.rule, "host-bound");
+        let want = 0.31 + 1.0 + 0.2 + 30.0 * LOOP_ITERATION_MS;
+        assert!((s.predicted_step_ms - want).abs() < 1e-9, "{s:?}");
+    }
+
     #[test]
     fn no_window_no_prediction() {
-        let r = predict(&[], &none());
+        let r = predict(&[], &none(), &|_, _, _| Vec::new());
         assert_eq!(r.step_ms, None);
         assert!(r.scenarios.is_empty() && !r.notes.is_empty());
     }

@@ -548,6 +548,33 @@ pub(super) struct AnalyzeArgs {
     pub quiet: Quiet,
 }
 
+/// `what-if`: the `whatif` analysis with the user's own scenarios.
+#[derive(clap::Args, Debug)]
+pub(super) struct WhatIfArgs {
+    /// The profiled processes: archives (.zip or extracted folders) or reports (.nsys-rep).
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    #[command(flatten)]
+    pub capture: CaptureArgs,
+    /// A change to predict: `op:NAME=PCT%` (the HLO instruction NAME at PCT % of its roof),
+    /// `range:LABEL` (the host's NVTX range LABEL done ahead, off the path) or
+    /// `on-time:DEVICE` (the device arriving with the others). Repeatable; the scenarios the
+    /// profile's own problems call for are predicted too.
+    #[arg(long = "scenario", value_name = "SCENARIO")]
+    pub scenarios: Vec<String>,
+    /// Output folder.
+    #[arg(short, long, default_value = "nsys-jax-pipe-out")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub html: Html,
+    #[command(flatten)]
+    pub cache: CacheArgs,
+    #[command(flatten)]
+    pub explain: Explain,
+    #[command(flatten)]
+    pub quiet: Quiet,
+}
+
 // ---- From arguments to what the commands take ---------------------------------------------
 
 /// `--analysis` names with the `--analysis-arg`s that follow each, in command-line order.

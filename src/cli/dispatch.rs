@@ -1,6 +1,8 @@
 //! Each command's arguments turned into its request, the command run, its result printed.
 
-use super::args::{AnalyzeArgs, ArchiveArgs, CombineArgs, CompareArgs, HistoryArgs, RunArgs};
+use super::args::{
+    AnalyzeArgs, ArchiveArgs, CombineArgs, CompareArgs, HistoryArgs, RunArgs, WhatIfArgs,
+};
 use super::output::finish;
 use super::terminal::Terminal;
 use crate::commands::{self, analyze::AnalyzeRequest};
@@ -70,6 +72,45 @@ pub(super) fn analyze(a: AnalyzeArgs) -> Result<i32> {
         &done.texts,
         quiet,
         explain,
+        &done.record,
+        &[],
+        &done.summary(),
+    )?;
+    Ok(0)
+}
+
+pub(super) fn what_if(a: WhatIfArgs) -> Result<i32> {
+    use crate::analyses::{Analysis, whatif::WhatIfAnalysis, whatif_user::UserScenario};
+    for s in &a.scenarios {
+        UserScenario::parse(s).map_err(|e| anyhow::anyhow!("--scenario: {e}"))?;
+        if s.contains(';') {
+            bail!("--scenario {s}: one scenario per --scenario (no `;`)");
+        }
+    }
+    let args = if a.scenarios.is_empty() {
+        vec![]
+    } else {
+        vec![format!("scenario={}", a.scenarios.join(";"))]
+    };
+    let req = AnalyzeRequest {
+        inputs: a.inputs.clone(),
+        capture: a.capture.options(),
+        analyses: vec![commands::pipeline::AnalysisRequest::from_command_line(
+            WhatIfAnalysis::NAME,
+            args,
+        )?],
+        output: Some(a.output.clone()),
+        html: a.html.html.clone(),
+        frames: None,
+        label: None,
+        cache_dir: a.cache.dir(),
+    };
+    let engine = a.cache.engine()?;
+    let done = commands::analyze::analyze(engine, &req, &Terminal)?;
+    finish(
+        &done.texts,
+        a.quiet.quiet,
+        a.explain.explain,
         &done.record,
         &[],
         &done.summary(),

@@ -15,7 +15,7 @@ use crate::error::{EXIT_INPUT, EXIT_INTERNAL, one_line};
 use anyhow::Result;
 use args::{
     AnalyzeArgs, ArchiveArgs, COMPARE_AFTER_HELP, CacheCommand, CombineArgs, CompareArgs,
-    HISTORY_AFTER_HELP, HistoryArgs, RUN_AFTER_HELP, RunArgs, analysis_plan,
+    HISTORY_AFTER_HELP, HistoryArgs, RUN_AFTER_HELP, RunArgs, WhatIfArgs, analysis_plan,
 };
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -57,6 +57,11 @@ enum Command {
     /// with a t-test), the commits and ops at each.
     #[command(after_help = HISTORY_AFTER_HELP)]
     History(HistoryArgs),
+    /// Predict the step with a change of your own (an op at a share of its roof, a host
+    /// range done ahead, a device on time) and with each problem the profile shows fixed,
+    /// from the profile alone (docs/whatif.md).
+    #[command(name = "what-if")]
+    WhatIf(WhatIfArgs),
     /// Inspect or trim the on-disk cache.
     Cache {
         #[command(subcommand)]
@@ -155,7 +160,10 @@ impl Command {
             Command::Archive(a) => Some(&mut a.analyses),
             Command::Run(a) => Some(&mut a.analyses),
             Command::Combine(a) => Some(&mut a.analyses),
-            Command::Compare(_) | Command::History(_) | Command::Cache { .. } => None,
+            Command::Compare(_)
+            | Command::History(_)
+            | Command::WhatIf(_)
+            | Command::Cache { .. } => None,
         }
     }
 }
@@ -168,6 +176,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         Command::Combine(a) => dispatch::combine(a),
         Command::Compare(a) => dispatch::compare(a),
         Command::History(a) => dispatch::history(a),
+        Command::WhatIf(a) => dispatch::what_if(a),
         Command::Cache { command } => cache::cache(command).map(|()| 0),
     }
 }

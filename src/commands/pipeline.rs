@@ -157,7 +157,8 @@ mod tests {
                 "memory",
                 "roofline",
                 "ranges",
-                "diagnose"
+                "diagnose",
+                "whatif"
             ]
         );
         assert_eq!(d[3].params, r#"{"detail":false}"#);

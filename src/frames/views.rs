@@ -33,6 +33,7 @@ pub struct ModuleView<'a> {
     pub rows: usize,
     pub program_id: Strings<'a>,
     pub program_name: &'a StringArray,
+    pub program_execution: &'a Int32Array,
     pub device: &'a Int32Array,
     /// Projected start and duration [ns].
     pub start: &'a Int64Array,
@@ -46,6 +47,7 @@ impl<'a> ModuleView<'a> {
             rows: b.num_rows(),
             program_id: strings(col(b, PROGRAM_ID)),
             program_name: col(b, PROGRAM_NAME).as_string::<i32>(),
+            program_execution: i32s(b, PROGRAM_EXECUTION),
             device: i32s(b, DEVICE),
             start: i64s(b, PROJ_START),
             dur: i64s(b, PROJ_DUR),

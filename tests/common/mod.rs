@@ -45,6 +45,7 @@ pub const PER_PROCESS_KINDS: &[&str] = &[
     "ranges-partial",
     "stragglers-partial",
     "roofline-partial",
+    "whatif-partial",
 ];
 
 /// Every file of an output folder but its run record, by relative path, sorted.

@@ -88,13 +88,13 @@ want gpt_cudnn && cap pairs/gpt_cudnn 0 "$R" "$MODELS/gpt.py"
 want gpt_xla_attn && cap pairs/gpt_xla_attn 0 "$R" "$MODELS/gpt.py" ATTN=xla
 want gpt_wide && cap pairs/gpt_wide 0 "$R" "$MODELS/gpt.py" MLP=6
 want gpt_autotune0 && cap pairs/gpt_autotune0 0 "$R" "$MODELS/gpt.py" XLA_FLAGS=--xla_gpu_autotune_level=0
-want f32_highest && cap pairs/f32_highest 0 "$R" f32_highest.py
-want bf16_gemm && cap pairs/bf16_gemm 0 "$R" bf16_gemm.py
-want host_bound && cap pairs/host_bound 0 "$R" host_bound.py CALLS=30
-want host_scanned && cap pairs/host_scanned 0 "$R" host_scanned.py CALLS=30
+want f32_highest && STEPS=${STEPS:-20} cap pairs/f32_highest 0 "$R" f32_highest.py
+want bf16_gemm && STEPS=${STEPS:-20} cap pairs/bf16_gemm 0 "$R" bf16_gemm.py
+want host_bound && cap pairs/host_bound 0 "$R" host_bound.py CALLS=30 STEPS=10 STEP_RANGE=step
+want host_scanned && cap pairs/host_scanned 0 "$R" host_scanned.py CALLS=30 STEPS=10 STEP_RANGE=step
 # Compiling inside the capture range: without autotuning (rejit.py says why).
-want rejit && cap pairs/rejit 0 "$R" rejit.py XLA_FLAGS=--xla_gpu_autotune_level=0
-want fixed_shapes && cap pairs/fixed_shapes 0 "$R" fixed_shapes.py XLA_FLAGS=--xla_gpu_autotune_level=0
+want rejit && cap pairs/rejit 0 "$R" rejit.py XLA_FLAGS=--xla_gpu_autotune_level=0 STEPS=10 STEP_RANGE=step
+want fixed_shapes && cap pairs/fixed_shapes 0 "$R" fixed_shapes.py XLA_FLAGS=--xla_gpu_autotune_level=0 STEPS=10 STEP_RANGE=step
 LHS="--xla_gpu_enable_latency_hiding_scheduler=true --xla_gpu_all_reduce_combine_threshold_bytes=0"
 want exposed_allreduce && cap pairs/exposed_allreduce 0,1 "$R" exposed_allreduce.py XLA_FLAGS="$LHS"
 want overlapped_allreduce && cap pairs/overlapped_allreduce 0,1 "$R" overlapped_allreduce.py XLA_FLAGS="$LHS"

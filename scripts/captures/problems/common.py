@@ -31,9 +31,18 @@ def profiled(step, steps=STEPS, warmup=WARMUP):
     if _cuda:
         _cuda.cuProfilerStart()
     times = []
+    # STEP_RANGE=NAME: each profiled step inside an NVTX range NAME (the `nvtx` package), as
+    # training loops mark their steps.
+    mark = os.environ.get("STEP_RANGE")
+    if mark:
+        import nvtx
     for i in range(steps):
         t = time.perf_counter()
-        step(i)
+        if mark:
+            with nvtx.annotate(mark):
+                step(i)
+        else:
+            step(i)
         times.append(time.perf_counter() - t)
     if _cuda:
         _cuda.cuProfilerStop()

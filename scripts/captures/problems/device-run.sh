@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# device-run.sh unpack|start|collect [SECONDS]
+# device-run.sh stash|unpack|start|collect [SECONDS]
 #
 # Drives capture2.sh on a 2-GPU machine without network access, from the repository root,
 # in steps that each fit in one command (the pieces may arrive in separate commands):
+#   stash    keeps the pieces of the bundle present now (.nsysbundle/*.tar.xz.part*, made with
+#            `split -b 8M -d X.tar.xz X.tar.xz.part`) under /opt/nsys-parts, for a tree too large
+#            to carry a whole tarball beside it: carry a few pieces per command, then unpack.
 #   unpack   unpacks what is present of .nsysbundle/nsys-target.tar.xz (Nsight Systems 2023.4
 #            CLI -> /opt/nsys/target-linux-x64), .nsysbundle/nsys-importer.tar.xz (its
 #            importer -> /opt/nsys/host-linux-x64) and .devbin/nsys-jax-pipe.xz (a release
@@ -19,13 +22,27 @@ set -u
 RUN=/tmp/problems-run
 HERE=$(cd "$(dirname "$0")" && pwd)
 NSYS=/opt/nsys/target-linux-x64/nsys
+# A tarball: the bundle's own, else joined from the stashed pieces.
+tarball() {
+	if [[ -f .nsysbundle/$1 ]]; then
+		echo ".nsysbundle/$1"
+	elif ls /opt/nsys-parts/"$1".part* >/dev/null 2>&1; then
+		cat /opt/nsys-parts/"$1".part* >"/tmp/$1" && echo "/tmp/$1"
+	fi
+}
 case ${1:-} in
+stash)
+	mkdir -p /opt/nsys-parts
+	cp .nsysbundle/*.tar.xz.part* /opt/nsys-parts/ 2>/dev/null
+	ls -la /opt/nsys-parts
+	;;
 unpack)
 	mkdir -p /opt/nsys/host-linux-x64
-	[[ -f .nsysbundle/nsys-target.tar.xz && ! -x $NSYS ]] &&
-		tar -xJf .nsysbundle/nsys-target.tar.xz -C /opt/nsys
-	[[ -f .nsysbundle/nsys-importer.tar.xz && ! -x /opt/nsys/host-linux-x64/QdstrmImporter ]] &&
-		tar -xJf .nsysbundle/nsys-importer.tar.xz -C /opt/nsys/host-linux-x64
+	target=$(tarball nsys-target.tar.xz)
+	importer=$(tarball nsys-importer.tar.xz)
+	[[ -n $target && ! -x $NSYS ]] && tar -xJf "$target" -C /opt/nsys
+	[[ -n $importer && ! -x /opt/nsys/host-linux-x64/QdstrmImporter ]] &&
+		tar -xJf "$importer" -C /opt/nsys/host-linux-x64
 	[[ -f .devbin/nsys-jax-pipe.xz && ! -x /opt/njp ]] &&
 		xz -dc .devbin/nsys-jax-pipe.xz >/opt/njp && chmod +x /opt/njp
 	ls -la "$NSYS" /opt/nsys/host-linux-x64/QdstrmImporter /opt/njp 2>&1
@@ -75,5 +92,5 @@ collect)
 	xargs -r stat -c '%n %s %Y' <"$RUN/part$n.list" >>sent.txt
 	ls -la "$OUT"
 	;;
-*) echo "usage: device-run.sh unpack|start|collect [SECONDS]" >&2; exit 2 ;;
+*) echo "usage: device-run.sh stash|unpack|start|collect [SECONDS]" >&2; exit 2 ;;
 esac

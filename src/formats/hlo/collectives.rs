@@ -144,6 +144,7 @@ pub(super) fn module_info(
         usage: None,
         usage_error: None,
         costs: Some(costs),
+        deps: Some(Arc::new(super::deps::Dependencies::of(&computations))),
         entry_parameters: entry_parameters(&computations),
     })
 }

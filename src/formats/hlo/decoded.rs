@@ -31,6 +31,7 @@ pub(super) mod field {
     pub const INSTR_METADATA: u32 = 7;
     pub const INSTR_ID: u32 = 35;
     pub const INSTR_OPERAND_IDS: u32 = 36;
+    pub const INSTR_CONTROL_PREDECESSOR_IDS: u32 = 37;
     pub const INSTR_CALLED_COMPUTATION_IDS: u32 = 38;
     pub const INSTR_REPLICA_GROUPS: u32 = 49;
     pub const INSTR_COLLECTIVE_DEVICE_LIST: u32 = 87;
@@ -335,6 +336,8 @@ pub(super) struct Instruction<'a> {
     pub(super) shape: Shape,
     pub(super) id: i64,
     pub(super) operand_ids: IntList,
+    /// Instructions that must run before it though it reads nothing of theirs (by id).
+    pub(super) control_predecessor_ids: IntList,
     pub(super) called_computation_ids: IntList,
     pub(super) groups: DeviceGroups,
     pub(super) op_type: Cow<'a, str>,

@@ -27,6 +27,7 @@ mod attention;
 mod collectives;
 pub mod cost;
 mod decoded;
+pub mod deps;
 pub mod heap;
 mod instruction;
 mod module;

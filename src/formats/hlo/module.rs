@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::cost::ModuleCosts;
 use super::decoded::StackFrameIndex;
+use super::deps::Dependencies;
 use super::heap::{HeapProfile, UsageSummary};
 use super::instruction::HloInstructionInfo;
 
@@ -28,6 +29,8 @@ pub struct HloModuleInfo {
     /// What each instruction costs (docs/design.md, "Cost model"), found by the decoder
     /// (shared by the copies made of the module: other ranks' dumps that decode alike).
     pub costs: Option<Arc<ModuleCosts>>,
+    /// What may run beside what (data and control edges), found by the decoder.
+    pub deps: Option<Arc<Dependencies>>,
     /// The shapes of the entry computation's parameters, in order (`f32[8,64]`): what a
     /// caller passes, and what a new compilation of the same function usually changed.
     pub entry_parameters: Vec<String>,
@@ -48,6 +51,7 @@ impl HloModuleInfo {
             usage: None,
             usage_error: None,
             costs: None,
+            deps: None,
             entry_parameters: Vec::new(),
         }
     }

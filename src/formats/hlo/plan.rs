@@ -347,6 +347,7 @@ pub(super) enum InstructionField {
     Metadata,
     Id,
     OperandIds,
+    ControlPredecessorIds,
     CalledComputationIds,
     ReplicaGroups,
     CollectiveDeviceList,
@@ -549,6 +550,12 @@ impl FieldPlan {
         let cost = resolve_known(
             computation.child(ComputationField::Instructions),
             &[
+                (
+                    "control_predecessor_ids",
+                    Ints,
+                    InstructionField::ControlPredecessorIds,
+                    37,
+                ),
                 ("window", Msg, InstructionField::Window, 15),
                 (
                     "convolution_dimension_numbers",

@@ -171,6 +171,9 @@ pub(super) fn take_instruction(mut msg: DynamicMessage) -> Instruction<'static> 
             }
             field::INSTR_ID => instr.id = int(&value),
             field::INSTR_OPERAND_IDS => instr.operand_ids = ints(&value).into(),
+            field::INSTR_CONTROL_PREDECESSOR_IDS => {
+                instr.control_predecessor_ids = ints(&value).into()
+            }
             field::INSTR_CALLED_COMPUTATION_IDS => {
                 instr.called_computation_ids = ints(&value).into()
             }

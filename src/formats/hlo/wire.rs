@@ -463,16 +463,16 @@ pub(super) fn decode_instruction<'a>(
                     decode_metadata(plan, value.bytes()?, inner, &mut instr)?
                 }
                 InstructionField::Id => instr.id = value.int()?,
-                InstructionField::OperandIds => value.ints(|v| {
-                    if let Some(v) = v {
-                        instr.operand_ids.push(v)
-                    }
-                })?,
-                InstructionField::CalledComputationIds => value.ints(|v| {
-                    if let Some(v) = v {
-                        instr.called_computation_ids.push(v)
-                    }
-                })?,
+                // Lists of ids: the present values, in order.
+                InstructionField::OperandIds => {
+                    value.ints(|v| v.map_or((), |v| instr.operand_ids.push(v)))?
+                }
+                InstructionField::ControlPredecessorIds => {
+                    value.ints(|v| v.map_or((), |v| instr.control_predecessor_ids.push(v)))?
+                }
+                InstructionField::CalledComputationIds => {
+                    value.ints(|v| v.map_or((), |v| instr.called_computation_ids.push(v)))?
+                }
                 InstructionField::ReplicaGroups => legacy_groups.push(count_replica_ids(
                     &plan.legacy_group,
                     value.bytes()?,
