@@ -12,7 +12,8 @@
 //!
 //! For each KERNELS: wall time and peak RSS of `analyze` cold (empty cache) with the default
 //! pipeline, warm (nothing changed), and cold with every analysis and `--html`; bytes per
-//! kernel beyond the same run on the source capture, and ns per kernel.
+//! kernel beyond the same run on the source capture, and ns per kernel; of the cold run, the
+//! time of `whatif`'s own nodes (the critical path and scenarios) and its ns per kernel.
 //!
 //! `cargo bench --bench big_capture` runs 1 and 10 million kernels; `cargo bench --bench
 //! big_capture -- 3000000` chooses. Under `cargo test` it runs 20,000 kernels as a check.
@@ -456,6 +457,26 @@ struct Row {
     cold: Run,
     warm: Run,
     all: Run,
+    /// Of the cold run: the time of `whatif`'s own nodes (its partials and reduce) [s].
+    whatif_s: f64,
+}
+
+/// The time of the nodes of `whatif` in a run's record (`pipeline-run.json`) [s].
+fn whatif_time(out: &Path) -> Result<f64> {
+    let text = std::fs::read_to_string(out.join("pipeline-run.json"))
+        .with_context(|| format!("{}: the run's record", out.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text)?;
+    Ok(v["nodes"]
+        .as_array()
+        .map(|n| {
+            n.iter()
+                .filter(|n| n["kind"].as_str().is_some_and(|k| k.contains("whatif")))
+                .filter(|n| n["status"] == "executed")
+                .filter_map(|n| n["ms"].as_f64())
+                .sum::<f64>()
+        })
+        .unwrap_or(0.0)
+        * 1e-3)
 }
 
 fn measure(what: &str, capture: &Path, kernels: u64, work: &Path) -> Result<Row> {
@@ -481,6 +502,7 @@ fn measure(what: &str, capture: &Path, kernels: u64, work: &Path) -> Result<Row>
         Ok(Run { wall_s, rss_mib })
     };
     let cold = go("cold", false)?;
+    let whatif_s = whatif_time(&dir.join("out-cold"))?;
     let warm = go("warm", false)?;
     let all = go("all", true)?;
     std::fs::remove_dir_all(&dir)?;
@@ -490,6 +512,7 @@ fn measure(what: &str, capture: &Path, kernels: u64, work: &Path) -> Result<Row>
         cold,
         warm,
         all,
+        whatif_s,
     })
 }
 
@@ -506,17 +529,23 @@ fn table(rows: &[Row]) -> String {
         }
     };
     let mut s = String::from(
-        "| capture | kernels | cold s | cold MiB | B/kernel | ns/kernel | warm s | warm MiB | all s | all MiB | B/kernel (all) |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| capture | kernels | cold s | cold MiB | B/kernel | ns/kernel | whatif s | whatif ns/kernel | warm s | warm MiB | all s | all MiB | B/kernel (all) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         let (b, ns) = per(&r.cold, &base.cold, r.kernels);
         let (ball, _) = per(&r.all, &base.all, r.kernels);
+        let wns = if r.kernels == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.0}", r.whatif_s * 1e9 / r.kernels as f64)
+        };
         s.push_str(&format!(
-            "| {} | {} | {:.2} | {:.0} | {b} | {ns} | {:.3} | {:.0} | {:.2} | {:.0} | {ball} |\n",
+            "| {} | {} | {:.2} | {:.0} | {b} | {ns} | {:.3} | {wns} | {:.3} | {:.0} | {:.2} | {:.0} | {ball} |\n",
             r.what,
             r.kernels,
             r.cold.wall_s,
             r.cold.rss_mib,
+            r.whatif_s,
             r.warm.wall_s,
             r.warm.rss_mib,
             r.all.wall_s,

@@ -47,6 +47,15 @@ pub fn duration_ms(ms: f64) -> String {
     duration_ns(ms * 1e6)
 }
 
+/// A change of duration given in milliseconds, signed: `+13.3 ms`, `−412 µs`.
+pub fn signed_ms(ms: f64) -> String {
+    if ms < 0.0 {
+        format!("−{}", duration_ms(-ms))
+    } else {
+        format!("+{}", duration_ms(ms))
+    }
+}
+
 /// A byte count: `512 B`, `1.50 MiB`, `15.3 GiB`.
 pub fn bytes(b: f64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];

@@ -13,6 +13,7 @@ mod captures;
 mod combine;
 mod command_buffers;
 mod compare;
+mod compare_causes;
 mod diagnose;
 mod example;
 mod external_script;

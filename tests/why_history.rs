@@ -326,7 +326,17 @@ fn synthetic(
     rng: &mut Rng,
     inverse: bool,
 ) -> Vec<PointData> {
-    (0..50)
+    synthetic_n(50, runs, steps, rng, inverse)
+}
+
+fn synthetic_n(
+    n: usize,
+    runs: &[Vec<f64>],
+    steps: &[(usize, f64)],
+    rng: &mut Rng,
+    inverse: bool,
+) -> Vec<PointData> {
+    (0..n)
         .map(|i| {
             let factor: f64 = steps
                 .iter()
@@ -438,6 +448,98 @@ fn injected_steps_are_found_in_real_noise() {
             assert_eq!(far, 0, "{report:?}");
             assert!(found * 10 >= big * 9 && near + 1 >= big, "{report:?}");
         }
+    }
+    eprintln!("{}", report.join("\n"));
+}
+
+/// The newest runs, as CI sees them: 10 runs of the same real noise (each a real run
+/// resampled), the last 3 after a step of 5 × the run-to-run noise (the spread of the runs'
+/// medians, measured over 400 step-free runs). Over 20 seeds each way, in both series: the
+/// step is a change point at its run in at least 18; without a step, no change point in any
+/// of 20 series, and the newest runs flagged "possible" in at most 2.
+#[test]
+fn a_step_in_the_newest_three_runs_is_a_change_point() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    for n in ["base1", "base2", "base3", "one1", "one2", "one3", "one4"] {
+        label(&cache, n, &why(n));
+    }
+    let bw = real_samples(
+        &cache,
+        &tmp.path().join("b"),
+        &["base1", "base2", "base3"],
+        "bandwidth:reduce-scatter 16 MiB",
+    );
+    let step = real_samples(
+        &cache,
+        &tmp.path().join("o"),
+        &["one1", "one2", "one3", "one4"],
+        "module:jit_train_step",
+    );
+    let labels: Vec<String> = (0..10).map(|i| format!("c{i:02}")).collect();
+    let params = Params::default();
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let mut report = Vec::new();
+    for (name, runs, inverse) in [("bandwidth", &bw, true), ("step time", &step, false)] {
+        let mut rng = Rng(4242);
+        let meds: Vec<f64> = synthetic_n(400, runs, &[], &mut rng, inverse)
+            .into_iter()
+            .map(|d| median(d.samples["m:x"].clone()))
+            .collect();
+        let mean = meds.iter().sum::<f64>() / meds.len() as f64;
+        let sd =
+            (meds.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / (meds.len() - 1) as f64).sqrt();
+        let step_by = 5.0 * sd / mean;
+        let (mut found, mut null_fp, mut possible) = (0, 0, 0);
+        for seed in 0..20u64 {
+            let mut rng = Rng(seed * 104729 + 3);
+            let data = synthetic_n(10, runs, &[(7, step_by)], &mut rng, inverse);
+            let s = history_series(&labels, &data, &[], &params);
+            let hit = s[0].changes.iter().any(|c| c.at.index == 7);
+            if !hit {
+                eprintln!(
+                    "{name} seed {seed}: medians {:?}, change points {:?}, possible {:?}",
+                    s[0].points
+                        .iter()
+                        .map(|p| (p.median * 1000.0).round() / 1000.0)
+                        .collect::<Vec<_>>(),
+                    s[0].changes
+                        .iter()
+                        .map(|c| (c.at.index, c.at.change))
+                        .collect::<Vec<_>>(),
+                    s[0].possible.as_ref().map(|p| p.change.at.index)
+                );
+            }
+            found += hit as usize;
+            let null = synthetic_n(10, runs, &[], &mut rng, inverse);
+            let s = history_series(&labels, &null, &[], &params);
+            if !s[0].changes.is_empty() {
+                eprintln!(
+                    "{name} seed {seed} null: medians {:?}, change points {:?}",
+                    s[0].points
+                        .iter()
+                        .map(|p| (p.median * 1000.0).round() / 1000.0)
+                        .collect::<Vec<_>>(),
+                    s[0].changes
+                        .iter()
+                        .map(|c| (c.at.index, c.at.change))
+                        .collect::<Vec<_>>()
+                );
+            }
+            null_fp += s[0].changes.len();
+            possible += s[0].possible.is_some() as usize;
+        }
+        report.push(format!(
+            "{name}: run-to-run noise {:.2} % of the median; a step of {:.1} % in the newest 3 of 10 runs found {found}/20; without a step: change points {null_fp}, possible {possible}/20",
+            100.0 * sd / mean,
+            100.0 * step_by
+        ));
+        assert!(found >= 18, "{report:?}");
+        assert_eq!(null_fp, 0, "{report:?}");
+        assert!(possible <= 2, "{report:?}");
     }
     eprintln!("{}", report.join("\n"));
 }

@@ -59,6 +59,10 @@ pub struct CommunicationPartial {
     pub total_ns: i64,
     /// Remarks, prefixed with the process.
     pub notes: Vec<String>,
+    /// Per (collective, message size): the instructions that carry it, as (module, HLO
+    /// instruction) — what a bandwidth row is measured on.
+    #[serde(default)]
+    pub carriers: Vec<((String, i64), Vec<(String, String)>)>,
 }
 
 impl crate::engine::value::JsonValue for CommunicationPartial {}
@@ -73,7 +77,12 @@ pub fn partial(steady: &Steady) -> CommunicationPartial {
         c.program_execution,
     );
     let (tidx, bus, dur, hid) = (c.thunk_index, c.bus_bw, c.dur, c.dur_hidden);
+    let m = crate::frames::views::ModuleView::of(&steady.module);
+    let names: BTreeMap<&str, &str> = (0..m.rows)
+        .map(|i| (m.program_id.value(i), m.program_name.value(i)))
+        .collect();
     let mut bandwidth = Vec::new();
+    let mut carriers = Vec::new();
     for ((cl, sz), idx) in group_by(c.rows, |i| (coll.value(i), size.value(i))) {
         // One instance = one (program, execution, thunk index) across devices. The fastest
         // device arrived last, so its bandwidth has no waiting in it.
@@ -87,6 +96,15 @@ pub fn partial(steady: &Steady) -> CommunicationPartial {
                 .or_insert(f64::NEG_INFINITY);
             *e = e.max(bus.value(i));
         }
+        let by: std::collections::BTreeSet<(String, String)> = idx
+            .iter()
+            .map(|&i| {
+                let p = prog.value(i);
+                let module = names.get(p).copied().unwrap_or(p);
+                (module.to_string(), c.name.value(i).to_string())
+            })
+            .collect();
+        carriers.push(((cl.to_string(), sz), by.into_iter().collect()));
         bandwidth.push((
             (cl.to_string(), sz),
             best.into_iter()
@@ -108,6 +126,7 @@ pub fn partial(steady: &Steady) -> CommunicationPartial {
         total_hidden_ns: (0..c.rows).map(|i| hid.value(i)).sum(),
         total_ns: (0..c.rows).map(|i| dur.value(i) + hid.value(i)).sum(),
         notes: steady.notes.clone(),
+        carriers,
     }
 }
 

@@ -4,7 +4,8 @@
 //! the profile shows, each re-timing the parts of the path it changes.
 //!
 //! Output contract (`whatif.json`): `{"step_ms", "unit" ("step"|"steady state"), "steps",
-//! "critical_path":[{process, device, wall_ms, parts:[{what, ms, percent}]}],
+//! "critical_path":[{process, device, wall_ms, parts:[{what, ms, percent}],
+//!                   gpu:[{module, what, ms, percent}]}],
 //! "scenarios":[{rule, change, predicted_step_ms, saved_ms, path_before, path_after}],
 //! "notes"}`; parts per step (per steady state when no step is known), scenarios largest
 //! saving first.
@@ -176,6 +177,23 @@ pub fn render(w: &WhatIf) -> String {
             ]);
         }
         out.push_str(&t.render());
+        if !row.gpu.is_empty() {
+            let mut t = Table::new(&["of it on the GPU: module · ops", "per step", "share"]);
+            t.align_right(&[1, 2]);
+            for o in row.gpu.iter().take(6) {
+                let what = if o.module.is_empty() {
+                    o.what.clone()
+                } else {
+                    format!("{} · {}", o.module, o.what)
+                };
+                t.row(vec![
+                    crate::units::fit(&what, 60),
+                    duration_ms(o.ms),
+                    format!("{} %", pct(o.percent)),
+                ]);
+            }
+            out.push_str(&t.render());
+        }
     }
     if w.scenarios.is_empty() {
         out.push_str("  no scenario applies\n");
@@ -330,5 +348,22 @@ pub fn section(w: &WhatIf) -> Result<Section> {
         }
     }
     sec.table(&p);
+    if w.critical_path.iter().any(|r| !r.gpu.is_empty()) {
+        sec.heading("The GPU's part of the path, by module and what ran");
+        let mut g = HtmlTable::new(&["process", "device", "module", "ops", "per step", "share"]);
+        for row in &w.critical_path {
+            for o in &row.gpu {
+                g.row(vec![
+                    Cell::count(row.process as u64),
+                    Cell::count(row.device.max(0) as u64),
+                    Cell::text(&o.module),
+                    Cell::text(&o.what),
+                    Cell::ms(o.ms),
+                    Cell::text(&format!("{} %", pct(o.percent))),
+                ]);
+            }
+        }
+        sec.table(&g);
+    }
     Ok(sec)
 }

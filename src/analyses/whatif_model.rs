@@ -75,6 +75,44 @@ pub struct Exec {
     pub split_ns: i64,
     #[serde(default)]
     pub unknown_ns: i64,
+    /// The same time by what ran ([`crate::formats::hlo::library::describe`]: `cuDNN fused
+    /// attention`, `NCCL all-reduce`; `[no HLO]` without the module's HLO) [ns].
+    #[serde(default)]
+    pub kinds: Vec<(String, i64)>,
+}
+
+impl Exec {
+    /// An execution with no thunk time yet.
+    pub fn new(program: &str, execution: i32, start_ns: i64) -> Exec {
+        Exec {
+            program: program.to_string(),
+            execution,
+            start_ns,
+            arrival_ns: None,
+            collectives_ns: 0,
+            compute_ns: 0,
+            hideable_ns: 0,
+            split_ns: 0,
+            unknown_ns: 0,
+            kinds: Vec::new(),
+        }
+    }
+
+    fn add_kind(&mut self, kind: String, ns: i64) {
+        match self.kinds.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, v)) => *v += ns,
+            None => self.kinds.push((kind, ns)),
+        }
+    }
+}
+
+/// What a thunk runs, in a few words: its instruction's op class and library.
+fn kind_of(m: Option<&HloModuleInfo>, name: &str) -> String {
+    match m.and_then(|m| m.instruction(name)) {
+        Some(i) => crate::formats::hlo::library::describe(i.opcode(), i.target()),
+        None if m.is_none() => "[no HLO]".into(),
+        None => "[not an instruction]".into(),
+    }
 }
 
 /// One process's devices.
@@ -199,17 +237,9 @@ pub fn timeline<'m>(
             s.program_id.value(i),
             s.program_execution.value(i),
         );
-        execs.entry(key).or_insert_with(|| Exec {
-            program: s.program_name.value(i).to_string(),
-            execution: s.program_execution.value(i),
-            start_ns: a,
-            arrival_ns: None,
-            collectives_ns: 0,
-            compute_ns: 0,
-            hideable_ns: 0,
-            split_ns: 0,
-            unknown_ns: 0,
-        });
+        execs
+            .entry(key)
+            .or_insert_with(|| Exec::new(s.program_name.value(i), s.program_execution.value(i), a));
     }
     let m = ModuleView::of(modules);
     let mut runs: BTreeMap<i32, Vec<(i64, i64)>> = BTreeMap::new();
@@ -258,12 +288,19 @@ pub fn timeline<'m>(
             t.program_execution.value(i),
         );
         if let Some(e) = execs.get_mut(&key) {
-            if super::whatif_edges::collective(&t, i, module_of(key.1).is_some()) {
+            let m = module_of(key.1);
+            let ns = if super::whatif_edges::collective(&t, i, m.is_some()) {
                 let a = t.start.value(i);
                 e.arrival_ns = Some(e.arrival_ns.map_or(a, |x| x.min(a)));
-                e.collectives_ns += (t.dur.value(i) - t.dur_hidden.value(i)).max(0);
+                let ns = (t.dur.value(i) - t.dur_hidden.value(i)).max(0);
+                e.collectives_ns += ns;
+                ns
             } else {
                 e.compute_ns += t.dur.value(i);
+                t.dur.value(i)
+            };
+            if ns > 0 {
+                e.add_kind(kind_of(m, t.name.value(i)), ns);
             }
         }
     }
@@ -368,7 +405,7 @@ pub struct Window {
 
 /// One step on a device [ms]: its wall time, the GPU's busy time and each gap with what the
 /// host did in it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Default)]
 pub struct StepWindow {
     /// The step program's execution that starts it (None: the steady window) and when the
     /// device arrived at its first collective [ms, the profile's clock].
@@ -393,6 +430,8 @@ pub struct StepWindow {
     /// In time order; the last one (when the step ends in a gap) is the one before the next
     /// step.
     pub gaps: Vec<GapMs>,
+    /// The thunks' time (collectives exposed) by (module, what ran) [ms].
+    pub kinds: Vec<(String, String, f64)>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -480,6 +519,7 @@ impl Window {
                         let mut sum = [0i64; 5];
                         let mut executions = 0;
                         let mut runs: BTreeMap<&str, usize> = BTreeMap::new();
+                        let mut kinds: BTreeMap<(&str, &str), i64> = BTreeMap::new();
                         for e in d
                             .execs
                             .iter()
@@ -497,6 +537,9 @@ impl Window {
                             }
                             executions += 1;
                             *runs.entry(e.program.as_str()).or_default() += 1;
+                            for (k, ns) in &e.kinds {
+                                *kinds.entry((e.program.as_str(), k.as_str())).or_default() += ns;
+                            }
                         }
                         let ms = |k: usize| sum[k] as f64 * 1e-6;
                         StepWindow {
@@ -512,6 +555,12 @@ impl Window {
                             executions,
                             programs: runs.len(),
                             repeats: runs.values().copied().max().unwrap_or(0),
+                            kinds: kinds
+                                .into_iter()
+                                .map(|((m, k), ns)| {
+                                    (m.to_string(), k.to_string(), ns as f64 * 1e-6)
+                                })
+                                .collect(),
                             gaps: inside
                                 .into_iter()
                                 .map(|g| GapMs {
@@ -619,6 +668,7 @@ mod tests {
                 executions: 6,
                 programs: 1,
                 repeats: 6,
+                kinds: Vec::new(),
                 gaps: vec![
                     g(0.3, 0.0, &[]),
                     g(5.0, 4.0, &[]),
@@ -645,17 +695,7 @@ mod tests {
             gaps: Vec::new(),
             execs: execs
                 .iter()
-                .map(|&(program, start_ns)| Exec {
-                    program: program.into(),
-                    execution: 0,
-                    start_ns,
-                    arrival_ns: None,
-                    collectives_ns: 0,
-                    compute_ns: 0,
-                    hideable_ns: 0,
-                    split_ns: 0,
-                    unknown_ns: 0,
-                })
+                .map(|&(program, start_ns)| Exec::new(program, 0, start_ns))
                 .collect(),
             beside_extra_ns: 0,
             beside_overlap_ns: 0,

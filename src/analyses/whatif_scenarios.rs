@@ -4,73 +4,13 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use super::diagnose::Diagnosis;
 use super::whatif_model::{StepWindow, Stepping, Window, median_index, quantile};
 use crate::formats::hlo::cost::Math;
 use crate::units::{duration_ms, pct};
 
-/// A part of the critical path.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct Part {
-    pub what: String,
-    /// Per step [ms].
-    pub ms: f64,
-    /// Of the step.
-    pub percent: f64,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct PathRow {
-    pub process: usize,
-    pub device: i32,
-    /// The device's median step [ms] (its steady window without a step).
-    pub wall_ms: f64,
-    pub parts: Vec<Part>,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct Scenario {
-    /// The finding rule whose problem it fixes (docs/diagnosis.md).
-    pub rule: String,
-    pub change: String,
-    pub predicted_step_ms: f64,
-    pub saved_ms: f64,
-    /// The prediction's spread over the steps: its 25th and 75th percentiles [ms].
-    #[serde(default)]
-    pub spread_ms: [f64; 2],
-    /// The critical path of the device that sets the median step, before and after.
-    pub path_before: Vec<Part>,
-    pub path_after: Vec<Part>,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
-pub struct WhatIf {
-    /// The measured step [ms] (of the steady state when no step is known).
-    pub step_ms: Option<f64>,
-    pub unit: String,
-    /// The steps the prediction is the median of.
-    pub steps: f64,
-    pub critical_path: Vec<PathRow>,
-    pub scenarios: Vec<Scenario>,
-    /// Each finding of the diagnosis with what fixing it buys: its time at stake (a share
-    /// of the steady state) beside its best scenario's saving per step.
-    #[serde(default)]
-    pub findings: Vec<FindingSaving>,
-    pub notes: Vec<String>,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct FindingSaving {
-    pub rule: String,
-    pub title: String,
-    /// As the diagnosis says: over the steady state [ms].
-    pub at_stake_ms: f64,
-    /// Its scenario's (the largest of its rule's): per step [ms]; None without one.
-    pub saved_ms: Option<f64>,
-    pub predicted_step_ms: Option<f64>,
-}
+use super::whatif_result::OP_ROWS;
+pub use super::whatif_result::{FindingSaving, OpShare, Part, PathRow, Scenario, WhatIf};
 
 /// The share of the dense bf16 peak a large bf16 GEMM reaches when the profile has none of
 /// its own to measure: 73 % measured on H200 (4096³ bf16 GEMMs, `bf16_gemm` capture), taken
@@ -194,6 +134,8 @@ pub(super) struct Path {
 
     /// The device's plain gap (dispatch and sync, no compiling, no host range).
     plain_gap: Option<f64>,
+    /// The thunks' time on the path by (module, what ran) [ms].
+    gpu: Vec<(String, String, f64)>,
 }
 
 impl Path {
@@ -307,7 +249,40 @@ fn path(who: (usize, i32), w: &StepWindow, plain_gap: Option<f64>) -> Path {
         programs: w.programs,
         repeats: w.repeats,
         plain_gap,
+        gpu: w
+            .kinds
+            .iter()
+            .map(|(m, what, ms)| (m.clone(), what.clone(), ms * k))
+            .collect(),
     }
+}
+
+/// A path's GPU part by module and kind, the largest first, the rest as one row.
+fn op_shares(p: &Path) -> Vec<OpShare> {
+    let total = p.total();
+    let pct = |ms: f64| if total > 0.0 { 100.0 * ms / total } else { 0.0 };
+    let mut v = p.gpu.clone();
+    v.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let rest: f64 = v.iter().skip(OP_ROWS).map(|x| x.2).sum();
+    let mut out: Vec<OpShare> = v
+        .into_iter()
+        .take(OP_ROWS)
+        .map(|(module, what, ms)| OpShare {
+            module,
+            what,
+            ms,
+            percent: pct(ms),
+        })
+        .collect();
+    if rest > 0.0 {
+        out.push(OpShare {
+            module: String::new(),
+            what: "other ops".into(),
+            ms: rest,
+            percent: pct(rest),
+        });
+    }
+    out
 }
 
 /// Every device's steps as paths. Where devices exchange data, a step's path crosses to the
@@ -712,6 +687,7 @@ pub(super) fn predict(windows: &[Window], f: &Facts, extra: Extra) -> WhatIf {
                 device: d.device,
                 wall_ms: m.total(),
                 parts: parts_of(m),
+                gpu: op_shares(m),
             }
         })
         .collect();
@@ -806,6 +782,16 @@ mod tests {
         }
     }
 
+    /// A step of one execution of one program, nothing measured yet.
+    fn one_call() -> StepWindow {
+        StepWindow {
+            executions: 1,
+            programs: 1,
+            repeats: 1,
+            ..StepWindow::default()
+        }
+    }
+
     fn none() -> Facts<'static> {
         Facts {
             diagnosis: None,
@@ -830,19 +816,11 @@ mod tests {
             beside_extra_ms: 0.0,
             beside_overlap_ms: 0.0,
             steps: vec![StepWindow {
-                execution: None,
-                arrival_ms: None,
                 wall_ms: span,
                 busy_ms: 8.0,
-                collectives_ms: 0.0,
                 compute_ms: 8.0,
-                hideable_ms: 0.0,
-                split_ms: 0.0,
-                unknown_ms: 0.0,
-                executions: 1,
-                programs: 1,
-                repeats: 1,
                 gaps,
+                ..one_call()
             }],
         };
         let r = predict(&[w.clone()], &none(), &|_, _, _| Vec::new());
@@ -874,19 +852,11 @@ mod tests {
     #[test]
     fn the_prediction_is_the_median_steps() {
         let step = |load: f64| StepWindow {
-            execution: None,
-            arrival_ms: None,
             wall_ms: 2.0 + load + 0.2,
             busy_ms: 2.0,
-            collectives_ms: 0.0,
             compute_ms: 2.0,
-            hideable_ms: 0.0,
-            split_ms: 0.0,
-            unknown_ms: 0.0,
-            executions: 1,
-            programs: 1,
-            repeats: 1,
             gaps: vec![gap(load + 0.2, 0.0, &[("load", load)])],
+            ..one_call()
         };
         let w = Window {
             process: 0,
@@ -920,15 +890,9 @@ mod tests {
     #[test]
     fn many_calls_per_step_become_one_per_program() {
         let step = || StepWindow {
-            execution: None,
-            arrival_ms: None,
             wall_ms: 0.31 + 30.0 * 0.2 + 1.0,
             busy_ms: 0.31,
-            collectives_ms: 0.0,
             compute_ms: 0.31,
-            hideable_ms: 0.0,
-            split_ms: 0.0,
-            unknown_ms: 0.0,
             executions: 31,
             programs: 2,
             repeats: 30,
@@ -936,6 +900,7 @@ mod tests {
                 .map(|_| gap(0.2, 0.0, &[]))
                 .chain([gap(1.0, 0.0, &[])])
                 .collect(),
+            ..StepWindow::default()
         };
         let w = Window {
             process: 0,

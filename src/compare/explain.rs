@@ -6,16 +6,18 @@
 //! compile time changed.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
+use super::carriers::{self, Carrier, PassChange};
+use super::causes::{self, SourceChange};
+use super::causes_node::module_hlo;
 use super::hlo_diff::{self, HloDiff};
+use super::recompiled::{self, Recompiled};
+pub use super::recompiled::{EnvChange, EnvDiff};
 use super::{Family, FamilyComparison, Row, Settings, Verdict, verdict};
-use crate::analyses::provenance::{self, ProvenancePartial, ProvenanceShare};
 use crate::engine::{Keep, Key, KeyBuilder, Node};
-use crate::formats::hlo::HloModuleInfo;
 use crate::graph::{self, Db, Run};
 
 /// How many ops a module's explanation keeps.
@@ -63,6 +65,10 @@ pub struct ModuleWhy {
     /// (part of `delta_ms` that no op of this device's own explains).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_delta_ms: Option<f64>,
+    /// The change by the user's source line and op path, with what each side runs there
+    /// (what survives a recompilation; [`super::causes`]), the largest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<SourceChange>,
     /// Ops, the largest contributions first (at most [`OPS`]).
     pub ops: Vec<OpChange>,
     /// Ops that changed, were added or removed, before the cut.
@@ -72,33 +78,10 @@ pub struct ModuleWhy {
     /// Why there is no HLO diff although the fingerprint changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hlo_note: Option<String>,
-}
-
-/// One fact of the runs that differs.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct EnvChange {
-    pub what: String,
-    pub base: Option<String>,
-    pub head: Option<String>,
-}
-
-/// What else differs between the runs.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
-pub struct EnvDiff {
-    /// Whether each side's archives hold `run`'s record (else only the report's facts).
-    pub base_recorded: bool,
-    pub head_recorded: bool,
-    pub changes: Vec<EnvChange>,
-}
-
-/// An XLA pass whose time changed.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct PassChange {
-    pub pass: String,
-    pub base_ms: Option<f64>,
-    pub head_ms: Option<f64>,
-    pub delta_ms: f64,
-    pub change: Option<f64>,
+    /// Why the module was compiled into another program, when its HLO changed and both
+    /// sides' dumps hold it before optimization.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recompiled: Option<Recompiled>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
@@ -107,11 +90,17 @@ pub struct Why {
     pub environment: EnvDiff,
     /// When a compile time changed: the passes whose time changed most.
     pub passes: Vec<PassChange>,
+    /// What carries each bandwidth, wait and compile metric that changed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub carriers: Vec<Carrier>,
 }
 
 impl Why {
     pub fn is_empty(&self) -> bool {
-        self.modules.is_empty() && self.environment.changes.is_empty() && self.passes.is_empty()
+        self.modules.is_empty()
+            && self.environment.changes.is_empty()
+            && self.passes.is_empty()
+            && self.carriers.is_empty()
     }
 }
 
@@ -226,22 +215,6 @@ fn module_ops(row: &Row, thunks: &FamilyComparison, s: &Settings) -> (Vec<OpChan
     (ops, total)
 }
 
-/// The decoded HLO of the module with stable id `id` in the first process of `run` that has
-/// it.
-fn module_hlo(db: &Db, run: Run, id: &str) -> Result<Option<Arc<HloModuleInfo>>> {
-    for &p in run.processes(db) {
-        let programs = graph::hlo::programs(db, p)?;
-        if let Some(m) = programs
-            .value
-            .iter()
-            .find(|m| m.fingerprint.as_deref() == Some(id))
-        {
-            return Ok(Some(m.clone()));
-        }
-    }
-    Ok(None)
-}
-
 /// The HLO diff of a module, or why there is none.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 struct HloOutcome {
@@ -318,32 +291,6 @@ fn hlo_of(db: &Db, base: Run, head: Run, row: &Row) -> Result<(Option<HloDiff>, 
     Ok((v.diff.clone(), v.note.clone()))
 }
 
-/// The facts of each side's runs, diffed.
-fn environment(db: &Db, base: Run, head: Run) -> Result<EnvDiff> {
-    let side = |run: Run| -> Result<provenance::Provenance> {
-        let parts = graph::run_shares(db, run, &ProvenanceShare, &())?;
-        let refs: Vec<&ProvenancePartial> = parts.iter().map(|p| p.value.as_ref()).collect();
-        Ok(provenance::reduce(&refs))
-    };
-    let (b, h) = (side(base)?, side(head)?);
-    let (bf, hf) = (b.merged(), h.merged());
-    let keys: BTreeSet<&String> = bf.keys().chain(hf.keys()).collect();
-    let changes = keys
-        .into_iter()
-        .filter(|k| bf.get(*k) != hf.get(*k))
-        .map(|k| EnvChange {
-            what: k.clone(),
-            base: bf.get(k).cloned(),
-            head: hf.get(k).cloned(),
-        })
-        .collect();
-    Ok(EnvDiff {
-        base_recorded: b.recorded > 0,
-        head_recorded: h.recorded > 0,
-        changes,
-    })
-}
-
 /// The explanation of the comparison `out` of `base` and `head`.
 pub fn explain(
     db: &Db,
@@ -354,12 +301,13 @@ pub fn explain(
 ) -> Result<Why> {
     let none = FamilyComparison::default();
     let thunks = out.get(&Family::Thunk).unwrap_or(&none);
+    let env = super::recompiled::environment(db, base, head)?;
     let mut modules = Vec::new();
     for row in out.get(&Family::Module).map(|c| &c.rows[..]).unwrap_or(&[]) {
         let v = verdict(row, s, s.threshold(Family::Module));
         let changed = matches!(v, Verdict::Regression | Verdict::Improvement);
-        let recompiled = row.matched == super::Matched::ByName;
-        if !changed && !recompiled {
+        let by_name = row.matched == super::Matched::ByName;
+        if !changed && !by_name {
             continue;
         }
         let (ops, ops_total) = if changed {
@@ -367,7 +315,21 @@ pub fn explain(
         } else {
             (Vec::new(), 0)
         };
-        let (hlo, hlo_note) = hlo_of(db, base, head, row)?;
+        let (mut hlo, hlo_note) = hlo_of(db, base, head, row)?;
+        let floor = delta(row).map_or(0.0, |d| 0.01 * d.abs()).max(1e-3);
+        let found = super::causes_node::of(db, base, head, row, thunks, floor, changed)?;
+        let recompiled = match row.head_program_id {
+            Some(_) => recompiled::classify(found.same_before_optimization, &env),
+            None => None,
+        };
+        if recompiled.is_some_and(|r| r != Recompiled::Program)
+            && let Some(h) = hlo.as_mut()
+        {
+            // The same parameters before optimization: a change in the optimized module's
+            // parameter list is XLA's doing, not a cause.
+            h.parameters.clear();
+        }
+        let sources = found.sources;
         let wait_delta_ms = out
             .get(&Family::Wait)
             .and_then(|w| w.rows.iter().find(|w| w.program_id == row.program_id))
@@ -380,10 +342,12 @@ pub fn explain(
             change: row.stat.change,
             delta_ms: delta(row),
             wait_delta_ms,
+            sources,
             ops,
             ops_total,
             hlo,
             hlo_note,
+            recompiled,
         });
     }
     let compile_changed = out.get(&Family::Compile).is_some_and(|c| {
@@ -412,10 +376,12 @@ pub fn explain(
         passes.sort_by(|a, b| b.delta_ms.abs().total_cmp(&a.delta_ms.abs()));
         passes.truncate(PASSES);
     }
+    let carriers = carriers::carriers(db, base, head, out, s, &passes)?;
     Ok(Why {
         modules,
-        environment: environment(db, base, head)?,
+        environment: env,
         passes,
+        carriers,
     })
 }
 
@@ -470,11 +436,18 @@ pub fn terminal(w: &Why) -> String {
     let mut s = String::new();
     for m in &w.modules {
         s.push_str(&format!("why {}\n", module_phrase(m)));
-        for o in m.ops.iter().take(6) {
+        for g in m.sources.iter().take(4) {
+            s.push_str(&format!("    {}\n", causes::phrase(g)));
+        }
+        let n = if m.sources.is_empty() { 6 } else { 3 };
+        if !m.sources.is_empty() && !m.ops.is_empty() {
+            s.push_str("    by HLO instruction:\n");
+        }
+        for o in m.ops.iter().take(n) {
             s.push_str(&format!("    {}\n", op_phrase(o)));
         }
-        if m.ops_total > 6 {
-            s.push_str(&format!("    … {} more in compare.md\n", m.ops_total - 6));
+        if m.ops_total > n {
+            s.push_str(&format!("    … {} more in compare.md\n", m.ops_total - n));
         }
         if let Some(h) = &m.hlo {
             s.push_str(&format!("    HLO: {}\n", h.line()));
@@ -482,6 +455,12 @@ pub fn terminal(w: &Why) -> String {
         if let Some(n) = &m.hlo_note {
             s.push_str(&format!("    HLO: {n}\n"));
         }
+        if let Some(r) = m.recompiled {
+            s.push_str(&format!("    recompiled: {}\n", r.phrase()));
+        }
+    }
+    for c in &w.carriers {
+        s.push_str(&format!("{}\n", c.phrase()));
     }
     let e = &w.environment;
     if !e.changes.is_empty() {
@@ -512,18 +491,35 @@ pub fn markdown(w: &Why) -> String {
     let mut s = String::from("### Why\n\n");
     for m in &w.modules {
         s.push_str(&format!("**{}**", module_phrase(m)));
-        let top: Vec<String> = m
-            .ops
-            .iter()
-            .take(3)
-            .map(|o| format!("`{}`", op_phrase(o)))
-            .collect();
-        if !top.is_empty() {
-            s.push_str(&format!(": {}", top.join(", ")));
+        if let Some(r) = m.recompiled {
+            s.push_str(&format!(" — {}", r.phrase()));
         }
-        s.push_str("\n\n");
-        if m.ops.len() > 3 || m.hlo.is_some() || m.hlo_note.is_some() {
+        if m.sources.is_empty() {
+            let top: Vec<String> = m
+                .ops
+                .iter()
+                .take(3)
+                .map(|o| format!("`{}`", op_phrase(o)))
+                .collect();
+            if !top.is_empty() {
+                s.push_str(&format!(": {}", top.join(", ")));
+            }
+            s.push_str("\n\n");
+        } else {
+            s.push_str("\n\n");
+            for g in m.sources.iter().take(3) {
+                s.push_str(&format!("- {}\n", causes::phrase(g)));
+            }
+            s.push('\n');
+        }
+        if m.ops.len() > 3 || m.sources.len() > 3 || m.hlo.is_some() || m.hlo_note.is_some() {
             s.push_str("<details><summary>ops and HLO</summary>\n\n");
+            for g in m.sources.iter().skip(3) {
+                s.push_str(&format!("- {}\n", causes::phrase(g)));
+            }
+            if m.sources.len() > 3 {
+                s.push('\n');
+            }
             if !m.ops.is_empty() {
                 s.push_str("| op | base | head | Δ per execution | change | p | share of the module's change |\n|---|--:|--:|--:|--:|--:|--:|\n");
                 for o in &m.ops {
@@ -576,6 +572,7 @@ pub fn markdown(w: &Why) -> String {
                 list(&mut s, "opcode", &h.opcodes);
                 list(&mut s, "fusion", &h.fusions);
                 list(&mut s, "collective", &h.collectives);
+                list(&mut s, "library call", &h.kernels);
                 s.push('\n');
             }
             if let Some(n) = &m.hlo_note {
@@ -583,6 +580,13 @@ pub fn markdown(w: &Why) -> String {
             }
             s.push_str("</details>\n\n");
         }
+    }
+    if !w.carriers.is_empty() {
+        s.push_str("**What carries the other changes**:\n\n");
+        for c in &w.carriers {
+            s.push_str(&format!("- {}\n", c.phrase()));
+        }
+        s.push('\n');
     }
     let e = &w.environment;
     if !e.changes.is_empty() {

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::formats::hlo::HloModuleInfo;
+use crate::formats::hlo::library::library;
 
 /// How many names of a changed group are listed.
 const NAMES: usize = 5;
@@ -48,12 +49,18 @@ pub struct HloDiff {
     /// Collectives by kind and message size whose count changed (a resized collective is one
     /// size fewer and another more).
     pub collectives: Vec<Count>,
+    /// Library calls and custom fusions by target, with the library that runs them
+    /// (`cuDNN __cudnn$fmhaSoftmax`, `Triton __triton_nested_gemm_fusion`), whose count
+    /// changed.
+    #[serde(default)]
+    pub kernels: Vec<Count>,
     pub parameters: Vec<Parameter>,
 }
 
 impl HloDiff {
     pub fn is_empty(&self) -> bool {
         self.opcodes.is_empty()
+            && self.kernels.is_empty()
             && self.fusions.is_empty()
             && self.collectives.is_empty()
             && self.parameters.is_empty()
@@ -67,6 +74,20 @@ impl HloDiff {
         let (b, h) = self.instructions;
         let mut parts = Vec::new();
         let signed = |c: &Count| c.head as i64 - c.base as i64;
+        let mut kernels: Vec<&Count> = self.kernels.iter().collect();
+        kernels.sort_by_key(|c| std::cmp::Reverse(signed(c).abs()));
+        let listed: Vec<String> = kernels
+            .iter()
+            .take(4)
+            .map(|c| format!("{} {:+}", c.what, signed(c)))
+            .collect();
+        if !listed.is_empty() {
+            parts.push(format!(
+                "library calls: {}{}",
+                listed.join(", "),
+                if kernels.len() > 4 { ", …" } else { "" }
+            ));
+        }
         let mut ops: Vec<&Count> = self.opcodes.iter().collect();
         ops.sort_by_key(|c| std::cmp::Reverse(signed(c).abs()));
         let listed: Vec<String> = ops
@@ -111,6 +132,7 @@ struct Profile {
     opcodes: BTreeMap<String, usize>,
     fusions: BTreeMap<String, Vec<String>>,
     collectives: BTreeMap<String, Vec<String>>,
+    kernels: BTreeMap<String, Vec<String>>,
 }
 
 fn profile(m: &HloModuleInfo) -> Profile {
@@ -127,6 +149,7 @@ fn profile(m: &HloModuleInfo) -> Profile {
         opcodes: BTreeMap::new(),
         fusions: BTreeMap::new(),
         collectives: BTreeMap::new(),
+        kernels: BTreeMap::new(),
     };
     for (idx, i) in m.instructions.iter().enumerate() {
         if fused.contains(&(idx as u32)) {
@@ -134,6 +157,16 @@ fn profile(m: &HloModuleInfo) -> Profile {
         }
         p.top += 1;
         *p.opcodes.entry(i.opcode().to_string()).or_default() += 1;
+        if !i.target().is_empty() {
+            p.kernels
+                .entry(format!(
+                    "{} {}",
+                    library(i.opcode(), i.target()),
+                    i.target()
+                ))
+                .or_default()
+                .push(i.name().to_string());
+        }
         if i.opcode() == "fusion" {
             let mut inner: BTreeMap<&str, usize> = BTreeMap::new();
             for &c in &i.called {
@@ -230,6 +263,7 @@ pub fn diff(base: &HloModuleInfo, head: &HloModuleInfo) -> HloDiff {
         opcodes: counts(&b.opcodes, &h.opcodes),
         fusions: named(&b.fusions, &h.fusions),
         collectives: named(&b.collectives, &h.collectives),
+        kernels: named(&b.kernels, &h.kernels),
         parameters,
     }
 }
@@ -240,10 +274,21 @@ mod tests {
     use crate::formats::hlo::{CommunicationInfo, HloInstructionInfo, InstructionText};
 
     fn instr(name: &str, opcode: &str, called: Vec<u32>, coll: Option<u64>) -> HloInstructionInfo {
+        call(name, opcode, "", called, coll)
+    }
+
+    fn call(
+        name: &str,
+        opcode: &str,
+        target: &str,
+        called: Vec<u32>,
+        coll: Option<u64>,
+    ) -> HloInstructionInfo {
         HloInstructionInfo::new(
             InstructionText {
                 name,
                 opcode,
+                target,
                 ..InstructionText::default()
             },
             0,
@@ -333,5 +378,61 @@ mod tests {
             "{line}"
         );
         assert!(diff(&base, &base).is_empty());
+    }
+
+    #[test]
+    fn library_calls_are_counted_by_target_with_their_library() {
+        let base = module(
+            vec![
+                call(
+                    "custom-call.1",
+                    "custom-call",
+                    "__cudnn$fmhaSoftmax",
+                    vec![],
+                    None,
+                ),
+                call(
+                    "custom-call.2",
+                    "custom-call",
+                    "__cublas$lt$matmul",
+                    vec![],
+                    None,
+                ),
+            ],
+            &[],
+        );
+        let head = module(
+            vec![
+                call(
+                    "custom-call.1",
+                    "custom-call",
+                    "__cublas$lt$matmul",
+                    vec![],
+                    None,
+                ),
+                call("fusion.3", "fusion", "__triton", vec![], None),
+                call("fusion.4", "fusion", "__triton", vec![], None),
+            ],
+            &[],
+        );
+        let d = diff(&base, &head);
+        let k: Vec<(&str, usize, usize)> = d
+            .kernels
+            .iter()
+            .map(|c| (c.what.as_str(), c.base, c.head))
+            .collect();
+        assert_eq!(
+            k,
+            vec![
+                ("Triton __triton", 0, 2),
+                ("cuDNN __cudnn$fmhaSoftmax", 1, 0)
+            ]
+        );
+        assert_eq!(d.kernels[1].examples, vec!["custom-call.1".to_string()]);
+        let line = d.line();
+        assert!(
+            line.starts_with("library calls: Triton __triton +2, cuDNN __cudnn$fmhaSoftmax -1"),
+            "{line}"
+        );
     }
 }

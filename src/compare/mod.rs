@@ -13,12 +13,16 @@
 //! modules that changed, to say where a module's time went. Only the gated families decide
 //! the exit code.
 
+pub mod carriers;
+pub mod causes;
+mod causes_node;
 pub mod comparison;
 pub mod explain;
 pub mod findings;
 pub mod history;
 pub mod hlo_diff;
 pub mod html;
+pub mod recompiled;
 pub mod report;
 pub mod samples;
 pub mod settings;

@@ -335,12 +335,18 @@ pub fn markdown(r: &Report) -> String {
     };
     s.push_str("### Top changes\n\n");
     table(&mut s, &shown(r));
+    // The rest, as far as GitHub's limit on a comment allows.
+    let mut rest: Vec<String> = Vec::new();
     let inner = within(r);
     if !inner.is_empty() {
-        s.push_str("### Where the time went (thunks and op types of the changed modules)\n\n");
-        table(&mut s, &inner);
+        let mut t = String::from(
+            "### Where the time went (thunks and op types of the changed modules)\n\n",
+        );
+        table(&mut t, &inner);
+        rest.push(t);
     }
     if !r.added.is_empty() || !r.removed.is_empty() {
+        let mut s = String::new();
         s.push_str("### Added and removed\n\n");
         for (f, names) in &r.added {
             s.push_str(&format!(
@@ -357,8 +363,9 @@ pub fn markdown(r: &Report) -> String {
             ));
         }
         s.push('\n');
+        rest.push(s);
     }
-    s.push_str(&format!(
+    let footer = format!(
         "<sub>Medians of per-execution samples; change = head/base − 1 of the median with a {:.0} % bootstrap interval ({} resamples); p: two-sided Mann–Whitney U. A regression: worse by more than the threshold ({}) and p < {}; fewer than {} samples on a side: inconclusive. Gated: {}. nsys-jax-pipe {}.</sub>\n",
         100.0 * r.settings.stats.confidence,
         r.settings.stats.resamples,
@@ -367,8 +374,74 @@ pub fn markdown(r: &Report) -> String {
         r.settings.min_samples,
         gate_list(r),
         env!("CARGO_PKG_VERSION"),
-    ));
+    );
+    within_limit(s, rest, &footer)
+}
+
+/// GitHub's limit on a pull-request comment [characters].
+pub const COMMENT_LIMIT: usize = 65_536;
+
+/// `head`, then the sections of `rest` that fit under [`COMMENT_LIMIT`] with the footer, and
+/// a line saying what was left out (everything is in compare.json).
+fn within_limit(head: String, rest: Vec<String>, footer: &str) -> String {
+    const NOTE: usize = 200;
+    let len = |s: &str| s.chars().count();
+    let mut s = head;
+    if len(&s) + len(footer) + NOTE > COMMENT_LIMIT {
+        // Even the lead is too long: cut it at a line.
+        let keep = COMMENT_LIMIT - len(footer) - NOTE;
+        let cut: String = s.chars().take(keep).collect();
+        s = cut
+            .rsplit_once('\n')
+            .map_or(cut.clone(), |(a, _)| a.to_string());
+        s.push_str("\n\n");
+    }
+    let mut left = 0;
+    for part in rest {
+        if len(&s) + len(&part) + len(footer) + NOTE <= COMMENT_LIMIT {
+            s.push_str(&part);
+        } else {
+            left += 1;
+        }
+    }
+    if left > 0 || len(&s) + len(footer) + NOTE > COMMENT_LIMIT {
+        s.push_str(&format!(
+            "*{} left out to stay within GitHub's {COMMENT_LIMIT}-character limit on a comment; everything is in compare.json.*\n\n",
+            crate::table::count(left.max(1), "section", "sections")
+        ));
+    }
+    s.push_str(footer);
     s
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::*;
+
+    #[test]
+    fn a_comment_stays_within_github_s_limit() {
+        let head = "lead\n".repeat(100);
+        let big = "x".repeat(40_000);
+        let out = within_limit(
+            head.clone(),
+            vec![big.clone(), big.clone(), "small\n".into()],
+            "foot",
+        );
+        assert!(out.chars().count() <= COMMENT_LIMIT, "{}", out.len());
+        assert!(
+            out.contains("1 section left out"),
+            "{}",
+            &out[out.len() - 300..]
+        );
+        assert!(out.ends_with("foot") && out.contains("small"));
+        let huge = "line\n".repeat(20_000);
+        let out = within_limit(huge, vec![], "foot");
+        assert!(out.chars().count() <= COMMENT_LIMIT);
+        assert!(out.ends_with("foot"));
+        // Under the limit: everything, no note.
+        let out = within_limit(head, vec!["a\n".into()], "foot");
+        assert!(!out.contains("left out"));
+    }
 }
 
 fn code_list(names: &[String]) -> String {

@@ -329,7 +329,7 @@ pub(super) fn decode_dump(
 }
 
 /// A member's bytes, xz-decompressed when its name says so.
-fn read_xz_member(archive: &Archive, member: &str) -> Result<Vec<u8>> {
+pub(crate) fn read_xz_member(archive: &Archive, member: &str) -> Result<Vec<u8>> {
     let raw = archive.read(member)?;
     if member.contains(".xz") {
         crate::formats::xz::decompress_member(&raw, archive.xz_check())

@@ -265,6 +265,133 @@ pub fn change_points(x: &[f64], p: &Params) -> Vec<ChangePoint> {
     }
 }
 
+// ---------------------------------------------------------------- the newest runs
+
+/// The fewest runs after a step that confirm it without `min_size` of them.
+pub const CONFIRM_RUNS: usize = 3;
+/// A step of the newest runs is confirmed when their mean moved by at least this many times
+/// the series' run-to-run noise, each of them by at least [`EACH_SIGMA`] the same way.
+pub const CONFIRM_SIGMA: f64 = 3.0;
+pub const EACH_SIGMA: f64 = 1.5;
+/// ... and Student's t-test between them and the runs before (pooled variance: a step moves
+/// the level, not the noise; Welch's would give three runs two degrees of freedom) gives at
+/// most this p-value.
+pub const CONFIRM_P: f64 = 0.001;
+
+/// Student's two-sample t-test of `l` against `r` with pooled variance: the p-value.
+fn pooled_t(l: &[f64], r: &[f64]) -> f64 {
+    let (nl, nr) = (l.len() as f64, r.len() as f64);
+    if nl < 2.0 || nr < 1.0 {
+        return 1.0;
+    }
+    let (ml, mr) = (l.iter().sum::<f64>() / nl, r.iter().sum::<f64>() / nr);
+    let ss: f64 = l.iter().map(|v| (v - ml).powi(2)).sum::<f64>()
+        + r.iter().map(|v| (v - mr).powi(2)).sum::<f64>();
+    let df = nl + nr - 2.0;
+    let se = (ss / df * (1.0 / nl + 1.0 / nr)).sqrt();
+    if se <= 0.0 {
+        return if ml == mr { 1.0 } else { 0.0 };
+    }
+    student_t_two_sided((mr - ml) / se, df)
+}
+/// The newest one or two runs are flagged when each moved by at least this many times the
+/// noise, the same way.
+pub const POSSIBLE_SIGMA: f64 = 3.0;
+
+/// A step in the newest runs that the regular search cannot see yet (fewer than `min_size`
+/// runs after it).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub enum Recent {
+    /// At least [`CONFIRM_RUNS`] runs after it, all moved: a change point.
+    Confirmed(ChangePoint),
+    /// The newest one or two runs moved: `more` runs are needed to confirm it.
+    Possible { point: ChangePoint, more: usize },
+}
+
+/// The newest runs of `x` against the runs before them back to the last change point of
+/// `cuts` (sorted) at least `p.min_size` runs before them (at least `p.min_size` runs): a
+/// step of
+/// [`CONFIRM_RUNS`] to `min_size - 1` runs is confirmed when their mean moved by at least
+/// [`CONFIRM_SIGMA`] × the noise of the runs before them (successive differences, over √2),
+/// each run by at least [`EACH_SIGMA`] × the noise the same way, by at least
+/// `p.min_change`, with Student's p at most [`CONFIRM_P`] (of the tails that qualify, the
+/// split with the least squared error); a step of the newest one or two runs, each beyond
+/// [`POSSIBLE_SIGMA`] × the noise, is possible.
+pub fn recent(x: &[f64], cuts: &[usize], p: &Params) -> Option<Recent> {
+    let min_size = p.min_size.max(2);
+    if x.iter().any(|v| !v.is_finite()) {
+        return None;
+    }
+    let n = x.len();
+    // The runs before a tail of k: back to the last change point at least `min_size` runs
+    // before it (one nearer is the search placing this same step where it could: it cannot
+    // cut closer than `min_size` to the end).
+    let start_for = |t: usize| {
+        cuts.iter()
+            .copied()
+            .filter(|&c| c + min_size <= t)
+            .max()
+            .unwrap_or(0)
+    };
+    let longest = min_size.saturating_sub(1).min(n.saturating_sub(min_size));
+    let sse = |v: &[f64]| {
+        let m = v.iter().sum::<f64>() / v.len() as f64;
+        v.iter().map(|y| (y - m).powi(2)).sum::<f64>()
+    };
+    let point = |start: usize, t: usize| {
+        let (p_value, mb, ma) = welch(x, start, t, n);
+        ChangePoint {
+            index: t,
+            mean_before: mb,
+            mean_after: ma,
+            change: if mb != 0.0 { ma / mb - 1.0 } else { 0.0 },
+            p_value,
+        }
+    };
+    // Of the tails that qualify, the split least squares prefers; a possible step only when
+    // none is confirmed.
+    let mut confirmed: Option<(f64, ChangePoint)> = None;
+    let mut possible = None;
+    for k in (1..=longest).rev() {
+        let t = n - k;
+        let start = start_for(t);
+        if t - start < min_size {
+            continue;
+        }
+        let before = &x[start..t];
+        let mean = before.iter().sum::<f64>() / before.len() as f64;
+        let sigma = noise(before, &[]);
+        let tail = &x[t..];
+        let shift = tail.iter().sum::<f64>() / k as f64 - mean;
+        let relative = if mean != 0.0 {
+            (shift / mean).abs()
+        } else {
+            f64::INFINITY
+        };
+        if relative < p.min_change || shift == 0.0 {
+            continue;
+        }
+        let same_way = |each: f64| {
+            tail.iter()
+                .all(|v| (v - mean) * shift.signum() >= each * sigma)
+        };
+        if k >= CONFIRM_RUNS && shift.abs() >= CONFIRM_SIGMA * sigma && same_way(EACH_SIGMA) {
+            let mut c = point(start, t);
+            c.p_value = pooled_t(before, tail);
+            let err = sse(before) + sse(tail);
+            if c.p_value <= CONFIRM_P && confirmed.as_ref().is_none_or(|(e, _)| err < *e) {
+                confirmed = Some((err, c));
+            }
+        } else if k < CONFIRM_RUNS && possible.is_none() && same_way(POSSIBLE_SIGMA) {
+            possible = Some(Recent::Possible {
+                point: point(start, t),
+                more: CONFIRM_RUNS - k,
+            });
+        }
+    }
+    confirmed.map(|(_, c)| Recent::Confirmed(c)).or(possible)
+}
+
 // ---------------------------------------------------------------- Student's t
 
 /// Two-sided p-value of Student's t with `df` degrees of freedom.
@@ -400,6 +527,42 @@ mod tests {
         assert_eq!(cps[0].index, 5);
         // Too short for two sides of five.
         assert!(change_points(&x[1..], &Params::default()).is_empty());
+    }
+
+    #[test]
+    fn a_step_in_the_newest_runs_is_confirmed_by_three_and_flagged_before() {
+        let base: Vec<f64> = noise(10, 11, 0.003).iter().map(|e| 1.0 + e).collect();
+        let sigma = noise_of(&base[..7]);
+        let mut x = base.clone();
+        for v in &mut x[7..] {
+            *v += 8.0 * sigma;
+        }
+        let p = Params::default();
+        assert!(
+            change_points(&x, &p).is_empty(),
+            "too few runs for the search"
+        );
+        match recent(&x, &[], &p) {
+            Some(Recent::Confirmed(c)) => assert_eq!(c.index, 7, "{c:?}"),
+            r => panic!("{r:?}"),
+        }
+        // One run after it: possible, two more to confirm.
+        match recent(&x[..8], &[], &p) {
+            Some(Recent::Possible { point, more }) => {
+                assert_eq!((point.index, more), (7, 2), "{point:?}")
+            }
+            r => panic!("{r:?}"),
+        }
+        // No step: nothing.
+        assert_eq!(recent(&base, &[], &p), None);
+        // A single outlier among the newest three is no step.
+        let mut y = base.clone();
+        y[8] += 8.0 * sigma;
+        assert!(!matches!(recent(&y, &[], &p), Some(Recent::Confirmed(_))));
+    }
+
+    fn noise_of(x: &[f64]) -> f64 {
+        super::noise(x, &[])
     }
 
     /// The prefix table gives the same sums as the direct ones.

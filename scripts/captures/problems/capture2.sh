@@ -10,7 +10,7 @@
 # Systems'). After each capture its files are appended to OUTDIR/finished.txt.
 # Names, most important first (the default is all of them in this order):
 #   input_bound input_ready near_oom compile_only late_many late_none gpt_cudnn gpt_xla_attn
-#   gpt_wide gpt_autotune0 f32_highest bf16_gemm host_bound host_scanned rejit fixed_shapes
+#   gpt_wide gpt_rerun1 gpt_rerun2 gpt_no_triton gpt_autotune0 f32_highest bf16_gemm host_bound host_scanned rejit fixed_shapes
 #   exposed_allreduce overlapped_allreduce sampling_notice llama_healthy sharding_dp
 #   sharding_fsdp repeat1 repeat2 repeat3 repeat4
 # and compile_only_small (not in the default list).
@@ -24,7 +24,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 MODELS=$(cd "$HERE/../../models" && pwd)
 GEMM=$(cd "$HERE/.." && pwd)/gemm_bf16.py
 NAMES=${*:-input_bound input_ready near_oom compile_only late_many late_none gpt_cudnn
-gpt_xla_attn gpt_wide gpt_autotune0 f32_highest bf16_gemm host_bound host_scanned rejit
+gpt_xla_attn gpt_wide gpt_rerun1 gpt_rerun2 gpt_no_triton gpt_autotune0 f32_highest bf16_gemm host_bound host_scanned rejit
 fixed_shapes exposed_allreduce overlapped_allreduce sampling_notice llama_healthy sharding_dp
 sharding_fsdp repeat1 repeat2 repeat3 repeat4}
 NAMES=" $(echo $NAMES) "
@@ -87,6 +87,12 @@ want late_none && cap2 pairs/late_none 12357 late_many.py SLEEP_MS=0
 want gpt_cudnn && cap pairs/gpt_cudnn 0 "$R" "$MODELS/gpt.py"
 want gpt_xla_attn && cap pairs/gpt_xla_attn 0 "$R" "$MODELS/gpt.py" ATTN=xla
 want gpt_wide && cap pairs/gpt_wide 0 "$R" "$MODELS/gpt.py" MLP=6
+# The same program again: only what the autotuner chose may differ from gpt_cudnn.
+for i in 1 2; do
+	want gpt_rerun$i && cap pairs/gpt_rerun$i 0 "$R" "$MODELS/gpt.py"
+done
+# A flag flipped: XLA's Triton GEMMs off, so cuBLAS runs every matmul.
+want gpt_no_triton && cap pairs/gpt_no_triton 0 "$R" "$MODELS/gpt.py" XLA_FLAGS=--xla_gpu_enable_triton_gemm=false
 want gpt_autotune0 && cap pairs/gpt_autotune0 0 "$R" "$MODELS/gpt.py" XLA_FLAGS=--xla_gpu_autotune_level=0
 want f32_highest && STEPS=${STEPS:-20} cap pairs/f32_highest 0 "$R" f32_highest.py
 want bf16_gemm && STEPS=${STEPS:-20} cap pairs/bf16_gemm 0 "$R" bf16_gemm.py

@@ -15,10 +15,10 @@ use anyhow::{Result, bail};
 
 use crate::compare::explain::ModuleWhy;
 use crate::graph::{Db, Run};
-use crate::stats::changepoint::{self, ChangePoint, Params};
+use crate::stats::changepoint::{self, ChangePoint, Params, Recent};
 use crate::stats::quantile_sorted;
 use points::PointData;
-pub use record::{Change, History, MetricSeries, Point, RunInfo};
+pub use record::{Change, History, MetricSeries, Point, Possible, RunInfo};
 
 /// Ops of the explanation kept per change point.
 const OPS: usize = 5;
@@ -82,39 +82,58 @@ pub fn series(
             .collect();
         let mut note = None;
         let least = params.min_size.max(2).saturating_mul(2);
-        let changes = if pts.len() < least {
+        let values: Vec<f64> = pts.iter().map(|p| p.median).collect();
+        let mut found = if pts.len() < least {
             note = Some(format!(
-                "{}: too few for change points (at least {least}: --min-size on each side)",
-                crate::table::count(pts.len(), "point", "points")
+                "{}: too few for change points (at least {least}: --min-size on each side; \
+                 a step in the newest runs is looked for from {} on)",
+                crate::table::count(pts.len(), "point", "points"),
+                params.min_size.max(2) + 1
             ));
             Vec::new()
         } else {
-            let values: Vec<f64> = pts.iter().map(|p| p.median).collect();
             changepoint::change_points(&values, params)
-                .into_iter()
-                .map(|c| {
-                    let (b, a) = (pts[c.index - 1].run, pts[c.index].run);
-                    let up = c.mean_after > c.mean_before;
-                    let worse = up != points::higher_is_better(fam);
-                    Change {
-                        before: labels[b].clone(),
-                        after: labels[a].clone(),
-                        commit_before: data[b].commit.clone(),
-                        commit_after: data[a].commit.clone(),
-                        regression: worse,
-                        at: ChangePoint { index: a, ..c },
-                        ops: Vec::new(),
-                        hlo: None,
-                    }
-                })
-                .collect()
         };
+        let cuts: Vec<usize> = found.iter().map(|c| c.index).collect();
+        let mut possible = None;
+        match changepoint::recent(&values, &cuts, params) {
+            Some(Recent::Confirmed(c)) => {
+                // The search's own cut within `min_size` of this one is this step, placed
+                // where the search could place it.
+                let near = params.min_size.max(2);
+                found.retain(|f| f.index + near <= c.index);
+                found.push(c)
+            }
+            Some(Recent::Possible { point, more }) => possible = Some((point, more)),
+            None => {}
+        }
+        let change = |c: ChangePoint| {
+            let (b, a) = (pts[c.index - 1].run, pts[c.index].run);
+            let up = c.mean_after > c.mean_before;
+            let worse = up != points::higher_is_better(fam);
+            Change {
+                before: labels[b].clone(),
+                after: labels[a].clone(),
+                commit_before: data[b].commit.clone(),
+                commit_after: data[a].commit.clone(),
+                regression: worse,
+                at: ChangePoint { index: a, ..c },
+                ops: Vec::new(),
+                hlo: None,
+            }
+        };
+        let changes: Vec<Change> = found.into_iter().map(change).collect();
+        let possible = possible.map(|(c, more)| Possible {
+            change: change(c),
+            more,
+        });
         out.push(MetricSeries {
             metric: m.clone(),
             unit: points::unit(fam).to_string(),
             higher_is_better: points::higher_is_better(fam),
             points: pts,
             changes,
+            possible,
             note,
         });
     }

@@ -44,8 +44,20 @@ pub struct MetricSeries {
     pub higher_is_better: bool,
     pub points: Vec<Point>,
     pub changes: Vec<Change>,
+    /// A step of the newest one or two runs, not yet confirmed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub possible: Option<Possible>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+/// A step of the newest runs that more runs would confirm.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Possible {
+    #[serde(flatten)]
+    pub change: Change,
+    /// Runs needed to confirm it (or not).
+    pub more: usize,
 }
 
 /// One run of the history.

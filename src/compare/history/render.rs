@@ -38,7 +38,22 @@ pub fn change_phrase(c: &Change) -> String {
 }
 
 fn flagged(m: &MetricSeries) -> bool {
-    !m.changes.is_empty()
+    !m.changes.is_empty() || m.possible.is_some()
+}
+
+/// `possible regression at run-9 (+8.0 %): 2 more runs to confirm`.
+fn possible_phrase(p: &super::record::Possible) -> String {
+    format!(
+        "possible {} from {} on ({:+.1} %): {} to confirm",
+        if p.change.regression {
+            "regression"
+        } else {
+            "improvement"
+        },
+        p.change.after,
+        100.0 * p.change.at.change,
+        crate::table::count(p.more, "more run", "more runs")
+    )
 }
 
 pub fn terminal(h: &History) -> String {
@@ -62,6 +77,9 @@ pub fn terminal(h: &History) -> String {
             if let Some(hlo) = &c.hlo {
                 s.push_str(&format!("      HLO: {hlo}\n"));
             }
+        }
+        if let Some(p) = &m.possible {
+            s.push_str(&format!("  {}\n", possible_phrase(p)));
         }
     }
     s
@@ -93,6 +111,9 @@ pub fn markdown(h: &History) -> String {
                 s.push_str(&format!("  - HLO: {hlo}\n"));
             }
         }
+        if let Some(p) = &m.possible {
+            s.push_str(&format!("- ⚠️ {}\n", possible_phrase(p)));
+        }
         s.push('\n');
     }
     let quiet: Vec<String> = h
@@ -110,7 +131,7 @@ pub fn markdown(h: &History) -> String {
     }
     let p = &h.params;
     s.push_str(&format!(
-        "<sub>Each point: the median of a run's samples. Change points: E-Divisive means (energy statistic, α = 1) split recursively, each split kept when Welch's t-test between the runs on either side (up to the neighbouring change points) gives p ≤ {} (times the splits its window offers) and the means differ by at least {:.1} % and by at least {} times the series' run-to-run noise, with at least {} runs a side; the weakest that fails against its final neighbours is dropped until none fails. Deterministic. nsys-jax-pipe {}.</sub>\n",
+        "<sub>Each point: the median of a run's samples. Change points: E-Divisive means (energy statistic, α = 1) split recursively, each split kept when Welch's t-test between the runs on either side (up to the neighbouring change points) gives p ≤ {} (times the splits its window offers) and the means differ by at least {:.1} % and by at least {} times the series' run-to-run noise, with at least {} runs a side; the weakest that fails against its final neighbours is dropped until none fails. A step in the newest runs is confirmed by 3 runs whose mean moved by at least 3 times the noise of the runs before them (each by 1.5 times, the same way), and flagged as possible after 1 or 2 runs that each moved by 3 times. Deterministic. nsys-jax-pipe {}.</sub>\n",
         p.max_p,
         100.0 * p.min_change,
         p.min_effect,
@@ -154,6 +175,9 @@ fn section(h: &History, m: &MetricSeries) -> Result<Section> {
     sec.chart(svg);
     if let Some(n) = &m.note {
         sec.para(n);
+    }
+    if let Some(p) = &m.possible {
+        sec.para(&possible_phrase(p));
     }
     for c in &m.changes {
         let mut html = format!(

@@ -105,6 +105,10 @@ pub(super) fn module_info(
             op_name: &instr.op_name,
             source_file: &instr.source_file,
             scheduling_name: &instr.scheduling_name,
+            target: match instr.opcode.as_ref() {
+                "fusion" => super::library::fusion_kind(&instr.cost.backend_config),
+                _ => &instr.cost.target,
+            },
         };
         placed.push((
             strings.place(&text),

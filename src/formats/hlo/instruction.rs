@@ -21,6 +21,10 @@ pub struct InstructionText<'a> {
     pub op_name: &'a str,
     pub source_file: &'a str,
     pub scheduling_name: &'a str,
+    /// The library call or kernel it runs, where the HLO names one: a `custom-call`'s target
+    /// (`__cudnn$fmhaSoftmax`, `__cublas$lt$matmul`), a custom fusion's kind (`__triton_gemm`,
+    /// `__cudnn$fusion`); else empty.
+    pub target: &'a str,
 }
 
 impl<'a> InstructionText<'a> {
@@ -32,11 +36,12 @@ impl<'a> InstructionText<'a> {
             self.op_name,
             self.source_file,
             self.scheduling_name,
+            self.target,
         ]
     }
 }
 
-const PARTS: usize = 6;
+const PARTS: usize = 7;
 
 /// Where the strings of a module's instructions are: the dump's bytes, then the strings
 /// copied for the module, as one space of offsets. Each run of instructions holds its own
@@ -150,6 +155,11 @@ impl HloInstructionInfo {
         self.part(5)
     }
 
+    /// See [`InstructionText::target`].
+    pub fn target(&self) -> &str {
+        self.part(6)
+    }
+
     /// All of its strings.
     pub fn text(&self) -> InstructionText<'_> {
         InstructionText {
@@ -159,6 +169,7 @@ impl HloInstructionInfo {
             op_name: self.op_name(),
             source_file: self.source_file(),
             scheduling_name: self.scheduling_name(),
+            target: self.target(),
         }
     }
 }
@@ -188,6 +199,7 @@ impl fmt::Debug for HloInstructionInfo {
             source_line: i64,
             stack_frame_id: i64,
             scheduling_name: &'a str,
+            target: &'a str,
             communication: &'a Option<CommunicationInfo>,
             called: &'a [u32],
         }
@@ -200,6 +212,7 @@ impl fmt::Debug for HloInstructionInfo {
             source_line: self.source_line,
             stack_frame_id: self.stack_frame_id,
             scheduling_name: self.scheduling_name(),
+            target: self.target(),
             communication: &self.communication,
             called: &self.called,
         }
@@ -297,6 +310,7 @@ mod tests {
                 op_name: at(26, 37),
                 source_file: at(38, dump.len()),
                 scheduling_name: "",
+                target: "",
             },
             InstructionText {
                 name: "b",

@@ -30,6 +30,7 @@ mod decoded;
 pub mod deps;
 pub mod heap;
 mod instruction;
+pub mod library;
 mod module;
 mod plan;
 mod ragged;
