@@ -475,7 +475,11 @@ fn bounds<'a>(
     if let Some((l, marks)) = &d.step_range {
         let mut firsts: Vec<i64> = marks
             .iter()
-            .filter_map(|&m| d.execs.iter().find(|e| e.start_ns >= m).map(|e| e.start_ns))
+            .filter_map(|&m| {
+                // Executions are by start.
+                let at = d.execs.partition_point(|e| e.start_ns < m);
+                d.execs.get(at).map(|e| e.start_ns)
+            })
             .collect();
         firsts.dedup();
         if firsts.len() >= 2 {
@@ -509,10 +513,12 @@ impl Window {
                 let steps = cuts
                     .into_iter()
                     .map(|(a, b, first)| {
-                        let inside: Vec<&Gap> = d
-                            .gaps
+                        // Gaps and executions are by start: each step reads its own.
+                        let from = d.gaps.partition_point(|g| g.start_ns < a);
+                        let inside: Vec<&Gap> = d.gaps[from..]
                             .iter()
-                            .filter(|g| g.start_ns >= a && g.start_ns + g.dur_ns <= b)
+                            .take_while(|g| g.start_ns < b)
+                            .filter(|g| g.start_ns + g.dur_ns <= b)
                             .collect();
                         let idle: i64 = inside.iter().map(|g| g.dur_ns).sum();
                         let last = stepped == Stepping::Whole;
@@ -520,10 +526,10 @@ impl Window {
                         let mut executions = 0;
                         let mut runs: BTreeMap<&str, usize> = BTreeMap::new();
                         let mut kinds: BTreeMap<(&str, &str), i64> = BTreeMap::new();
-                        for e in d
-                            .execs
+                        let from_exec = d.execs.partition_point(|e| e.start_ns < a);
+                        for e in d.execs[from_exec..]
                             .iter()
-                            .filter(|e| e.start_ns >= a && (e.start_ns < b || last))
+                            .take_while(|e| e.start_ns < b || last)
                         {
                             let v = [
                                 e.collectives_ns,
