@@ -151,6 +151,14 @@ pub fn wrap(text: &str, width: usize, indent: usize) -> String {
     out
 }
 
+/// A relative change (a fraction) as a signed percentage, three significant figures:
+/// `+1.23 %`, `−86.6 %`, `+1890 %`.
+pub fn signed_percent(fraction: f64) -> String {
+    let p = 100.0 * fraction;
+    let sign = if p < 0.0 { "−" } else { "+" };
+    format!("{sign}{} %", sig3(p.abs()))
+}
+
 /// A fraction as a percentage: `12.3 %`.
 pub fn percent(fraction: f64) -> String {
     format!("{} %", sig3(fraction * 100.0))

@@ -265,6 +265,7 @@ fn one_more_rank_executes_only_its_own_nodes_and_the_reduces() {
                         "compile-sums-group",
                         "hlo-schema",
                         "hlo-module",
+                        "html-report",
                     ]
                     .contains(&kind.as_str()),
                 "{kind} ({label}) executed"

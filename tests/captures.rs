@@ -113,6 +113,8 @@ fn expected_members(report: &Path, dump: &Path, gpu: bool) -> Vec<String> {
         "protos/xla/xla_data.proto".into(),
         "protos/xla/service/hlo.proto".into(),
         "nsys-jax-pipe/nvtx-user.parquet".into(),
+        "install.sh".into(),
+        "Analysis.ipynb".into(),
     ];
     if gpu {
         want.push("nvtx_gpu_proj_trace/trace.parquet".into());

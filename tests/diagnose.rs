@@ -100,8 +100,10 @@ fn an_all_reduce_read_at_once_is_exposed_communication() {
     assert!(remedies.contains("pgle"), "{remedies}");
     // Two devices of one process meet in time: no straggler named.
     assert!(!rules(&d).contains(&"stragglers"), "{:?}", rules(&d));
-    // The findings lead the terminal text.
-    assert!(stdout.starts_with("──── diagnose"), "{stdout}");
+    // The headline, then the findings lead the terminal text.
+    assert!(stdout.starts_with("──── headline"), "{stdout}");
+    let after = stdout.split("──── ").nth(2).unwrap_or("");
+    assert!(after.starts_with("diagnose"), "{stdout}");
 }
 
 /// Rank 1 sleeps 20 ms before each step: the straggler finding first, naming device 1, and

@@ -46,7 +46,10 @@ fn example_archive_analyses() {
         );
     }
     let text = String::from_utf8_lossy(&o.stdout);
-    let text: Vec<&str> = text.lines().filter(|l| !l.starts_with("wrote ")).collect();
+    let text: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with("wrote ") && !l.starts_with("report: "))
+        .collect();
     insta::assert_snapshot!("example_analyze_stdout", text.join("\n"));
 }
 
@@ -88,10 +91,13 @@ fn example_report_gives_the_shipped_archive() {
     assert_ok(&archive_with(&nsys, &report, &zip, &cache));
     let shipped = example();
     // The shipped archive was made before copies between modules and user NVTX ranges were
-    // recorded: the same members but those.
+    // recorded, and before archives carried install.sh and the notebook: the same members
+    // but those.
     let later = [
         "nsys-jax-pipe/gpu-transfers.parquet",
         "nsys-jax-pipe/nvtx-user.parquet",
+        "install.sh",
+        "Analysis.ipynb",
     ];
     let ours: Vec<String> = zip_members(&zip)
         .into_iter()

@@ -16,6 +16,7 @@ const DEFAULT_SECTIONS: &[&str] = &[
     "modules",
     "provenance",
     "communication",
+    "stragglers",
     "compilation",
     "ops",
     "flamegraph-source",
@@ -341,9 +342,11 @@ fn a_capture_and_a_compare_of_two_captures_load() {
     let session = loaded.session;
     let verdict = b.eval(&session, "document.querySelector('.verdict').textContent");
     let json = json(&tmp.path().join("compare/compare.json"));
-    let headline = String::from_utf8_lossy(&o.stdout);
+    // The terminal wraps the line to its width: compared with the spaces made one.
+    let one_space = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    let headline = one_space(&String::from_utf8_lossy(&o.stdout));
     assert!(
-        headline.contains(verdict.as_str().unwrap()),
+        headline.contains(&one_space(verdict.as_str().unwrap())),
         "{verdict} not in {headline}"
     );
     let points = b.eval(
@@ -458,4 +461,79 @@ fn the_example_report_is_self_contained_and_cached() {
     assert!(text.contains("html-report"), "{text}");
     assert!(text.contains("0 nodes executed"), "{text}");
     assert_eq!(std::fs::read_to_string(&html).unwrap(), page);
+}
+
+/// `analyze` writes report.html into its output folder unless told not to, says where on its
+/// last line, and the page opens with the headline strip: the step time, MFU and HFU, the top
+/// finding and what fixing it buys, read in Chromium.
+#[test]
+#[cfg_attr(not(test_chromium), ignore = "needs Chromium")]
+fn the_report_is_written_by_default_and_leads_with_the_headline() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(mut b) = browser(tmp.path()) else {
+        return;
+    };
+    let pairs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pairs");
+    let cache = tmp.path().join("cache");
+    let fact = |b: &mut Browser, s: &str, name: &str| {
+        b.eval(
+            s,
+            &format!(
+                "(e => e ? e.textContent : null)(document.querySelector('#headline \
+                 [data-fact={name}] .value'))"
+            ),
+        )
+    };
+    // A GPT step on an H200 (its numbers: tests/data/pairs/README.md and the roofline's).
+    let out = tmp.path().join("gpt");
+    let o = analyze(&cache, &out, &[], &[pairs.join("gpt_cudnn.zip")]);
+    assert_ok(&o);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let page = out.join("report.html");
+    assert_eq!(
+        stdout.lines().last().unwrap(),
+        format!("report: {}", page.display())
+    );
+    assert!(
+        stdout.starts_with("──── headline ────\nstep 32.7 ms"),
+        "{stdout}"
+    );
+    let loaded = load(&mut b, &page, "headline-gpt");
+    let s = loaded.session.clone();
+    assert_eq!(fact(&mut b, &s, "step"), json!("32.7 ms"));
+    assert_eq!(fact(&mut b, &s, "mfu"), json!("53.5 %"));
+    assert_eq!(fact(&mut b, &s, "hfu"), json!("54.8 %"));
+    let finding = fact(&mut b, &s, "finding");
+    assert!(finding.as_str().unwrap().contains("6.43 %"), "{finding}");
+    // Above everything else: the strip ends before the navigation and the first section.
+    let order = b.eval(
+        &s,
+        "(() => { const h = document.querySelector('#headline').getBoundingClientRect(); \
+         const n = document.querySelector('nav').getBoundingClientRect(); \
+         return h.height > 0 && h.bottom <= n.top + 1; })()",
+    );
+    assert_eq!(order, json!(true), "the headline is not at the top");
+    // A host-bound loop: its top finding and the step its fix predicts.
+    let out = tmp.path().join("host");
+    assert_ok(&analyze(&cache, &out, &[], &[pairs.join("host_bound.zip")]));
+    let loaded = load(&mut b, &out.join("report.html"), "headline-host");
+    let s = loaded.session.clone();
+    assert_eq!(fact(&mut b, &s, "step"), json!("18.5 ms"));
+    let label = b.eval(
+        &s,
+        "document.querySelector('#headline [data-fact=finding] .label').textContent",
+    );
+    let label = label.as_str().unwrap();
+    assert!(label.contains("→ step 18.5 ms → 1.21 ms"), "{label}");
+    // --no-html: no page, and no report line.
+    let out = tmp.path().join("none");
+    let o = analyze(
+        &cache,
+        &out,
+        &["--no-html"],
+        &[pairs.join("host_bound.zip")],
+    );
+    assert_ok(&o);
+    assert!(!out.join("report.html").exists());
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("report: "));
 }

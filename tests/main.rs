@@ -15,6 +15,7 @@ mod command_buffers;
 mod compare;
 mod compare_causes;
 mod diagnose;
+mod docs;
 mod example;
 mod external_script;
 mod frames;

@@ -294,7 +294,9 @@ fn second_run_reuses_everything_and_a_parameter_change_reruns_one_analysis() {
             "compilations",
             "compilations",
             "compilations",
-            "analysis:compilation"
+            "analysis:compilation",
+            // The page shows that analysis.
+            "html-report"
         ],
         "{run}"
     );

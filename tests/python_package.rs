@@ -169,3 +169,132 @@ fn installed_package_gives_the_notebook_steady_frames_on_the_example() {
         vec![checkout().join("examples/mlp-fsdp-2gpu.zip")]
     });
 }
+
+/// The wheel this environment was installed from (`scripts/install-wheel.sh` leaves it in
+/// the environment's `wheels/`).
+fn installed_wheel(python: &Path) -> Option<PathBuf> {
+    let root = python.parent()?.parent()?.join("wheels");
+    let mut found = Vec::new();
+    let mut dirs = vec![root];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).ok()?.flatten() {
+            let p = e.path();
+            if p.is_dir() && !p.ends_with(".build-env") {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "whl")
+                && p.to_string_lossy().contains("x86_64")
+            {
+                found.push(p);
+            }
+        }
+    }
+    found.sort();
+    found.pop()
+}
+
+/// An archive's own `install.sh` makes a fresh virtual environment (this version's wheel and
+/// JupyterLab) in which its `Analysis.ipynb` runs end to end with a real kernel (nbclient),
+/// on the example: every cell without an error, and the views show the example's numbers.
+#[test]
+#[cfg_attr(
+    not(test_wheel),
+    ignore = "needs the wheel installed (scripts/install-wheel.sh .wheel) and PyPI for JupyterLab"
+)]
+fn the_archive_s_notebook_runs_in_the_environment_its_install_script_makes() {
+    let Some(python) = crate::common::testutil::wheel_python() else {
+        return;
+    };
+    let wheel = installed_wheel(&python).expect("the wheel beside the environment");
+    let tmp = tempfile::tempdir().unwrap();
+    // This version's archive of the example: `combine` of its one process.
+    let archive = tmp.path().join("example.zip");
+    let o = Command::new(venv_bin(&python, "nsys-jax-pipe"))
+        .arg("combine")
+        .arg(checkout().join("examples/mlp-fsdp-2gpu.zip"))
+        .arg("-o")
+        .arg(&archive)
+        .env("NSYS_JAX_PIPE_CACHE", tmp.path().join("cache"))
+        .output()
+        .unwrap();
+    assert_ok(&o);
+    let dir = tmp.path().join("example");
+    zip::ZipArchive::new(std::fs::File::open(&archive).unwrap())
+        .unwrap()
+        .extract(&dir)
+        .unwrap();
+    // The script, as a reader runs it (setting up only: no JupyterLab started).
+    let o = Command::new("bash")
+        .arg(dir.join("install.sh"))
+        .arg(&wheel)
+        .env("NSYS_JAX_PIPE_NO_LAB", "1")
+        .env("NSYS_JAX_PIPE_CACHE", tmp.path().join("cache"))
+        .output()
+        .unwrap();
+    assert_ok(&o);
+    let venv_python = dir.join("nsys_jax_pipe_venv/bin/python");
+    assert!(venv_python.is_file(), "install.sh made no environment");
+    let script = r#"
+import json, sys, nbclient, nbformat
+nb = nbformat.read(sys.argv[1], as_version=4)
+nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+                        resources={"metadata": {"path": sys.argv[2]}}).execute()
+outputs = []
+for cell in nb.cells:
+    if cell.cell_type != "code":
+        continue
+    for o in cell.outputs:
+        if o.output_type == "error":
+            raise SystemExit(f"cell failed: {o.ename}: {o.evalue}")
+        outputs.append({"type": o.output_type, "text": o.get("text", ""),
+                        "data": sorted(o.get("data", {})),
+                        "plain": o.get("data", {}).get("text/plain", "")})
+print(json.dumps(outputs))
+"#;
+    let o = Command::new(&venv_python)
+        .arg("-c")
+        .arg(script)
+        .arg(dir.join("Analysis.ipynb"))
+        .arg(&dir)
+        .env("NSYS_JAX_PIPE_CACHE", tmp.path().join("cache"))
+        .env_remove("NSYS_JAX_PIPE_BIN")
+        .output()
+        .unwrap();
+    assert_ok(&o);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let outputs: Vec<serde_json::Value> =
+        serde_json::from_str(stdout.lines().last().unwrap_or("[]")).unwrap();
+    let all: String = outputs
+        .iter()
+        .map(|o| {
+            format!(
+                "{}{}",
+                o["text"].as_str().unwrap(),
+                o["plain"].as_str().unwrap()
+            )
+        })
+        .collect();
+    // The example: 8 steady-state executions of jit_train_step on 2 devices, its headline,
+    // the top thunk, the bandwidth of the 16 MiB reduce-scatter, two devices' lateness,
+    // the host-bound finding and the MFU.
+    for expected in [
+        "8 steady-state module executions on 2 device(s)",
+        "step 729 µs",
+        "jit_train_step",
+        "reduce-scatter.4",
+        "16777216",
+        "No XLA compilation in the profile.",
+        "[host-bound]",
+        "MFU 0.744 %",
+        "lateness_us_mean",
+    ] {
+        assert!(all.contains(expected), "no {expected:?} in {all}");
+    }
+    assert!(
+        outputs.iter().any(|o| o["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d == "image/svg+xml")),
+        "no flame graph drawn"
+    );
+}

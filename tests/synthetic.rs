@@ -407,7 +407,7 @@ fn synthetic_archive_gives_the_numbers_worked_out_by_hand() {
     let stdout = String::from_utf8_lossy(&o.stdout);
     let text: Vec<&str> = stdout
         .lines()
-        .filter(|l| !l.starts_with("wrote "))
+        .filter(|l| !l.starts_with("wrote ") && !l.starts_with("report: "))
         .collect();
     insta::assert_snapshot!("synthetic_analyze_stdout", text.join("\n"));
 }

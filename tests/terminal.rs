@@ -39,7 +39,10 @@ fn the_pax_terminal_output_fits_100_columns_with_short_numbers() {
     );
     assert_ok(&o);
     let text = String::from_utf8_lossy(&o.stdout);
-    let text: Vec<&str> = text.lines().filter(|l| !l.starts_with("wrote ")).collect();
+    let text: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with("wrote ") && !l.starts_with("report: "))
+        .collect();
     let wide: Vec<String> = text
         .iter()
         .filter(|l| l.chars().count() > 100)
@@ -118,4 +121,91 @@ fn every_help_fits_100_columns() {
         }
     }
     assert!(seen >= 8, "{seen} helps read");
+}
+
+/// `compare` of two H200 captures (cuDNN attention against XLA's) and `analyze` of the
+/// example fit the terminal: 100 columns by default, fewer when COLUMNS says so; numbers with
+/// three significant figures and units; the HLO mark once on the module's row.
+#[test]
+fn compare_and_analyze_fit_the_terminal_width() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pairs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pairs");
+    let run = |args: &[&str], columns: &str| -> String {
+        let o = std::process::Command::new(bin())
+            .args(args)
+            .env("COLUMNS", columns)
+            .env("NSYS_JAX_PIPE_CACHE", tmp.path().join("cache"))
+            .output()
+            .unwrap();
+        assert!(
+            o.status.code().is_some_and(|c| c <= 1),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let base = pairs.join("gpt_cudnn.zip");
+    let head = pairs.join("gpt_xla_attn.zip");
+    let out = tmp.path().join("cmp");
+    let compare = |columns: &str| {
+        run(
+            &[
+                "compare",
+                base.to_str().unwrap(),
+                head.to_str().unwrap(),
+                "-o",
+                out.to_str().unwrap(),
+                "--alpha",
+                "0.05",
+            ],
+            columns,
+        )
+    };
+    let example =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mlp-fsdp-2gpu.zip");
+    let ex_out = tmp.path().join("ex");
+    for columns in [100, 72] {
+        for (what, text) in [
+            ("compare", compare(&columns.to_string())),
+            (
+                "analyze",
+                run(
+                    &[
+                        "analyze",
+                        example.to_str().unwrap(),
+                        "-o",
+                        ex_out.to_str().unwrap(),
+                    ],
+                    &columns.to_string(),
+                ),
+            ),
+        ] {
+            let wide: Vec<&str> = text
+                .lines()
+                .filter(|l| l.chars().count() > columns)
+                .collect();
+            assert!(
+                wide.is_empty(),
+                "{what} at {columns} columns:\n{}",
+                wide.join("\n")
+            );
+        }
+    }
+    let text = compare("100");
+    let long = long_numbers(&text);
+    assert!(
+        long.is_empty(),
+        "numbers longer than 8 characters: {long:?}\n{text}"
+    );
+    // The module's row carries the mark; the ops inside it do not repeat it.
+    let marked: Vec<&str> = text.lines().filter(|l| l.contains('†')).collect();
+    assert_eq!(marked.len(), 2, "{}", marked.join("\n"));
+    assert!(
+        marked[0].trim_start().starts_with("jit_step †"),
+        "{}",
+        marked[0]
+    );
+    assert!(marked[1].starts_with("† HLO changed"), "{}", marked[1]);
+    // Values in their units: the step's median, its change, its interval.
+    assert!(text.contains("30.3 ms  43.7 ms  +44.2 %"), "{text}");
 }

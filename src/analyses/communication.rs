@@ -35,6 +35,10 @@ pub struct Communication {
     pub bandwidth: Vec<BandwidthRow>,
     pub hidden_fraction: BTreeMap<String, f64>,
     pub overall_hidden_fraction: Option<f64>,
+    /// The NVLink bandwidth per direction of the run's slowest device (GB/s), when all have
+    /// NVLink: the roof of bus bandwidth within a node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink_peak_gb_s: Option<f64>,
     /// Human-readable remarks (e.g. why cross-process alignment was skipped).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -63,6 +67,10 @@ pub struct CommunicationPartial {
     /// instruction) — what a bandwidth row is measured on.
     #[serde(default)]
     pub carriers: Vec<((String, i64), Vec<(String, String)>)>,
+    /// The slowest NVLink (GB/s per direction) of this process's devices, when every one
+    /// of them is a product with NVLink.
+    #[serde(default)]
+    pub nvlink_gb_s: Option<f64>,
 }
 
 impl crate::engine::value::JsonValue for CommunicationPartial {}
@@ -127,6 +135,7 @@ pub fn partial(steady: &Steady) -> CommunicationPartial {
         total_ns: (0..c.rows).map(|i| dur.value(i) + hid.value(i)).sum(),
         notes: steady.notes.clone(),
         carriers,
+        nvlink_gb_s: None,
     }
 }
 
@@ -193,6 +202,7 @@ pub fn reduce(partials: &[CommunicationPartial]) -> Communication {
         bandwidth,
         hidden_fraction,
         overall_hidden_fraction: (total > 0).then(|| total_hidden as f64 / total as f64),
+        nvlink_peak_gb_s: None,
         notes: Vec::new(),
     }
 }
@@ -258,8 +268,17 @@ impl Share for CommunicationShare {
     type Param = ();
     type Value = CommunicationPartial;
 
+    const DEVICES: bool = true;
+
     fn map(&self, p: &ProcessView, _: &()) -> Result<CommunicationPartial> {
-        Ok(p.steady.map(partial).unwrap_or_default())
+        let mut part = p.steady.map(partial).unwrap_or_default();
+        let devices = (p.devices)()?;
+        let links: Option<Vec<f64>> = devices
+            .iter()
+            .map(|d| crate::formats::gpus::nvlink_gb_s(&d.name))
+            .collect();
+        part.nvlink_gb_s = links.and_then(|l| l.into_iter().reduce(f64::min));
+        Ok(part)
     }
 }
 
@@ -279,6 +298,8 @@ impl Analysis for CommunicationAnalysis {
     fn reduce(&self, run: &dyn RunShares, _: &NoParams) -> Result<Reduced<Communication>> {
         let partials: Vec<CommunicationPartial> = run.values(&CommunicationShare, &())?;
         let mut c = reduce(&partials);
+        let links: Option<Vec<f64>> = partials.iter().map(|p| p.nvlink_gb_s).collect();
+        c.nvlink_peak_gb_s = links.and_then(|l| l.into_iter().reduce(f64::min));
         c.notes
             .extend(partials.iter().flat_map(|p| p.notes.iter().cloned()));
         let processes = partials.len();
@@ -325,9 +346,10 @@ fn section(c: &Communication) -> Result<Section> {
         }
     }
     sec.heading("Bus bandwidth against message size");
-    sec.chart(charts::lines(
+    sec.chart(charts::points_by_size(
         &series,
-        Some(2.0),
+        c.nvlink_peak_gb_s
+            .map(|p| (format!("NVLink {} GB/s per direction", sig3(p)), p)),
         ("message size", &|v| crate::units::bytes(v)),
         ("bus bandwidth [GB/s]", &|v| sig3(v)),
     )?);
@@ -365,10 +387,10 @@ fn section(c: &Communication) -> Result<Section> {
                 r.message_size_bytes as f64,
             ),
             Cell::num(
-                format!("{} GB/s", sig3(r.bus_bandwidth_gbps)),
+                crate::units::rate_gbps(r.bus_bandwidth_gbps, None),
                 r.bus_bandwidth_gbps,
             ),
-            Cell::opt(r.stderr_gbps, |e| format!("{} GB/s", sig3(e))),
+            Cell::opt(r.stderr_gbps, |e| crate::units::rate_gbps(e, None)),
             Cell::count(r.instances),
         ]);
     }

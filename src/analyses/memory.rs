@@ -440,18 +440,29 @@ fn held_section(sec: &mut Section, held: Option<&Held>) -> Result<()> {
     for d in h.devices.iter().take(8) {
         let x = &d.held;
         let ms = |ns: i64| (ns - x.start_ns) as f64 / 1e6;
-        let points = x.curve.iter().map(|&(t, b)| (ms(t), b as f64)).collect();
+        let most = x.curve.iter().map(|c| c.1).max().unwrap_or(0) as f64;
+        let (size, unit) = charts::byte_unit(most.max(x.capacity.unwrap_or(0) as f64));
+        let points = x
+            .curve
+            .iter()
+            .map(|&(t, b)| (ms(t), b as f64 / size))
+            .collect();
         sec.chart(charts::steps_over_time(
             &[charts::Series {
-                name: format!("process {} device {} held", d.process, x.device),
+                name: format!(
+                    "process {} device {} held (peak {})",
+                    d.process,
+                    x.device,
+                    bytes(most)
+                ),
                 points,
             }],
             d.steady.map(|(a, b)| ("steady state", ms(a), ms(b))),
-            x.capacity.map(|c| ("device memory", c as f64)),
+            x.capacity.map(|c| ("device memory", c as f64 / size)),
             ("time since the capture's start [ms]", &|v| {
                 format!("{v:.0}")
             }),
-            ("held", &|v| bytes(v)),
+            ("held", &|v| format!("{} {unit}", crate::units::sig3(v))),
         )?);
     }
     Ok(())
@@ -586,11 +597,13 @@ fn section(m: &Memory) -> Result<Section> {
         sec.heading(&format!("{}: peak {}", p.name, bytes(p.peak_bytes as f64)));
         // Thinned for drawing: each run of points keeps its largest, so the peak stays.
         let run = p.curve.len().div_ceil(CHART_POINTS).max(1);
+        // In a binary unit chosen by the peak, so that the ticks fall on round numbers.
+        let (size, unit) = charts::byte_unit(p.peak_bytes as f64);
         let points = p
             .curve
             .chunks(run)
             .filter_map(|c| c.iter().max_by_key(|x| x.1))
-            .map(|&(i, b)| (i as f64, b as f64))
+            .map(|&(i, b)| (i as f64, b as f64 / size))
             .collect();
         sec.chart(charts::lines(
             &[charts::Series {
@@ -599,7 +612,8 @@ fn section(m: &Memory) -> Result<Section> {
             }],
             None,
             ("heap trace step", &|v| format!("{v:.0}")),
-            ("live", &|v| bytes(v)),
+            ("live", &|v| format!("{} {unit}", crate::units::sig3(v))),
+            Some("peak"),
         )?);
     }
     if m.modules.len() > CURVES_DRAWN {

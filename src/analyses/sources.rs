@@ -500,6 +500,22 @@ impl Analysis for SourcesAnalysis {
         use crate::report::{Cell, HtmlTable};
         let mut source = Section::new("flamegraph-source", "GPU time by Python source");
         source.notes(&s.notes);
+        let between: f64 = s
+            .source
+            .iter()
+            .filter(|r| r.stack.len() == 1 && r.stack[0] == IDLE_BETWEEN)
+            .map(|r| r.ms)
+            .sum();
+        let all: f64 = s.source.iter().map(|r| r.ms).sum();
+        if between > 0.0 && all > 0.0 {
+            source.para(&format!(
+                "The GPU idled {} between module executions ({} of the profile's steady \
+                 state): host time, not drawn here (the host-bound finding and the what-if \
+                 say what it costs; the .folded files keep it as {IDLE_BETWEEN}).",
+                crate::units::duration_ms(between),
+                crate::units::percent(between / all)
+            ));
+        }
         source.para(
             "Each box is a Python frame of the code that emitted the HLO operations, as wide \
              as their steady-state GPU time. Click a box to zoom in, Search (or Ctrl-F) to \
@@ -535,15 +551,25 @@ impl Analysis for SourcesAnalysis {
     fn files(&self, s: &Sources) -> Result<Vec<(String, String)>> {
         let source = folded(&s.source);
         let op_name = folded(&s.op_name);
+        // The drawings leave out the idle time between modules (the section says it): it
+        // would take most of the width of a host-bound profile.
+        let drawn = |folded: &str| {
+            let prefix = format!("{IDLE_BETWEEN} ");
+            folded
+                .lines()
+                .filter(|l| !l.starts_with(&prefix))
+                .map(|l| format!("{l}\n"))
+                .collect::<String>()
+        };
         Ok(vec![
             ("sources.json".into(), serde_json::to_string(s)?),
             (
                 "flamegraph-source.svg".into(),
-                flame_graph(&source, "GPU time by Python source")?,
+                flame_graph(&drawn(&source), "GPU time by Python source")?,
             ),
             (
                 "flamegraph-op_name.svg".into(),
-                flame_graph(&op_name, "GPU time by op_name")?,
+                flame_graph(&drawn(&op_name), "GPU time by op_name")?,
             ),
             ("source.folded".into(), source),
             ("op_name.folded".into(), op_name),

@@ -90,13 +90,35 @@ pub(super) struct Quiet {
     pub quiet: bool,
 }
 
-/// `--html`.
+/// `--html` of the commands that write an archive (which stores the page as report.html).
 #[derive(clap::Args, Debug)]
-pub(super) struct Html {
-    /// Also write the report as one self-contained HTML page: charts, tables and flame
-    /// graphs, viewable offline in any browser.
+pub(super) struct HtmlFile {
+    /// Also write the archive's report (report.html, one self-contained HTML page) here.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+}
+
+/// `--html`, `--no-html`.
+#[derive(clap::Args, Debug)]
+pub(super) struct Html {
+    /// Where to write the report, one self-contained HTML page (charts, tables, flame
+    /// graphs; viewable offline in any browser). Default: report.html in the output folder
+    /// (beside the archive for the commands that write one).
+    #[arg(long, value_name = "FILE", conflicts_with = "no_html")]
+    pub html: Option<PathBuf>,
+    /// Write no HTML report.
+    #[arg(long)]
+    pub no_html: bool,
+}
+
+impl Html {
+    /// The page's path: `--html FILE`, else `default`; none with `--no-html`.
+    pub fn path(&self, default: Option<PathBuf>) -> Option<PathBuf> {
+        if self.no_html {
+            return None;
+        }
+        self.html.clone().or(default)
+    }
 }
 
 /// `--nsys`.
@@ -262,7 +284,7 @@ pub(super) struct ArchiveArgs {
     #[command(flatten)]
     pub analyses: AnalysisSelection,
     #[command(flatten)]
-    pub html: Html,
+    pub html: HtmlFile,
     #[command(flatten)]
     pub quiet: Quiet,
     #[command(flatten)]
@@ -331,7 +353,7 @@ pub(super) struct RunArgs {
     #[command(flatten)]
     pub cache_url: CacheUrl,
     #[command(flatten)]
-    pub html: Html,
+    pub html: HtmlFile,
     #[command(flatten)]
     pub quiet: Quiet,
     #[command(flatten)]
@@ -368,9 +390,10 @@ pub(super) struct CombineArgs {
     #[command(flatten)]
     pub analyses: AnalysisSelection,
     #[command(flatten)]
-    pub html: Html,
+    pub html: HtmlFile,
     /// The per-process inputs: archives (.zip or extracted folders) or reports (.nsys-rep).
-    #[arg(required = true, num_args = 2..)]
+    /// One input is rewritten as this version's archive (with install.sh and the notebook).
+    #[arg(required = true, num_args = 1..)]
     pub inputs: Vec<PathBuf>,
     #[command(flatten)]
     pub capture: CaptureArgs,

@@ -3,17 +3,20 @@
 use super::args::{
     AnalyzeArgs, ArchiveArgs, CombineArgs, CompareArgs, HistoryArgs, RunArgs, WhatIfArgs,
 };
-use super::output::finish;
+use super::output::{columns, finish, fitted};
 use super::terminal::Terminal;
 use crate::commands::{self, analyze::AnalyzeRequest};
 use anyhow::{Context, Result, bail};
 use std::io::Write;
 
+/// The report's file name in an output folder.
+const REPORT_PAGE: &str = "report.html";
+
 /// The analyses `--analysis`/`--pipeline` ask for, as (name, arguments) in order.
 
 pub(super) fn analyze(a: AnalyzeArgs) -> Result<i32> {
     let analyses = if a.no_analysis {
-        if a.frames.is_none() && a.html.html.is_none() && a.label.is_none() {
+        if a.frames.is_none() && a.html.path(None).is_none() && a.label.is_none() {
             bail!("--no-analysis leaves nothing to do: add --frames DIR, --html FILE or --label");
         }
         vec![]
@@ -31,7 +34,9 @@ pub(super) fn analyze(a: AnalyzeArgs) -> Result<i32> {
         capture: a.capture.options(),
         analyses,
         output: (!a.no_analysis).then(|| a.output.clone()),
-        html: a.html.html.clone(),
+        html: a
+            .html
+            .path((!a.no_analysis).then(|| a.output.join(REPORT_PAGE))),
         frames: a.frames.clone(),
         label: a.label.clone(),
         cache_dir: a.cache.dir(),
@@ -100,7 +105,7 @@ pub(super) fn what_if(a: WhatIfArgs) -> Result<i32> {
             args,
         )?],
         output: Some(a.output.clone()),
-        html: a.html.html.clone(),
+        html: a.html.path(Some(a.output.join(REPORT_PAGE))),
         frames: None,
         label: None,
         cache_dir: a.cache.dir(),
@@ -249,16 +254,21 @@ pub(super) fn compare(a: CompareArgs) -> Result<i32> {
         base_rerun: a.base_rerun.clone(),
         settings,
         output: a.output.clone(),
-        html: a.html.html.clone(),
+        html: a.html.path(Some(a.output.join(REPORT_PAGE))),
         nsys: a.nsys.path.clone(),
     };
     let engine = a.cache.engine()?;
     let done = commands::compare::compare(engine, &req, &Terminal)?;
     let mut stdout = std::io::stdout().lock();
     if a.quiet.quiet {
-        writeln!(stdout, "{}", crate::compare::report::headline(&done.report))?;
+        writeln!(
+            stdout,
+            "{}",
+            fitted(&crate::compare::report::headline(&done.report))
+        )?;
     } else {
-        write!(stdout, "{}", crate::compare::report::terminal(&done.report))?;
+        let text = crate::compare::report::terminal(&done.report, columns());
+        write!(stdout, "{}", fitted(&text))?;
     }
     drop(stdout);
     // The import warnings were said first, before the comparison.
@@ -308,7 +318,7 @@ pub(super) fn history(a: HistoryArgs) -> Result<i32> {
         metrics: a.metrics.clone(),
         params,
         output: a.output.clone(),
-        html: a.html.html.clone(),
+        html: a.html.path(Some(a.output.join(REPORT_PAGE))),
         nsys: a.nsys.path.clone(),
     };
     let engine = a.cache.engine()?;
@@ -316,9 +326,9 @@ pub(super) fn history(a: HistoryArgs) -> Result<i32> {
     let text = crate::compare::history::render::terminal(&done.history);
     let mut stdout = std::io::stdout().lock();
     if a.quiet.quiet {
-        writeln!(stdout, "{}", text.lines().next().unwrap_or(""))?;
+        writeln!(stdout, "{}", fitted(text.lines().next().unwrap_or("")))?;
     } else {
-        write!(stdout, "{text}")?;
+        write!(stdout, "{}", fitted(&text))?;
     }
     drop(stdout);
     crate::tmpfiles::write_atomic(

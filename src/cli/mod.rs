@@ -77,7 +77,7 @@ pub fn main() -> i32 {
 /// [`main`] on the command line `argv` (the program name first).
 pub fn main_with(argv: Vec<std::ffi::OsString>) -> i32 {
     if let Some(help) = compat::nsys_jax_help(&argv) {
-        print!("{help}");
+        print!("{}", output::fitted(&help));
         return 0;
     }
     let argv = match compat::rewrite(argv, &run_options()) {
@@ -184,7 +184,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
 /// The command line, with the analyses of the registry named in the help of `--analysis`.
 fn command() -> clap::Command {
     let names = crate::analyses::builtin_names();
-    let mut cmd = Cli::command();
+    let mut cmd = Cli::command().term_width(output::columns());
     let with_analysis: Vec<String> = cmd
         .get_subcommands()
         .filter(|sc| sc.get_arguments().any(|a| a.get_id() == "analyses"))

@@ -78,15 +78,21 @@ pub struct Done {
     pub record: crate::engine::RunRecord,
     /// What was written, for the summary line.
     pub wrote: Vec<String>,
+    /// The HTML report written, named on the last line.
+    pub page: Option<PathBuf>,
 }
 
 impl Done {
     pub fn summary(&self) -> String {
-        format!(
+        let mut s = format!(
             "wrote {} ({})",
             self.wrote.join(" and "),
             graph_work(&self.record)
-        )
+        );
+        if let Some(p) = &self.page {
+            s.push_str(&super::report_line(p));
+        }
+        s
     }
 }
 
@@ -147,7 +153,6 @@ pub(super) fn update(
     engine.save_memo();
     let wrote: Vec<String> = [
         req.output.as_ref().map(|p| p.display().to_string()),
-        req.html.as_ref().map(|p| p.display().to_string()),
         req.frames
             .as_ref()
             .map(|d| format!("frames to {}", d.display())),
@@ -159,6 +164,7 @@ pub(super) fn update(
         texts,
         record,
         wrote,
+        page: req.html.clone(),
     })
 }
 
@@ -278,6 +284,8 @@ mod tests {
         let mut expected: Vec<&str> = req.analyses.iter().map(|r| r.name.as_str()).collect();
         expected.retain(|n| *n != "diagnose");
         expected.insert(0, "diagnose");
+        // The headline before everything.
+        expected.insert(0, "headline");
         assert_eq!(names, expected);
         assert!(done.record.executed > 0);
         assert_eq!(

@@ -174,6 +174,12 @@ pub(super) fn write_archive(
     contents
         .entries
         .extend(report_entry(db, run, &results, job.html)?);
+    // The reader's way in: install.sh and the notebook (an input's own copies give way).
+    let notebook = crate::formats::notebook::entries();
+    contents
+        .entries
+        .retain(|e| !crate::formats::notebook::is_ours(&e.name));
+    contents.entries.extend(notebook);
     let members = contents.entries.len();
     crate::formats::archive_writer::write_zip(contents.entries, job.output, job.force)?;
     let shared = share_where_it_ran(db, job.output, ui)?;

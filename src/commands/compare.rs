@@ -28,16 +28,22 @@ pub struct Compared {
     pub report: Report,
     pub record: crate::engine::RunRecord,
     pub output: PathBuf,
+    /// The HTML page written.
+    pub page: Option<PathBuf>,
 }
 
 impl Compared {
-    /// The command's last line.
+    /// The command's last lines.
     pub fn summary(&self) -> String {
-        format!(
+        let mut s = format!(
             "wrote {} ({})",
             self.output.display(),
             graph_work(&self.record)
-        )
+        );
+        if let Some(p) = &self.page {
+            s.push_str(&super::report_line(p));
+        }
+        s
     }
 }
 
@@ -153,5 +159,6 @@ pub fn compare(engine: Engine, req: &CompareRequest, ui: &dyn Ui) -> Result<Comp
         report,
         record,
         output: req.output.clone(),
+        page: req.html.clone(),
     })
 }

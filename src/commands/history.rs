@@ -57,15 +57,21 @@ pub struct Histories {
     pub history: History,
     pub record: crate::engine::RunRecord,
     pub output: PathBuf,
+    /// The HTML page written.
+    pub page: Option<PathBuf>,
 }
 
 impl Histories {
     pub fn summary(&self) -> String {
-        format!(
+        let mut s = format!(
             "wrote {} ({})",
             self.output.display(),
             graph_work(&self.record)
-        )
+        );
+        if let Some(p) = &self.page {
+            s.push_str(&super::report_line(p));
+        }
+        s
     }
 }
 
@@ -125,5 +131,6 @@ pub fn history(engine: Engine, req: &HistoryRequest, ui: &dyn Ui) -> Result<Hist
         history,
         record,
         output: req.output.clone(),
+        page: req.html.clone(),
     })
 }

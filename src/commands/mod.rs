@@ -36,6 +36,11 @@ pub fn refuse_existing(path: &Path, force: bool) -> Result<()> {
     Ok(())
 }
 
+/// The last line of a command that wrote an HTML report: where to open it.
+pub fn report_line(page: &std::path::Path) -> String {
+    format!("\nreport: {}", page.display())
+}
+
 /// What a command's graph did, for its last line: "3 nodes executed, 1 reused, 12 ms".
 pub fn graph_work(record: &crate::engine::RunRecord) -> String {
     let remote = match &record.remote {

@@ -151,6 +151,7 @@ mod tests {
                 "summary",
                 "provenance",
                 "communication",
+                "stragglers",
                 "compilation",
                 "ops",
                 "sources",
@@ -161,7 +162,7 @@ mod tests {
                 "whatif"
             ]
         );
-        assert_eq!(d[3].params, r#"{"detail":false}"#);
+        assert_eq!(d[4].params, r#"{"detail":false}"#);
         let p = parse("[[analysis]]\nname='x.py'\nargs=['--a']\nz=1\na='b'\n", "t").unwrap();
         assert_eq!(p[0].params, r#"{"a":"b","z":1}"#);
         assert!(p[0].is_script());

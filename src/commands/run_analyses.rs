@@ -112,6 +112,17 @@ pub fn run_analyses(
             }
         }
     }
+    // The headline (step time, MFU, the top finding and its fix) leads the texts.
+    let headline = crate::report::headline::Headline::read(|name| {
+        outputs
+            .iter()
+            .flat_map(|o| o.value.files.iter())
+            .find(|(n, _)| n == name)
+            .map(|(_, c)| c.as_str())
+    });
+    if !headline.is_empty() {
+        texts.insert(0, ("headline".into(), headline.terminal()));
+    }
     Ok(AnalysisResults {
         files,
         in_archive,

@@ -388,7 +388,7 @@ pub fn explain(
 // ---------------------------------------------------------------- text
 
 fn ms(x: f64) -> String {
-    format!("{:+.3} ms", x)
+    crate::units::signed_ms(x)
 }
 
 /// One op as a phrase: `all-gather.3 +1.200 ms (+45.0 %)`, `fusion.77 added (+0.500 ms)`.
@@ -397,7 +397,12 @@ pub fn op_phrase(o: &OpChange) -> String {
         OpKind::Added => format!("{} added ({})", o.op, ms(o.delta_ms)),
         OpKind::Removed => format!("{} removed ({})", o.op, ms(o.delta_ms)),
         _ => match o.change {
-            Some(c) => format!("{} {} ({:+.1} %)", o.op, ms(o.delta_ms), 100.0 * c),
+            Some(c) => format!(
+                "{} {} ({})",
+                o.op,
+                ms(o.delta_ms),
+                crate::units::signed_percent(c)
+            ),
             None => format!("{} {}", o.op, ms(o.delta_ms)),
         },
     }
@@ -407,7 +412,7 @@ pub fn op_phrase(o: &OpChange) -> String {
 pub fn module_phrase(m: &ModuleWhy) -> String {
     let mut s = m.module.clone();
     if let Some(c) = m.change {
-        s.push_str(&format!(" {:+.1} %", 100.0 * c));
+        s.push_str(&format!(" {}", crate::units::signed_percent(c)));
     }
     if let Some(d) = m.delta_ms {
         s.push_str(&format!(" ({} per execution", ms(d)));
@@ -523,7 +528,7 @@ pub fn markdown(w: &Why) -> String {
             if !m.ops.is_empty() {
                 s.push_str("| op | base | head | Δ per execution | change | p | share of the module's change |\n|---|--:|--:|--:|--:|--:|--:|\n");
                 for o in &m.ops {
-                    let f = |x: Option<f64>| x.map(|v| format!("{v:.3} ms")).unwrap_or("–".into());
+                    let f = |x: Option<f64>| x.map(crate::units::duration_ms).unwrap_or("–".into());
                     s.push_str(&format!(
                         "| `{}` {} | {} | {} | {} | {} | {} | {} |\n",
                         o.op,

@@ -46,6 +46,7 @@ pub fn page(db: &Db, r: &Report) -> Result<Arc<Bytes>> {
                 r.head.inputs.join(", ")
             ),
             subtitle: super::report::headline(r),
+            headline: String::new(),
             sections: vec![
                 verdict(r),
                 findings(r),
@@ -146,12 +147,7 @@ fn median(v: Option<f64>, family: Family) -> Cell {
     let Some(v) = v else {
         return Cell::num("–", f64::NAN);
     };
-    let text = match family.unit() {
-        "ms" => crate::units::duration_ms(v),
-        "s" => crate::units::duration_ms(v * 1e3),
-        unit => format!("{} {unit}", crate::units::sig3(v)),
-    };
-    Cell::num(text, v)
+    Cell::num(family.show(v), v)
 }
 
 /// One metric as a table row.
@@ -295,9 +291,9 @@ fn why(r: &Report) -> Section {
         html.push_str("<h3>XLA passes whose time changed most</h3>\n<ul>");
         for p in &w.passes {
             html.push_str(&format!(
-                "<li><code>{}</code> {:+.3} ms</li>",
+                "<li><code>{}</code> {}</li>",
                 escape(&p.pass),
-                p.delta_ms
+                crate::units::signed_ms(p.delta_ms)
             ));
         }
         html.push_str("</ul>\n");

@@ -4,14 +4,12 @@
 //! [`Report`] itself).
 
 use super::{Family, Judged, Report, Verdict};
-use crate::table::{Table, round_sig};
+use crate::table::Table;
 
 /// How many changes the table and the comment show (the JSON has them all).
 const TOP: usize = 15;
 
-fn pct(x: f64) -> String {
-    format!("{:+.1} %", 100.0 * x)
-}
+use crate::units::signed_percent as pct;
 
 pub(super) fn change(j: &Judged) -> String {
     j.row.stat.change.map(pct).unwrap_or_else(|| "–".into())
@@ -33,8 +31,7 @@ pub(super) fn p(j: &Judged) -> String {
 }
 
 pub(super) fn median(x: Option<f64>, family: Family) -> String {
-    x.map(|v| format!("{} {}", round_sig(v), family.unit()))
-        .unwrap_or_else(|| "–".into())
+    x.map(|v| family.show(v)).unwrap_or_else(|| "–".into())
 }
 
 pub(super) fn what(r: &Report, j: &Judged) -> String {
@@ -208,10 +205,10 @@ pub(super) fn threshold_text(r: &Report) -> String {
 
 /// The terminal rendering: within 100 columns, numbers to 3 significant figures with their
 /// units, "HLO changed" said once below the table (its rows marked †).
-pub fn terminal(r: &Report) -> String {
+pub fn terminal(r: &Report, width: usize) -> String {
+    // One heading row per metric family; the family's rows under it.
     let mut t = Table::new(&[
         "metric",
-        "what",
         "base",
         "head",
         "change",
@@ -220,18 +217,37 @@ pub fn terminal(r: &Report) -> String {
         "n",
         "verdict",
     ]);
-    t.align_right(&[2, 3, 4, 5, 6]);
-    let short = |x: Option<f64>, f: Family| {
-        x.map(|v| format!("{} {}", crate::units::sig3(v), f.unit()))
-            .unwrap_or_else(|| "–".into())
-    };
+    t.align_right(&[1, 2, 3, 4, 5]);
     let short_ci = |j: &Judged| match j.row.stat.ci {
-        Some((lo, hi)) => format!("{:+.1} … {:+.1} %", 100.0 * lo, 100.0 * hi),
+        Some((lo, hi)) => {
+            format!(
+                "{} … {}",
+                pct(lo).trim_end_matches(" %"),
+                pct(hi).trim_end_matches(" %")
+            ) + " %"
+        }
         None => "–".into(),
     };
     let mut hlo_changed = false;
+    let mut group: Option<(Family, bool, Option<String>)> = None;
     let mut row = |t: &mut Table, j: &Judged| {
-        let w = what(r, j);
+        // What is measured inside a module is grouped under it ("thunk in jit_step"), its rows
+        // named by the thunk or op alone; the HLO mark goes on the module's own row only.
+        let inside = matches!(j.row.family, Family::Thunk | Family::Op | Family::Rate);
+        let module = inside.then(|| j.row.module.clone()).flatten();
+        let key = (j.row.family, j.gates, module.clone());
+        if group.as_ref() != Some(&key) {
+            let star = if j.gates { "*" } else { "" };
+            t.heading(match &module {
+                Some(m) => format!("{}{star} in {m}", j.row.family.name()),
+                None => format!("{}{star}", j.row.family.name()),
+            });
+            group = Some(key);
+        }
+        let w = match &module {
+            Some(_) => j.row.key.clone(),
+            None => what(r, j),
+        };
         let w = match w.strip_suffix(" (HLO changed)") {
             Some(x) => {
                 hlo_changed = true;
@@ -240,10 +256,9 @@ pub fn terminal(r: &Report) -> String {
             None => w,
         };
         t.row(vec![
-            format!("{}{}", j.row.family.name(), if j.gates { "*" } else { "" }),
-            w,
-            short(j.row.stat.base_median, j.row.family),
-            short(j.row.stat.head_median, j.row.family),
+            format!("  {w}"),
+            median(j.row.stat.base_median, j.row.family),
+            median(j.row.stat.head_median, j.row.family),
             change(j),
             short_ci(j),
             p(j),
@@ -254,11 +269,13 @@ pub fn terminal(r: &Report) -> String {
     for j in shown(r) {
         row(&mut t, j);
     }
-    let inner = within(r);
+    // Inside the changed modules: by family (ops, thunks, rates), each as `within` orders.
+    let mut inner = within(r);
+    inner.sort_by_key(|j| j.row.family);
     for j in &inner {
         row(&mut t, j);
     }
-    let mut s = format!("{}\n\n{}", headline(r), t.render());
+    let mut s = format!("{}\n\n{}", headline(r), t.render_within(width));
     s.push_str(&super::explain::terminal(&r.why));
     if r.rerun.is_some() {
         s.push_str("thresholds include each metric's run-to-run change (base against its rerun)\n");

@@ -83,6 +83,17 @@ impl Family {
             _ => "ms",
         }
     }
+
+    /// A value of this family with its unit, three significant figures, scaled to read
+    /// (`412 µs`, `43.4 ms`, `528 kB/s`).
+    pub fn show(self, v: f64) -> String {
+        match self.unit() {
+            "ms" => crate::units::duration_ms(v),
+            "s" => crate::units::duration_ms(v * 1e3),
+            "GB/s" => crate::units::rate_gbps(v, None),
+            unit => format!("{} {unit}", crate::units::sig3(v)),
+        }
+    }
 }
 
 /// One metric's samples on one side.

@@ -86,6 +86,9 @@ pub struct Product {
     pub sms: u32,
     pub clock_mhz: u32,
     pub memory_gb_s: f64,
+    /// NVLink bandwidth per direction, GB/s (what a collective's bus bandwidth approaches
+    /// within a node); None for parts without NVLink on board (PCIe cards).
+    pub nvlink_gb_s: Option<f64>,
 }
 
 /// Products, most specific first (GH200 before H200 before H100).
@@ -96,6 +99,7 @@ pub const PRODUCTS: &[Product] = &[
         sms: 108,
         clock_mhz: 1410,
         memory_gb_s: 2039.0,
+        nvlink_gb_s: Some(300.0),
     },
     Product {
         matches: &["A100", "SXM"],
@@ -103,6 +107,7 @@ pub const PRODUCTS: &[Product] = &[
         sms: 108,
         clock_mhz: 1410,
         memory_gb_s: 1555.0,
+        nvlink_gb_s: Some(300.0),
     },
     Product {
         matches: &["A100", "80GB", "PCIe"],
@@ -110,6 +115,7 @@ pub const PRODUCTS: &[Product] = &[
         sms: 108,
         clock_mhz: 1410,
         memory_gb_s: 1935.0,
+        nvlink_gb_s: None,
     },
     Product {
         matches: &["A100"],
@@ -117,6 +123,7 @@ pub const PRODUCTS: &[Product] = &[
         sms: 108,
         clock_mhz: 1410,
         memory_gb_s: 1555.0,
+        nvlink_gb_s: None,
     },
     Product {
         matches: &["GH200"],
@@ -124,6 +131,7 @@ pub const PRODUCTS: &[Product] = &[
         sms: 132,
         clock_mhz: 1830,
         memory_gb_s: 4000.0,
+        nvlink_gb_s: Some(450.0),
     },
     Product {
         matches: &["H200"],
@@ -131,6 +139,7 @@ pub const PRODUCTS: &[Product] = &[
         sms: 132,
         clock_mhz: 1830,
         memory_gb_s: 4800.0,
+        nvlink_gb_s: Some(450.0),
     },
     Product {
         matches: &["H100", "PCIe"],
@@ -138,6 +147,7 @@ pub const PRODUCTS: &[Product] = &[
         sms: 114,
         clock_mhz: 1620,
         memory_gb_s: 2000.0,
+        nvlink_gb_s: None,
     },
     Product {
         matches: &["H100"],
@@ -145,6 +155,7 @@ pub const PRODUCTS: &[Product] = &[
         sms: 132,
         clock_mhz: 1830,
         memory_gb_s: 3350.0,
+        nvlink_gb_s: Some(450.0),
     },
     Product {
         matches: &["B200"],
@@ -152,6 +163,7 @@ pub const PRODUCTS: &[Product] = &[
         sms: 148,
         clock_mhz: 1856,
         memory_gb_s: 8000.0,
+        nvlink_gb_s: Some(900.0),
     },
     Product {
         matches: &["L40S"],
@@ -159,8 +171,18 @@ pub const PRODUCTS: &[Product] = &[
         sms: 142,
         clock_mhz: 2520,
         memory_gb_s: 864.0,
+        nvlink_gb_s: None,
     },
 ];
+
+/// The NVLink bandwidth per direction (GB/s) of the device named `name`, when its product
+/// is in [`PRODUCTS`] and has NVLink.
+pub fn nvlink_gb_s(name: &str) -> Option<f64> {
+    PRODUCTS
+        .iter()
+        .find(|p| p.matches.iter().all(|m| name.contains(m)))
+        .and_then(|p| p.nvlink_gb_s)
+}
 
 /// A device's peaks and where they come from.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -11,6 +11,7 @@ pub mod interner;
 pub mod limits;
 pub mod memory_usage;
 pub mod metadata;
+pub mod notebook;
 pub mod nsys_export;
 pub mod pushpop;
 pub mod run_metadata;

@@ -81,6 +81,14 @@ pub fn html_report(
             sections.extend(o.value.sections.iter().cloned());
         }
         let processes = run.processes(db).len();
+        let file = |name: &str| {
+            outputs
+                .iter()
+                .flat_map(|o| o.value.files.iter())
+                .find(|(n, _)| n == name)
+                .map(|(_, c)| c.as_str())
+        };
+        let headline = crate::report::headline::Headline::read(file);
         let page = Page {
             title: title.to_string(),
             subtitle: format!(
@@ -92,15 +100,14 @@ pub fn html_report(
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
+            headline: if headline.is_empty() {
+                String::new()
+            } else {
+                headline.html()
+            },
             sections,
         };
-        let html = render_page(&page, |name| {
-            outputs
-                .iter()
-                .flat_map(|o| o.value.files.iter())
-                .find(|(n, _)| n == name)
-                .map(|(_, c)| c.as_str())
-        })?;
+        let html = render_page(&page, file)?;
         Ok(Bytes(html.into_bytes()))
     }))?;
     debug_assert_eq!(key, node.key());

@@ -7,6 +7,7 @@ use plotters::coord::Shift;
 use plotters::coord::ranged1d::SegmentedCoord;
 use plotters::coord::types::{RangedCoordf64, RangedCoordi32};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 /// Width of every chart, in pixels (the page scales it down on narrow screens).
 const WIDTH: u32 = 960;
@@ -25,6 +26,8 @@ const PALETTE: [RGBColor; 10] = [
     RGBColor(156, 117, 95),
     RGBColor(186, 176, 172),
 ];
+/// The gridlines: one per labelled tick, faint (no minor lines).
+const GRID: RGBColor = RGBColor(232, 235, 241);
 /// A label longer than this is cut (with `…`).
 const LABEL_CHARS: usize = 48;
 
@@ -163,6 +166,12 @@ fn category_chart<'a, 'b>(
         .map_err(err)?;
     chart
         .configure_mesh()
+        .label_style(("sans-serif", 13))
+        .axis_desc_style(("sans-serif", 14))
+        .light_line_style(TRANSPARENT)
+        .bold_line_style(GRID)
+        .x_labels(7)
+        .y_labels(6)
         .disable_y_mesh()
         .y_labels(n)
         .y_label_formatter(&|v| top_down(labels, v))
@@ -230,11 +239,13 @@ fn draw_legend(area: &DrawingArea<SVGBackend, Shift>, names: &[String]) -> Resul
 
 /// Lines with markers through each series' points (sorted by x); `log_base` draws the x
 /// axis on a log scale of that base (positive x only; 2 puts byte sizes on round ticks).
+/// `peak` marks the highest point with its label.
 pub fn lines(
     series: &[Series],
     log_base: Option<f64>,
     (x_desc, x_fmt): (&str, Fmt),
     (y_desc, y_fmt): (&str, Fmt),
+    peak: Option<&str>,
 ) -> Result<String> {
     let all = || series.iter().flat_map(|s| s.points.iter());
     let (mut x0, mut x1) = all().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
@@ -278,6 +289,12 @@ pub fn lines(
                 .map_err(err)?;
             chart
                 .configure_mesh()
+                .label_style(("sans-serif", 13))
+                .axis_desc_style(("sans-serif", 14))
+                .light_line_style(TRANSPARENT)
+                .bold_line_style(GRID)
+                .x_labels(7)
+                .y_labels(6)
                 .x_label_formatter(&|v| x_fmt(*v))
                 .y_label_formatter(&|v| y_fmt(*v))
                 .x_desc(x_desc)
@@ -300,12 +317,131 @@ pub fn lines(
                     .draw_series(LineSeries::new(sorted(&s.points), color(k)))
                     .map_err(err)?;
             }
+            if let (Some(label), Some(top)) =
+                (peak, all().copied().max_by(|a, b| a.1.total_cmp(&b.1)))
+            {
+                chart
+                    .draw_series([Circle::new(top, 4, RED.filled())])
+                    .map_err(err)?;
+                // The label on the side of the point with room.
+                let right = top.0 < (x0 + x1) / 2.0;
+                let at = (top.0, top.1);
+                let text = format!("{label} {}", y_fmt(top.1));
+                let style = TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(
+                    if right { HPos::Left } else { HPos::Right },
+                    VPos::Bottom,
+                ));
+                chart
+                    .draw_series([Text::new(text, at, style)])
+                    .map_err(err)?;
+            }
         }
         if let Some(l) = legend_area {
             draw_legend(&l, &names)?;
         }
         Ok(())
     })
+}
+
+/// Points per message size (a log-2 x axis, no lines joining sizes: each size is its own
+/// measurement), one colour per series, and `roof`, a labelled dashed line, when known.
+pub fn points_by_size(
+    series: &[Series],
+    roof: Option<(String, f64)>,
+    (x_desc, x_fmt): (&str, Fmt),
+    (y_desc, y_fmt): (&str, Fmt),
+) -> Result<String> {
+    let all = || {
+        series
+            .iter()
+            .flat_map(|s| s.points.iter())
+            .filter(|p| p.0 > 0.0)
+    };
+    let (mut x0, mut x1) = all().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+        (a.min(p.0), b.max(p.0))
+    });
+    if !x0.is_finite() {
+        (x0, x1) = (1.0, 1024.0);
+    }
+    // A factor of 2 of room each side: the outermost sizes and their labels stay whole.
+    let (x0, x1) = (x0 / 2.0, x1 * 2.0);
+    let top = all().map(|p| p.1).fold(0.0, f64::max);
+    let y1 = upper(top.max(roof.as_ref().map_or(0.0, |r| r.1 * 1.08)));
+    let names: Vec<String> = series.iter().map(|s| s.name.clone()).collect();
+    let legend_h = legend_height(&names);
+    draw(380 + legend_h, |root| {
+        let (legend_area, area) = root.split_vertically(legend_h);
+        let mut chart = ChartBuilder::on(&area)
+            .margin(10)
+            .margin_right(30)
+            .x_label_area_size(44)
+            .y_label_area_size(84)
+            .build_cartesian_2d((x0..x1).log_scale().base(2.0), 0.0..y1)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .label_style(("sans-serif", 13))
+            .axis_desc_style(("sans-serif", 14))
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(GRID)
+            .x_labels(8)
+            .y_labels(6)
+            .x_label_formatter(&|v| x_fmt(*v))
+            .y_label_formatter(&|v| y_fmt(*v))
+            .x_desc(x_desc)
+            .y_desc(y_desc)
+            .draw()
+            .map_err(err)?;
+        if let Some((label, peak)) = &roof {
+            let grey = RGBColor(90, 90, 90);
+            chart
+                .draw_series(DashedLineSeries::new(
+                    [(x0, *peak), (x1, *peak)],
+                    6,
+                    4,
+                    grey.stroke_width(1),
+                ))
+                .map_err(err)?;
+            chart
+                .draw_series([Text::new(
+                    label.clone(),
+                    (x0 * 1.2, *peak),
+                    TextStyle::from(("sans-serif", 13).into_font())
+                        .pos(Pos::new(HPos::Left, VPos::Bottom)),
+                )])
+                .map_err(err)?;
+        }
+        for (k, s) in series.iter().enumerate() {
+            chart
+                .draw_series(
+                    s.points
+                        .iter()
+                        .filter(|p| p.0 > 0.0)
+                        .map(|&p| Circle::new(p, 5, color(k).filled())),
+                )
+                .map_err(err)?;
+        }
+        draw_legend(&legend_area, &names)?;
+        Ok(())
+    })
+}
+
+/// A unit of bytes for an axis whose values reach `max`: its size and name, so that ticks
+/// fall on round numbers of it (`5 MiB`, not `4.77 MiB`).
+pub fn byte_unit(max: f64) -> (f64, &'static str) {
+    let units = [
+        (1.0, "B"),
+        (1024.0, "KiB"),
+        (1048576.0, "MiB"),
+        (1073741824.0, "GiB"),
+        (1099511627776.0, "TiB"),
+    ];
+    units
+        .iter()
+        .rev()
+        .find(|(size, _)| max >= *size)
+        .copied()
+        .unwrap_or(units[0])
 }
 
 /// Linear axes over `x` and `0..y1` with their labels, drawn on `area`.
@@ -325,6 +461,12 @@ fn linear_axes<'a, 'b>(
         .map_err(err)?;
     chart
         .configure_mesh()
+        .label_style(("sans-serif", 13))
+        .axis_desc_style(("sans-serif", 14))
+        .light_line_style(TRANSPARENT)
+        .bold_line_style(GRID)
+        .x_labels(7)
+        .y_labels(6)
         .x_label_formatter(&|v| x_fmt(*v))
         .y_label_formatter(&|v| y_fmt(*v))
         .x_desc(x_desc)
@@ -390,6 +532,20 @@ pub fn steps_over_time(
             }
             chart
                 .draw_series(LineSeries::new(stepped, color(k).stroke_width(2)))
+                .map_err(err)?;
+        }
+        // The peak, marked and labelled on the side with room.
+        if let Some(top) = all().copied().max_by(|a, b| a.1.total_cmp(&b.1)) {
+            chart
+                .draw_series([Circle::new(top, 4, RED.filled())])
+                .map_err(err)?;
+            let right = top.0 < (x0 + x1) / 2.0;
+            let style = TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(
+                if right { HPos::Left } else { HPos::Right },
+                VPos::Bottom,
+            ));
+            chart
+                .draw_series([Text::new(format!("peak {}", y_fmt(top.1)), top, style)])
                 .map_err(err)?;
         }
         if let Some((_, y)) = limit {
@@ -517,6 +673,12 @@ pub fn histogram(bins: &[(f64, f64, u64)], x_desc: &str, fmt: Fmt) -> Result<Str
             .map_err(err)?;
         chart
             .configure_mesh()
+            .label_style(("sans-serif", 13))
+            .axis_desc_style(("sans-serif", 14))
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(GRID)
+            .x_labels(7)
+            .y_labels(6)
             .disable_x_mesh()
             .x_label_formatter(&|v| fmt(*v))
             .y_labels((most as usize + 1).min(6))
@@ -648,10 +810,11 @@ mod tests {
             points: vec![(1024.0, 10.0), (1048576.0, 80.0), (65536.0, 40.0)],
         };
         let svg = lines(
-            &[s],
+            std::slice::from_ref(&s),
             Some(2.0),
             ("size", &|v| crate::units::bytes(v)),
             ("GB/s", &|v| format!("{v:.0}")),
+            None,
         )
         .unwrap();
         assert_eq!(svg.matches("<circle").count(), 3);
@@ -659,6 +822,22 @@ mod tests {
             svg.contains("\n1.00 MiB\n") && svg.contains("\n64.0 KiB\n"),
             "{svg}"
         );
+        // Sizes as points (no line joins them), the link's roof drawn and named.
+        let svg = points_by_size(
+            &[s],
+            Some(("NVLink 450 GB/s per direction".into(), 450.0)),
+            ("size", &|v| crate::units::bytes(v)),
+            ("GB/s", &|v| format!("{v:.0}")),
+        )
+        .unwrap();
+        assert_eq!(svg.matches("<circle").count(), 3);
+        assert!(svg.contains("NVLink 450 GB/s per direction"), "{svg}");
+        assert!(
+            !svg.contains("<polyline fill=\"none\" opacity=\"1\" stroke=\"#4E79A7\""),
+            "{svg}"
+        );
+        assert_eq!(byte_unit(40.0 * 1048576.0), (1048576.0, "MiB"));
+        assert_eq!(byte_unit(10.0), (1.0, "B"));
         let bins = bin(&[1.0, 2.0, 2.5, 9.0], 4);
         assert_eq!(bins.iter().map(|b| b.2).collect::<Vec<_>>(), [2, 1, 0, 1]);
         assert_eq!((bins[0].0, bins[3].1), (0.0, 9.0));
@@ -712,11 +891,24 @@ pub fn roofline(
     bandwidth: f64,
 ) -> Result<String> {
     let finite = |x: f64| x.is_finite() && x > 0.0;
-    let pts: Vec<&RoofPoint> = points
+    let top = ceilings.iter().map(|c| c.1).fold(0.0, f64::max);
+    // The ops that matter: all but the lightest that together hold under 1 % of the time,
+    // and none more than four decades under the top ceiling (near-zero ops and bubbles
+    // would stretch the axes to 1e-6).
+    let mut pts: Vec<&RoofPoint> = points
         .iter()
         .filter(|p| finite(p.intensity) && finite(p.tflops))
         .collect();
-    let top = ceilings.iter().map(|c| c.1).fold(0.0, f64::max);
+    pts.sort_by(|a, b| b.weight.total_cmp(&a.weight));
+    let total: f64 = pts.iter().map(|p| p.weight.max(0.0)).sum();
+    let mut kept = 0.0;
+    pts.retain(|p| {
+        let keep = total <= 0.0 || kept < 0.99 * total;
+        kept += p.weight.max(0.0);
+        keep
+    });
+    let floor = if top > 0.0 { top / 1e4 } else { 0.0 };
+    pts.retain(|p| p.tflops >= floor);
     let ridge = |peak: f64| peak * 1e3 / bandwidth;
     let (mut x0, mut x1) = pts.iter().fold((f64::INFINITY, 0.0f64), |(a, b), p| {
         (a.min(p.intensity), b.max(p.intensity))
@@ -734,6 +926,7 @@ pub fn roofline(
         .iter()
         .map(|p| p.tflops)
         .fold(x0 * bandwidth / 1e3, f64::min)
+        .max(floor)
         / 2.0;
     let mut names: Vec<String> = Vec::new();
     for p in &pts {
@@ -758,6 +951,12 @@ pub fn roofline(
             .map_err(err)?;
         chart
             .configure_mesh()
+            .label_style(("sans-serif", 13))
+            .axis_desc_style(("sans-serif", 14))
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(GRID)
+            .x_labels(7)
+            .y_labels(6)
             .x_label_formatter(&|v| crate::units::sig3(*v))
             .y_label_formatter(&|v| crate::units::sig3(*v))
             .x_desc("arithmetic intensity (FLOP/byte)")
@@ -774,10 +973,13 @@ pub fn roofline(
                 ))
                 .map_err(err)?;
             chart
+                // At the left, above the flat roof: ops under a compute roof sit right of
+                // its ridge, so the label stays clear of them.
                 .draw_series([Text::new(
                     format!("{name} {} TFLOP/s", crate::units::sig3(*peak)),
-                    (x1 / 30.0, *peak * 1.08),
-                    ("sans-serif", 12),
+                    (x0 * 1.3, *peak * 1.05),
+                    TextStyle::from(("sans-serif", 13).into_font())
+                        .pos(Pos::new(HPos::Left, VPos::Bottom)),
                 )])
                 .map_err(err)?;
         }
@@ -785,7 +987,7 @@ pub fn roofline(
             .draw_series([Text::new(
                 format!("HBM {} GB/s", crate::units::sig3(bandwidth)),
                 (x0 * 1.3, x0 * 1.3 * bandwidth / 1e3 * 1.25),
-                ("sans-serif", 12),
+                ("sans-serif", 13),
             )])
             .map_err(err)?;
         for p in &pts {

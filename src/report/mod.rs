@@ -10,6 +10,7 @@
 //! document with its own script).
 
 pub mod charts;
+pub mod headline;
 pub mod overview;
 mod page;
 

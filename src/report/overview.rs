@@ -8,6 +8,27 @@ use std::collections::BTreeMap;
 /// System entries the overview shows, when the profile has them.
 pub const SYSTEM_SHOWN: &[&str] = &["Hostname", "NvDriverVersion", "CudaDriverVersion", "OsName"];
 
+/// A [`SYSTEM_SHOWN`] entry as people name it.
+fn human(entry: &str) -> &str {
+    match entry {
+        "Hostname" => "Host",
+        "NvDriverVersion" => "NVIDIA driver",
+        "CudaDriverVersion" => "CUDA (driver)",
+        "OsName" => "Operating system",
+        other => other,
+    }
+}
+
+/// A [`SYSTEM_SHOWN`] value as people write it (`13000` → `13.0` for the CUDA driver).
+fn human_value(entry: &str, v: &str) -> String {
+    match v.parse::<u32>() {
+        Ok(n) if entry == "CudaDriverVersion" && n >= 1000 => {
+            format!("{}.{}", n / 1000, (n % 1000) / 10)
+        }
+        _ => v.to_string(),
+    }
+}
+
 /// What the overview says of a run.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunOverview {
@@ -48,16 +69,25 @@ pub fn section(o: &RunOverview) -> Section {
             o.devices, o.executions
         ),
     ));
+    // The devices each process's profile lists, summed over the processes (Provenance
+    // lists what the machine had, which can be more than a process sees).
+    let listed: usize = o.gpus.values().sum();
     facts.push((
-        "GPUs (as the profiles list them)".into(),
+        "GPUs the processes used".into(),
         if o.gpus.is_empty() {
             "not recorded".into()
         } else {
+            let each = if labels.len() > 1 && listed % labels.len() == 0 {
+                format!(" ({} per process)", listed / labels.len())
+            } else {
+                String::new()
+            };
             o.gpus
                 .iter()
                 .map(|(n, k)| format!("{k} × {n}"))
                 .collect::<Vec<_>>()
                 .join(", ")
+                + &each
         },
     ));
     facts.push((
@@ -72,7 +102,8 @@ pub fn section(o: &RunOverview) -> Section {
     ));
     for name in SYSTEM_SHOWN {
         if let Some(v) = o.system.get(*name) {
-            facts.push((name.to_string(), v.join(", ")));
+            let values: Vec<String> = v.iter().map(|x| human_value(name, x)).collect();
+            facts.push((human(name).to_string(), values.join(", ")));
         }
     }
     facts.push(("Analyses".into(), o.analyses.join(", ")));

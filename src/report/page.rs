@@ -13,6 +13,8 @@ pub struct Page {
     pub title: String,
     /// The line under the heading.
     pub subtitle: String,
+    /// The strip above the sections ([`super::headline::Headline::html`]; empty for none).
+    pub headline: String,
     pub sections: Vec<Section>,
 }
 
@@ -60,10 +62,11 @@ pub fn render_page<'a>(page: &Page, file: impl Fn(&str) -> Option<&'a str>) -> R
          <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
          style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n\
          <title>{title}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n\
-         <header><h1>{title}</h1><p>{subtitle}</p></header>\n<nav>{nav}</nav>\n<main>\n{body}</main>\n\
+         <header><h1>{title}</h1><p>{subtitle}</p></header>\n{headline}<nav>{nav}</nav>\n<main>\n{body}</main>\n\
          {data}<script>\n{SCRIPT}</script>\n</body>\n</html>\n",
         title = escape(&page.title),
         subtitle = escape(&page.subtitle),
+        headline = page.headline,
     ))
 }
 
@@ -80,6 +83,7 @@ mod tests {
         let page = Page {
             title: "t <1>".into(),
             subtitle: "s".into(),
+            headline: String::new(),
             sections: vec![a, b],
         };
         let html =

@@ -84,8 +84,9 @@ fn gpu_archs(entries: &[Entry]) -> BTreeSet<String> {
 
 /// Check the inputs and lay out the combined archive.
 pub fn combine(inputs: Vec<Input>, keep: KeepReports) -> Result<Combined> {
-    if inputs.len() < 2 {
-        bail!("combining needs at least two inputs");
+    // One input is rewritten as this version's archive (with install.sh and the notebook).
+    if inputs.is_empty() {
+        bail!("nothing to combine: no inputs");
     }
     let mut warnings = Vec::new();
     let labels: Vec<String> = inputs
@@ -373,7 +374,9 @@ mod tests {
             input("b", &[(TRACE, "u")]),
         ]);
         assert!(e.contains("a.zip: already a combined archive"), "{e}");
-        assert!(combine(vec![input("a", &[(TRACE, "t")])], KeepReports::First).is_err());
+        // One input is rewritten as it is; none is nothing to do.
+        assert!(combine(vec![input("a", &[(TRACE, "t")])], KeepReports::First).is_ok());
+        assert!(combine(vec![], KeepReports::First).is_err());
         let c = combine(
             vec![
                 input(

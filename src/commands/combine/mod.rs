@@ -86,6 +86,9 @@ pub fn combine(engine: Engine, req: &CombineRequest, ui: &dyn Ui) -> Result<Comb
         &results,
         req.html.as_deref(),
     )?);
+    // The reader's way in: install.sh and the notebook (the inputs' own copies give way).
+    entries.retain(|e| !crate::formats::notebook::is_ours(&e.name));
+    entries.extend(crate::formats::notebook::entries());
     let members = entries.len();
     // An existing output (with -f) that is, unchanged, what this would write stays as it is.
     let key = crate::formats::archive_writer::archive_key(&entries);

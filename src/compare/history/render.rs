@@ -223,6 +223,7 @@ pub fn html(h: &History) -> Result<String> {
                 "metrics"
             )
         ),
+        headline: String::new(),
         sections,
     };
     render_page(&page, |_| None)
