@@ -58,6 +58,16 @@ enum Source {
     },
 }
 
+/// Top-level folders of an extracted archive that are its reader's, not members:
+/// `install.sh`'s virtual environment (nsys-jax's is `nsys_jax_venv`), the notebook's
+/// output folder and JupyterLab's checkpoints.
+pub const READERS_FOLDERS: &[&str] = &[
+    "nsys_jax_pipe_venv",
+    "nsys_jax_venv",
+    "nsys-jax-pipe-out",
+    ".ipynb_checkpoints",
+];
+
 pub struct Archive {
     pub path: PathBuf,
     source: Source,
@@ -82,7 +92,15 @@ impl Archive {
             .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), io_reason(&e)))?;
         if md.is_dir() {
             let mut members = BTreeMap::new();
-            for entry in walkdir::WalkDir::new(path).min_depth(1) {
+            // What a reader adds beside an extracted archive's members is not one of them:
+            // the virtual environments `install.sh` makes (ours, and nsys-jax's), the
+            // notebook's outputs and JupyterLab's checkpoints.
+            let walk = walkdir::WalkDir::new(path).min_depth(1).into_iter();
+            let walk = walk.filter_entry(|e| {
+                e.depth() != 1
+                    || !READERS_FOLDERS.contains(&e.file_name().to_string_lossy().as_ref())
+            });
+            for entry in walk {
                 let entry =
                     entry.with_context(|| format!("{}: cannot list folder", path.display()))?;
                 let rel = entry
@@ -573,5 +591,30 @@ pub fn io_reason(e: &std::io::Error) -> String {
         std::io::ErrorKind::NotFound => "no such file or folder".into(),
         std::io::ErrorKind::PermissionDenied => "permission denied".into(),
         _ => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_readers_virtual_environment_beside_the_members_is_not_read() {
+        let d = tempfile::tempdir().unwrap();
+        fs::write(d.path().join("device-metadata.parquet"), b"x").unwrap();
+        // install.sh's environment has links (lib64 -> lib): not members, not refused.
+        let venv = d.path().join("nsys_jax_pipe_venv");
+        fs::create_dir_all(venv.join("lib")).unwrap();
+        std::os::unix::fs::symlink("lib", venv.join("lib64")).unwrap();
+        fs::create_dir_all(d.path().join("nsys-jax-pipe-out")).unwrap();
+        fs::write(d.path().join("nsys-jax-pipe-out/summary.json"), b"{}").unwrap();
+        let a = Archive::open(d.path()).unwrap();
+        assert_eq!(a.members().collect::<Vec<_>>(), ["device-metadata.parquet"]);
+        // A link anywhere else is still refused.
+        fs::create_dir_all(d.path().join("dump")).unwrap();
+        std::os::unix::fs::symlink("../device-metadata.parquet", d.path().join("dump/x.pb"))
+            .unwrap();
+        let e = Archive::open(d.path()).unwrap_err().to_string();
+        assert!(e.contains("symbolic link"), "{e}");
     }
 }
