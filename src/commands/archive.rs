@@ -211,7 +211,9 @@ fn share_where_it_ran(
     let engine = Engine::tiered(Some(store.root()), Some(remote.url()))?;
     let input = graph::RunInput::Archive(output.to_path_buf());
     let (db, run) = graph::open_run(engine, &[input], db.ctx.nsys_flag.clone())?;
-    run_analyses(&db, run, &super::pipeline::default_pipeline(), ui)?;
+    let results = run_analyses(&db, run, &super::pipeline::default_pipeline(), ui)?;
+    // `analyze` writes the page by default: its node is shared too.
+    html_report(&db, run, &results)?;
     Ok(Some(db.ctx.engine.finish()))
 }
 
