@@ -191,10 +191,16 @@ pub fn verdict(row: &Row, s: &Settings, t: f64) -> Verdict {
     let (Some(change), Some(p)) = (st.change, st.p_value) else {
         return Verdict::Inconclusive;
     };
-    if p >= s.alpha {
-        return Verdict::Unchanged;
-    }
     let worse = worse_by(row.family, change);
+    if p >= s.alpha {
+        // Not significant: unchanged only if the change seen is also within the threshold;
+        // a larger one the samples cannot confirm is left open.
+        return if worse.abs() > t {
+            Verdict::Inconclusive
+        } else {
+            Verdict::Unchanged
+        };
+    }
     if worse > t {
         Verdict::Regression
     } else if worse < -t {

@@ -315,6 +315,9 @@ fn thunks(r: &Report) -> Section {
         t.row(row(r, j));
     }
     sec.table(&t);
+    if let Some(n) = super::report::unpaired_note(r) {
+        sec.para(&format!("{n}."));
+    }
     sec
 }
 
@@ -327,7 +330,8 @@ fn added_removed(r: &Report) -> Section {
     let mut t = HtmlTable::new(&["side", "metric", "what"]).limit(200, Some("compare.json"));
     for (side, map) in [("only in head", &r.added), ("only in base", &r.removed)] {
         for (f, names) in map {
-            for n in names {
+            let (kept, counts) = super::report::only_in(r, *f, names);
+            for n in kept.iter().chain(&counts) {
                 t.row(vec![Cell::text(side), Cell::text(f.name()), Cell::text(n)]);
             }
         }

@@ -240,14 +240,18 @@ pub struct Report {
 /// The hint to measure the run-to-run noise: no rerun of the base was given, BASE and HEAD
 /// run the same modules (they look like one program), and some change is significant, which
 /// between two runs of one program may be noise (another kernel the autotuner chose, clocks).
+/// Not when a module's program is known to differ (`program_changed`): then they are not the
+/// same program.
 fn rerun_hint(
     rerun: bool,
     verdicts: impl Iterator<Item = Verdict>,
     added: &BTreeMap<Family, Vec<String>>,
     removed: &BTreeMap<Family, Vec<String>>,
+    program_changed: bool,
 ) -> Option<String> {
-    let same_modules =
-        !added.contains_key(&Family::Module) && !removed.contains_key(&Family::Module);
+    let same_modules = !program_changed
+        && !added.contains_key(&Family::Module)
+        && !removed.contains_key(&Family::Module);
     let significant = verdicts
         .filter(|v| matches!(v, Verdict::Regression | Verdict::Improvement))
         .count();
@@ -261,6 +265,16 @@ fn rerun_hint(
 }
 
 impl Report {
+    /// Whether `module`'s program itself differs between the sides (the code, its shapes,
+    /// dtypes or shardings, by the programs before optimization): its instructions' names
+    /// then pair unrelated ops, and its changes are told by source line instead.
+    pub fn program_changed(&self, module: &str) -> bool {
+        self.why
+            .modules
+            .iter()
+            .any(|m| m.module == module && m.recompiled == Some(recompiled::Recompiled::Program))
+    }
+
     pub fn count(&self, v: Verdict, gated_only: bool) -> usize {
         self.metrics
             .iter()
@@ -606,6 +620,11 @@ pub fn compare(
         report.metrics.iter().map(|m| m.verdict),
         &report.added,
         &report.removed,
+        report
+            .why
+            .modules
+            .iter()
+            .any(|m| report.program_changed(&m.module)),
     );
     Ok(report)
 }
@@ -625,6 +644,7 @@ mod tests {
             [Improvement, Unchanged, Regression].into_iter(),
             &none,
             &none,
+            false,
         );
         assert!(
             hint.as_deref()
@@ -635,19 +655,30 @@ mod tests {
         assert!(hint.unwrap().contains("--base-rerun"));
         // Measured already, nothing significant, or another program: no hint.
         assert_eq!(
-            rerun_hint(true, [Regression].into_iter(), &none, &none),
+            rerun_hint(true, [Regression].into_iter(), &none, &none, false),
             None
         );
         assert_eq!(
-            rerun_hint(false, [Unchanged, Inconclusive].into_iter(), &none, &none),
+            rerun_hint(
+                false,
+                [Unchanged, Inconclusive].into_iter(),
+                &none,
+                &none,
+                false
+            ),
             None
         );
         assert_eq!(
-            rerun_hint(false, [Regression].into_iter(), &new_module, &none),
+            rerun_hint(false, [Regression].into_iter(), &new_module, &none, false),
             None
         );
         assert_eq!(
-            rerun_hint(false, [Regression].into_iter(), &none, &new_module),
+            rerun_hint(false, [Regression].into_iter(), &none, &new_module, false),
+            None
+        );
+        // The same modules, but one's program is known to differ.
+        assert_eq!(
+            rerun_hint(false, [Regression].into_iter(), &none, &none, true),
             None
         );
     }
@@ -721,6 +752,19 @@ mod tests {
         // The same 10 % with three samples a side: inconclusive, not an alarm.
         assert_eq!(
             judge(base[..3].to_vec(), slow10[..3].to_vec(), Family::Module),
+            Verdict::Inconclusive
+        );
+        // Five steps a side, 43 % slower, completely apart: a regression (exactly p = 2/252
+        // < α = 0.01; the normal approximation's 0.0122 would have called it unchanged).
+        let steps = |ms: f64| (0..5).map(|i| ms + 0.01 * i as f64).collect::<Vec<_>>();
+        assert_eq!(
+            judge(steps(30.0), steps(43.0), Family::Module),
+            Verdict::Regression
+        );
+        // Not significant but beyond the threshold: open, not "unchanged".
+        let spread = |ms: f64| vec![ms, ms * 1.4, ms * 0.7, ms * 1.2, ms * 0.9];
+        assert_eq!(
+            judge(spread(30.0), spread(33.0), Family::Module),
             Verdict::Inconclusive
         );
         // Lower bandwidth is worse.

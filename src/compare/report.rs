@@ -5,6 +5,7 @@
 
 use super::{Family, Judged, Report, Verdict};
 use crate::table::Table;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How many changes the table and the comment show (the JSON has them all).
 const TOP: usize = 15;
@@ -104,6 +105,7 @@ pub(super) fn within(r: &Report) -> Vec<&Judged> {
         .iter()
         .filter(|m| matches!(m.row.family, Family::Thunk | Family::Op | Family::Rate))
         .filter(|m| matches!(m.verdict, Verdict::Regression | Verdict::Improvement))
+        .filter(|m| !by_name_across_programs(r, m.row.family, m.row.module.as_deref()))
         .collect();
     v.sort_by(|a, b| {
         let w = |j: &Judged| match (j.row.stat.base_median, j.row.stat.head_median) {
@@ -119,6 +121,56 @@ pub(super) fn within(r: &Report) -> Vec<&Judged> {
     });
     v.truncate(TOP);
     v
+}
+
+/// Whether a row of `family` in `module` pairs instructions by name across two different
+/// programs (thunks and their FLOP rates in a module whose program changed): such pairs say
+/// nothing (`custom-call.9` is another op on each side), so tables leave them out.
+fn by_name_across_programs(r: &Report, family: Family, module: Option<&str>) -> bool {
+    matches!(family, Family::Thunk | Family::Rate) && module.is_some_and(|m| r.program_changed(m))
+}
+
+/// The modules whose thunks the tables leave out (their program changed), with a line
+/// saying so.
+pub(super) fn unpaired_note(r: &Report) -> Option<String> {
+    let modules: BTreeSet<&str> = r
+        .metrics
+        .iter()
+        .filter(|m| by_name_across_programs(r, m.row.family, m.row.module.as_deref()))
+        .filter_map(|m| m.row.module.as_deref())
+        .collect();
+    (!modules.is_empty()).then(|| {
+        format!(
+            "thunks of {} not paired by name: the program changed, so the same name is another \
+             op on each side; the changes by source line are under \"why\"",
+            modules.into_iter().collect::<Vec<_>>().join(", ")
+        )
+    })
+}
+
+/// What is only on one side, for a list: names, except the thunks (and their rates) of a
+/// module whose program changed, which are counted ("jit_step: 55 thunks") instead.
+pub(super) fn only_in(r: &Report, family: Family, names: &[String]) -> (Vec<String>, Vec<String>) {
+    let mut kept = Vec::new();
+    let mut counted: BTreeMap<&str, usize> = BTreeMap::new();
+    for n in names {
+        let module = n.split_once('/').map(|(m, _)| m);
+        if by_name_across_programs(r, family, module) {
+            *counted.entry(module.unwrap_or_default()).or_default() += 1;
+        } else {
+            kept.push(n.clone());
+        }
+    }
+    let counts = counted
+        .into_iter()
+        .map(|(m, n)| {
+            format!(
+                "{m}: {} (its program changed)",
+                crate::table::count(n, family.name(), &format!("{}s", family.name()))
+            )
+        })
+        .collect();
+    (kept, counts)
 }
 
 /// The one-line verdict.
@@ -289,19 +341,19 @@ pub fn terminal(r: &Report, width: usize) -> String {
             "† HLO changed: the module's program differs between the two runs, matched by its name\n",
         );
     }
-    for (f, names) in &r.added {
-        s.push_str(&format!(
-            "only in HEAD ({}): {}\n",
-            f.name(),
-            names.join(", ")
-        ));
+    if let Some(n) = unpaired_note(r) {
+        s.push_str(&format!("{n}\n"));
     }
-    for (f, names) in &r.removed {
-        s.push_str(&format!(
-            "only in BASE ({}): {}\n",
-            f.name(),
-            names.join(", ")
-        ));
+    for (side, lists) in [("HEAD", &r.added), ("BASE", &r.removed)] {
+        for (f, names) in lists {
+            let (kept, counts) = only_in(r, *f, names);
+            let all: Vec<String> = kept.into_iter().chain(counts).collect();
+            s.push_str(&format!(
+                "only in {side} ({}): {}\n",
+                f.name(),
+                all.join(", ")
+            ));
+        }
     }
     s
 }
@@ -352,6 +404,9 @@ pub fn markdown(r: &Report) -> String {
     };
     s.push_str("### Top changes\n\n");
     table(&mut s, &shown(r));
+    if let Some(n) = unpaired_note(r) {
+        s.push_str(&format!("{n}.\n\n"));
+    }
     // The rest, as far as GitHub's limit on a comment allows.
     let mut rest: Vec<String> = Vec::new();
     let inner = within(r);
@@ -365,19 +420,20 @@ pub fn markdown(r: &Report) -> String {
     if !r.added.is_empty() || !r.removed.is_empty() {
         let mut s = String::new();
         s.push_str("### Added and removed\n\n");
-        for (f, names) in &r.added {
-            s.push_str(&format!(
-                "- only in HEAD ({}): {}\n",
-                f.name(),
-                code_list(names)
-            ));
-        }
-        for (f, names) in &r.removed {
-            s.push_str(&format!(
-                "- only in BASE ({}): {}\n",
-                f.name(),
-                code_list(names)
-            ));
+        for (side, lists) in [("HEAD", &r.added), ("BASE", &r.removed)] {
+            for (f, names) in lists {
+                let (kept, counts) = only_in(r, *f, names);
+                let mut all = Vec::new();
+                if !kept.is_empty() {
+                    all.push(code_list(&kept));
+                }
+                all.extend(counts);
+                s.push_str(&format!(
+                    "- only in {side} ({}): {}\n",
+                    f.name(),
+                    all.join(", ")
+                ));
+            }
         }
         s.push('\n');
         rest.push(s);
