@@ -22,11 +22,8 @@
 #                      remote cache
 set -euo pipefail
 
-log() { printf 'build-wheels: %s\n' "$*" >&2; }
-die() {
-	log "error: $*"
-	exit 1
-}
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 
 [[ $# -ge 1 && -n "$1" ]] || die "usage: build-wheels.sh OUTDIR [TARGET...]"
 python=${PYTHON:-python3}

@@ -13,11 +13,8 @@
 #   NSYS_JAX_PIPE_FIXTURES    the shared fixtures; default ../shared/fixtures
 set -euo pipefail
 
-log() { printf 'check-aarch64: %s\n' "$*" >&2; }
-die() {
-	log "error: $*"
-	exit 1
-}
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 
 [[ $# -eq 1 && -d "$1" ]] || die "usage: check-aarch64.sh WHEELDIR"
 ROOT=$(cd -- "$(dirname -- "$0")/.." && pwd -P)

@@ -9,11 +9,8 @@
 # (as root, or through sudo).
 set -euo pipefail
 
-log() { printf 'install-chromium: %s\n' "$*" >&2; }
-die() {
-	log "error: $*"
-	exit 1
-}
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 
 found() {
 	if [[ -n "${CHROMIUM:-}" && -x "$CHROMIUM" ]]; then

@@ -13,11 +13,8 @@
 #   PYTHON              the Python that makes the environment; default python3
 set -euo pipefail
 
-log() { printf 'install-jax: %s\n' "$*" >&2; }
-die() {
-	log "error: $*"
-	exit 1
-}
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 
 [[ $# -eq 1 && -n "$1" ]] || die "usage: install-jax.sh DIR"
 want=${NSYS_JAX_PIPE_JAX:-jax==0.10.2}

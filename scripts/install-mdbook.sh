@@ -8,11 +8,8 @@
 # cores), once.
 set -euo pipefail
 
-log() { printf 'install-mdbook: %s\n' "$*" >&2; }
-die() {
-	log "error: $*"
-	exit 1
-}
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 
 [[ $# -eq 1 && -n "$1" ]] || die "usage: install-mdbook.sh DIR"
 VERSION=0.5.4

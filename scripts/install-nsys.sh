@@ -25,11 +25,8 @@
 #                        when the machine has it, else apt's own trusted keys
 set -euo pipefail
 
-log() { printf 'install-nsys: %s\n' "$*" >&2; }
-die() {
-	log "error: $*"
-	exit 1
-}
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 
 [[ $# -eq 1 && -n "$1" ]] || die "usage: install-nsys.sh DIR"
 mkdir -p -- "$1"

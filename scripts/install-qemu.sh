@@ -8,11 +8,8 @@
 # DIR/run-aarch64, which runs `run-aarch64 PROGRAM ARGS...` under the emulator. Idempotent.
 set -euo pipefail
 
-log() { printf 'install-qemu: %s\n' "$*" >&2; }
-die() {
-	log "error: $*"
-	exit 1
-}
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 
 [[ $# -eq 1 && -n "$1" ]] || die "usage: install-qemu.sh DIR"
 mkdir -p -- "$1"

@@ -12,11 +12,8 @@
 #   PYTHON              the Python that makes the environment; default python3
 set -euo pipefail
 
-log() { printf 'install-s3-server: %s\n' "$*" >&2; }
-die() {
-	log "error: $*"
-	exit 1
-}
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 
 [[ $# -eq 1 && -n "$1" ]] || die "usage: install-s3-server.sh DIR"
 want=${NSYS_JAX_PIPE_MOTO:-moto[server]==5.2.5}

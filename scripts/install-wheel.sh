@@ -13,11 +13,8 @@
 #   CARGO_TARGET_DIR   where cargo builds (as for cargo)
 set -euo pipefail
 
-log() { printf 'install-wheel: %s\n' "$*" >&2; }
-die() {
-	log "error: $*"
-	exit 1
-}
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 
 [[ $# -eq 1 && -n "$1" ]] || die "usage: install-wheel.sh DIR"
 python=${PYTHON:-python3}

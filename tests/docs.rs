@@ -25,18 +25,22 @@ fn slug(heading: &str) -> String {
         .collect()
 }
 
+/// The lines of a markdown text outside its fenced code blocks.
+fn prose_lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut fenced = false;
+    text.lines().filter(move |line| {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            return false;
+        }
+        !fenced
+    })
+}
+
 /// The anchors of a markdown file's headings (outside code blocks), repeated ones numbered.
 fn anchors(text: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    let mut fenced = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-            continue;
-        }
-        if fenced {
-            continue;
-        }
+    for line in prose_lines(text) {
         let hashes = line.chars().take_while(|c| *c == '#').count();
         if (1..=6).contains(&hashes) && line[hashes..].starts_with(' ') {
             let base = slug(&line[hashes..].replace('`', ""));
@@ -55,15 +59,7 @@ fn anchors(text: &str) -> BTreeSet<String> {
 /// The targets of inline links `[text](target)` outside code (blocks and spans).
 fn links(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut fenced = false;
-    for line in text.lines() {
-        if line.trim_start().starts_with("```") {
-            fenced = !fenced;
-            continue;
-        }
-        if fenced {
-            continue;
-        }
+    for line in prose_lines(text) {
         // Code spans hold no links.
         let plain: String = line
             .split('`')

@@ -15,6 +15,20 @@ pub struct AnalysisOutput {
     pub text: String,
     pub sections: Vec<Section>,
 }
+impl AnalysisOutput {
+    /// The content of the file `name` written by one of `outputs`, if any.
+    pub fn file_among<'a>(
+        outputs: impl IntoIterator<Item = &'a AnalysisOutput>,
+        name: &str,
+    ) -> Option<&'a str> {
+        outputs
+            .into_iter()
+            .flat_map(|o| o.files.iter())
+            .find(|(n, _)| n == name)
+            .map(|(_, c)| c.as_str())
+    }
+}
+
 /// Stored as length-prefixed fields, not JSON: the files of an analysis can be megabytes of
 /// text (flame graphs, folded stacks) that JSON would escape on the way in and out.
 impl crate::engine::value::Value for AnalysisOutput {

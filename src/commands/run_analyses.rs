@@ -114,11 +114,7 @@ pub fn run_analyses(
     }
     // The headline (step time, MFU, the top finding and its fix) leads the texts.
     let headline = crate::report::headline::Headline::read(|name| {
-        outputs
-            .iter()
-            .flat_map(|o| o.value.files.iter())
-            .find(|(n, _)| n == name)
-            .map(|(_, c)| c.as_str())
+        crate::analyses::AnalysisOutput::file_among(outputs.iter().map(|o| &*o.value), name)
     });
     if !headline.is_empty() {
         texts.insert(0, ("headline".into(), headline.terminal()));

@@ -81,13 +81,7 @@ pub fn html_report(
             sections.extend(o.value.sections.iter().cloned());
         }
         let processes = run.processes(db).len();
-        let file = |name: &str| {
-            outputs
-                .iter()
-                .flat_map(|o| o.value.files.iter())
-                .find(|(n, _)| n == name)
-                .map(|(_, c)| c.as_str())
-        };
+        let file = |name: &str| AnalysisOutput::file_among(outputs.iter().map(|o| &*o.value), name);
         let headline = crate::report::headline::Headline::read(file);
         let page = Page {
             title: title.to_string(),

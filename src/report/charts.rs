@@ -3,8 +3,9 @@
 //! (the units of [`crate::units`]) and returns the SVG text.
 
 use anyhow::{Result, anyhow};
+use plotters::chart::MeshStyle;
 use plotters::coord::Shift;
-use plotters::coord::ranged1d::SegmentedCoord;
+use plotters::coord::ranged1d::{SegmentedCoord, ValueFormatter};
 use plotters::coord::types::{RangedCoordf64, RangedCoordi32};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -33,6 +34,48 @@ const LABEL_CHARS: usize = 48;
 
 pub fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
+}
+
+/// Every chart's axes: 13 px tick labels, 14 px titles, a faint gridline at each labelled tick
+/// and none between, about 7 ticks across and 6 up (a caller may change any of them).
+fn mesh<'a, 'b, X, Y, DB>(
+    chart: &'b mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+) -> MeshStyle<'a, 'b, X, Y, DB>
+where
+    DB: DrawingBackend,
+    X: Ranged + ValueFormatter<X::ValueType>,
+    Y: Ranged + ValueFormatter<Y::ValueType>,
+{
+    let mut m = chart.configure_mesh();
+    m.label_style(("sans-serif", 13))
+        .axis_desc_style(("sans-serif", 14))
+        .light_line_style(TRANSPARENT)
+        .bold_line_style(GRID)
+        .x_labels(7)
+        .y_labels(6);
+    m
+}
+
+/// The highest point `top` of a chart spanning `x`, marked in red and labelled `text` on the
+/// side of it with room.
+fn mark_peak(
+    chart: &mut ChartContext<'_, SVGBackend<'_>, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    top: (f64, f64),
+    x: std::ops::Range<f64>,
+    text: String,
+) -> Result<()> {
+    chart
+        .draw_series([Circle::new(top, 4, RED.filled())])
+        .map_err(err)?;
+    let right = top.0 < (x.start + x.end) / 2.0;
+    let style = TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(
+        if right { HPos::Left } else { HPos::Right },
+        VPos::Bottom,
+    ));
+    chart
+        .draw_series([Text::new(text, top, style)])
+        .map_err(err)?;
+    Ok(())
 }
 
 /// How a chart prints values of an axis.
@@ -164,14 +207,7 @@ fn category_chart<'a, 'b>(
         .y_label_area_size(label_width(labels.iter().map(|l| l.chars().count())))
         .build_cartesian_2d(x, (0..n as i32).into_segmented())
         .map_err(err)?;
-    chart
-        .configure_mesh()
-        .label_style(("sans-serif", 13))
-        .axis_desc_style(("sans-serif", 14))
-        .light_line_style(TRANSPARENT)
-        .bold_line_style(GRID)
-        .x_labels(7)
-        .y_labels(6)
+    mesh(&mut chart)
         .disable_y_mesh()
         .y_labels(n)
         .y_label_formatter(&|v| top_down(labels, v))
@@ -287,14 +323,7 @@ pub fn lines(
                 .y_label_area_size(80)
                 .build_cartesian_2d((x0..x1).log_scale().base(base), 0.0..y1)
                 .map_err(err)?;
-            chart
-                .configure_mesh()
-                .label_style(("sans-serif", 13))
-                .axis_desc_style(("sans-serif", 14))
-                .light_line_style(TRANSPARENT)
-                .bold_line_style(GRID)
-                .x_labels(7)
-                .y_labels(6)
+            mesh(&mut chart)
                 .x_label_formatter(&|v| x_fmt(*v))
                 .y_label_formatter(&|v| y_fmt(*v))
                 .x_desc(x_desc)
@@ -320,20 +349,7 @@ pub fn lines(
             if let (Some(label), Some(top)) =
                 (peak, all().copied().max_by(|a, b| a.1.total_cmp(&b.1)))
             {
-                chart
-                    .draw_series([Circle::new(top, 4, RED.filled())])
-                    .map_err(err)?;
-                // The label on the side of the point with room.
-                let right = top.0 < (x0 + x1) / 2.0;
-                let at = (top.0, top.1);
-                let text = format!("{label} {}", y_fmt(top.1));
-                let style = TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(
-                    if right { HPos::Left } else { HPos::Right },
-                    VPos::Bottom,
-                ));
-                chart
-                    .draw_series([Text::new(text, at, style)])
-                    .map_err(err)?;
+                mark_peak(&mut chart, top, x0..x1, format!("{label} {}", y_fmt(top.1)))?;
             }
         }
         if let Some(l) = legend_area {
@@ -378,14 +394,8 @@ pub fn points_by_size(
             .y_label_area_size(84)
             .build_cartesian_2d((x0..x1).log_scale().base(2.0), 0.0..y1)
             .map_err(err)?;
-        chart
-            .configure_mesh()
-            .label_style(("sans-serif", 13))
-            .axis_desc_style(("sans-serif", 14))
-            .light_line_style(TRANSPARENT)
-            .bold_line_style(GRID)
+        mesh(&mut chart)
             .x_labels(8)
-            .y_labels(6)
             .x_label_formatter(&|v| x_fmt(*v))
             .y_label_formatter(&|v| y_fmt(*v))
             .x_desc(x_desc)
@@ -459,14 +469,7 @@ fn linear_axes<'a, 'b>(
         .y_label_area_size(80)
         .build_cartesian_2d(x, 0.0..y1)
         .map_err(err)?;
-    chart
-        .configure_mesh()
-        .label_style(("sans-serif", 13))
-        .axis_desc_style(("sans-serif", 14))
-        .light_line_style(TRANSPARENT)
-        .bold_line_style(GRID)
-        .x_labels(7)
-        .y_labels(6)
+    mesh(&mut chart)
         .x_label_formatter(&|v| x_fmt(*v))
         .y_label_formatter(&|v| y_fmt(*v))
         .x_desc(x_desc)
@@ -536,17 +539,7 @@ pub fn steps_over_time(
         }
         // The peak, marked and labelled on the side with room.
         if let Some(top) = all().copied().max_by(|a, b| a.1.total_cmp(&b.1)) {
-            chart
-                .draw_series([Circle::new(top, 4, RED.filled())])
-                .map_err(err)?;
-            let right = top.0 < (x0 + x1) / 2.0;
-            let style = TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(
-                if right { HPos::Left } else { HPos::Right },
-                VPos::Bottom,
-            ));
-            chart
-                .draw_series([Text::new(format!("peak {}", y_fmt(top.1)), top, style)])
-                .map_err(err)?;
+            mark_peak(&mut chart, top, x0..x1, format!("peak {}", y_fmt(top.1)))?;
         }
         if let Some((_, y)) = limit {
             let k = k_band + usize::from(band.is_some());
@@ -671,14 +664,7 @@ pub fn histogram(bins: &[(f64, f64, u64)], x_desc: &str, fmt: Fmt) -> Result<Str
             .y_label_area_size(60)
             .build_cartesian_2d(lo..hi, 0.0..top)
             .map_err(err)?;
-        chart
-            .configure_mesh()
-            .label_style(("sans-serif", 13))
-            .axis_desc_style(("sans-serif", 14))
-            .light_line_style(TRANSPARENT)
-            .bold_line_style(GRID)
-            .x_labels(7)
-            .y_labels(6)
+        mesh(&mut chart)
             .disable_x_mesh()
             .x_label_formatter(&|v| fmt(*v))
             .y_labels((most as usize + 1).min(6))
@@ -949,14 +935,7 @@ pub fn roofline(
             .y_label_area_size(80)
             .build_cartesian_2d((x0..x1).log_scale(), (y_lo.max(1e-9)..y_hi).log_scale())
             .map_err(err)?;
-        chart
-            .configure_mesh()
-            .label_style(("sans-serif", 13))
-            .axis_desc_style(("sans-serif", 14))
-            .light_line_style(TRANSPARENT)
-            .bold_line_style(GRID)
-            .x_labels(7)
-            .y_labels(6)
+        mesh(&mut chart)
             .x_label_formatter(&|v| crate::units::sig3(*v))
             .y_label_formatter(&|v| crate::units::sig3(*v))
             .x_desc("arithmetic intensity (FLOP/byte)")

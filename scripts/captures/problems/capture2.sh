@@ -11,6 +11,7 @@
 # Names, most important first (the default is all of them in this order):
 #   input_bound input_ready near_oom compile_only late_many late_none gpt_cudnn gpt_xla_attn
 #   gpt_wide gpt_rerun1 gpt_rerun2 gpt_no_triton gpt_autotune0 f32_highest bf16_gemm host_bound host_scanned rejit fixed_shapes
+#   rejit_padded
 #   exposed_allreduce overlapped_allreduce sampling_notice llama_healthy sharding_dp
 #   sharding_fsdp repeat1 repeat2 repeat3 repeat4
 # and compile_only_small (not in the default list).
@@ -25,7 +26,7 @@ MODELS=$(cd "$HERE/../../models" && pwd)
 GEMM=$(cd "$HERE/.." && pwd)/gemm_bf16.py
 NAMES=${*:-input_bound input_ready near_oom compile_only late_many late_none gpt_cudnn
 gpt_xla_attn gpt_wide gpt_rerun1 gpt_rerun2 gpt_no_triton gpt_autotune0 f32_highest bf16_gemm host_bound host_scanned rejit
-fixed_shapes exposed_allreduce overlapped_allreduce sampling_notice llama_healthy sharding_dp
+fixed_shapes rejit_padded exposed_allreduce overlapped_allreduce sampling_notice llama_healthy sharding_dp
 sharding_fsdp repeat1 repeat2 repeat3 repeat4}
 NAMES=" $(echo $NAMES) "
 RANGE=(--capture-range=cudaProfilerApi --capture-range-end=stop)
@@ -101,6 +102,7 @@ want host_scanned && cap pairs/host_scanned 0 "$R" host_scanned.py CALLS=30 STEP
 # Compiling inside the capture range: without autotuning (rejit.py says why).
 want rejit && cap pairs/rejit 0 "$R" rejit.py XLA_FLAGS=--xla_gpu_autotune_level=0 STEPS=10 STEP_RANGE=step
 want fixed_shapes && cap pairs/fixed_shapes 0 "$R" fixed_shapes.py XLA_FLAGS=--xla_gpu_autotune_level=0 STEPS=10 STEP_RANGE=step
+want rejit_padded && cap pairs/rejit_padded 0 "$R" rejit_padded.py XLA_FLAGS=--xla_gpu_autotune_level=0 STEPS=10 STEP_RANGE=step
 LHS="--xla_gpu_enable_latency_hiding_scheduler=true --xla_gpu_all_reduce_combine_threshold_bytes=0"
 want exposed_allreduce && cap pairs/exposed_allreduce 0,1 "$R" exposed_allreduce.py XLA_FLAGS="$LHS"
 want overlapped_allreduce && cap pairs/overlapped_allreduce 0,1 "$R" overlapped_allreduce.py XLA_FLAGS="$LHS"
