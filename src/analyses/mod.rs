@@ -8,6 +8,7 @@ pub mod compilation;
 pub mod diagnose;
 pub mod diagnose_rules;
 pub mod external;
+pub mod headline;
 pub mod memory;
 pub mod memory_timeline;
 pub mod op_times;

@@ -82,7 +82,7 @@ pub fn html_report(
         }
         let processes = run.processes(db).len();
         let file = |name: &str| AnalysisOutput::file_among(outputs.iter().map(|o| &*o.value), name);
-        let headline = crate::report::headline::Headline::read(file);
+        let headline = crate::analyses::headline::Headline::of(outputs.iter().map(|o| &*o.value));
         let page = Page {
             title: title.to_string(),
             subtitle: format!(

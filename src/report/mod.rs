@@ -10,7 +10,6 @@
 //! document with its own script).
 
 pub mod charts;
-pub mod headline;
 pub mod overview;
 mod page;
 

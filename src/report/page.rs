@@ -13,7 +13,7 @@ pub struct Page {
     pub title: String,
     /// The line under the heading.
     pub subtitle: String,
-    /// The strip above the sections ([`super::headline::Headline::html`]; empty for none).
+    /// The strip above the sections (the headline's `html`, empty for none).
     pub headline: String,
     pub sections: Vec<Section>,
 }

@@ -1,11 +1,16 @@
 //! The headline: what an ML engineer looks for first, above everything else on the page and
 //! on the terminal: the step time, MFU and HFU, the top finding and what fixing it buys.
-//! Read off the analyses' own outputs (`whatif.json`, `roofline.json`, `diagnosis.json`),
-//! so it says nothing they do not.
+//! Read off the analyses' own results (`whatif`, `roofline`, `diagnose`, typed, as their
+//! files hold them), so it says nothing they do not.
 
-use super::escape;
+use super::diagnose::{DiagnoseAnalysis, Diagnosis};
+use super::roofline::RooflineAnalysis;
+use super::roofline_model::Roofline;
+use super::whatif::WhatIfAnalysis;
+use super::whatif_result::WhatIf;
+use super::{Analysis, AnalysisOutput};
+use crate::report::escape;
 use crate::units::{duration_ms, sig3};
-use serde_json::Value;
 
 /// The headline's facts; each is absent when the analysis that gives it did not run or could
 /// not tell.
@@ -40,58 +45,59 @@ pub struct Fix {
 }
 
 impl Headline {
-    /// The headline from the analyses' output files (`file(name)` gives one's content).
-    pub fn read<'a>(file: impl Fn(&str) -> Option<&'a str>) -> Headline {
-        let json = |name: &str| file(name).and_then(|t| serde_json::from_str::<Value>(t).ok());
-        let (whatif, roofline, diagnosis) = (
-            json("whatif.json"),
-            json("roofline.json"),
-            json("diagnosis.json"),
-        );
-        let num = |v: Option<&Value>| v.and_then(Value::as_f64).filter(|x| x.is_finite());
-        let step = roofline
-            .as_ref()
-            .map(|r| &r["step"])
-            .filter(|s| s.is_object());
+    /// The headline from the outputs of the analyses that ran: those of `whatif`,
+    /// `roofline` and `diagnose`, read back typed; one that did not run or cannot be read
+    /// gives no fact.
+    pub fn of<'a>(outputs: impl Iterator<Item = &'a AnalysisOutput> + Clone) -> Headline {
+        let files = |name: &str| outputs.clone().find(|o| o.name == name).map(|o| &o.files);
+        Headline::from_results(
+            files(WhatIfAnalysis::NAME)
+                .and_then(|f| WhatIfAnalysis.result_of(f).ok())
+                .as_ref(),
+            files(RooflineAnalysis::NAME)
+                .and_then(|f| RooflineAnalysis.result_of(f).ok())
+                .as_ref(),
+            files(DiagnoseAnalysis::NAME)
+                .and_then(|f| DiagnoseAnalysis.result_of(f).ok())
+                .as_ref(),
+        )
+    }
+
+    /// The headline from the three results.
+    pub fn from_results(
+        whatif: Option<&WhatIf>,
+        roofline: Option<&Roofline>,
+        diagnosis: Option<&Diagnosis>,
+    ) -> Headline {
+        let finite = |x: Option<f64>| x.filter(|v| v.is_finite());
+        let step = roofline.and_then(|r| r.step.as_ref());
         let mut h = Headline {
-            step_ms: whatif
-                .as_ref()
-                .and_then(|w| num(w.get("step_ms")))
+            step_ms: finite(whatif.and_then(|w| w.step_ms))
                 .filter(|&ms| ms > 0.0)
-                .or_else(|| step.and_then(|s| num(s.get("period_ms")))),
-            steps: whatif.as_ref().and_then(|w| num(w.get("steps"))),
+                .or_else(|| finite(step.map(|s| s.period_ms))),
+            steps: finite(whatif.map(|w| w.steps)),
             ..Headline::default()
         };
         if h.steps.is_none() && h.step_ms.is_some() {
-            h.steps = step.and_then(|s| num(s.get("steps")));
+            h.steps = finite(step.map(|s| s.steps));
         }
-        let utilisation = step.or_else(|| roofline.as_ref().map(|r| &r["steady"]));
-        h.mfu_percent = utilisation.and_then(|u| num(u.get("mfu_percent")));
-        h.hfu_percent = utilisation.and_then(|u| num(u.get("hfu_percent")));
-        h.finding = diagnosis.as_ref().and_then(|d| {
-            let f = d.get("findings")?.as_array()?.first()?;
-            Some(Finding {
-                rule: f.get("rule")?.as_str()?.to_string(),
-                severity: f.get("severity")?.as_str()?.to_string(),
-                title: f.get("title")?.as_str()?.to_string(),
-                at_stake_ms: num(f.get("at_stake_ms")).unwrap_or(0.0),
-            })
+        let utilisation = step
+            .map(|s| &s.use_)
+            .or_else(|| roofline.map(|r| &r.steady.use_));
+        h.mfu_percent = finite(utilisation.and_then(|u| u.mfu_percent));
+        h.hfu_percent = finite(utilisation.and_then(|u| u.hfu_percent));
+        h.finding = diagnosis.and_then(|d| d.findings.first()).map(|f| Finding {
+            rule: f.rule.clone(),
+            severity: f.severity.word().to_string(),
+            title: f.title.clone(),
+            at_stake_ms: f.at_stake_ms,
         });
-        if let (Some(f), Some(w)) = (&h.finding, &whatif) {
-            h.fix = w
-                .get("scenarios")
-                .and_then(Value::as_array)
-                .and_then(|s| {
-                    s.iter()
-                        .find(|s| s.get("rule").and_then(Value::as_str) == Some(&f.rule))
-                })
-                .and_then(|s| {
-                    Some(Fix {
-                        change: s.get("change")?.as_str()?.to_string(),
-                        predicted_step_ms: num(s.get("predicted_step_ms"))?,
-                        saved_ms: num(s.get("saved_ms"))?,
-                    })
-                });
+        if let (Some(f), Some(w)) = (&h.finding, whatif) {
+            h.fix = w.scenarios.iter().find(|s| s.rule == f.rule).map(|s| Fix {
+                change: s.change.clone(),
+                predicted_step_ms: s.predicted_step_ms,
+                saved_ms: s.saved_ms,
+            });
         }
         h
     }
@@ -220,27 +226,77 @@ impl Headline {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analyses::diagnose_rules::{Finding as Found, Severity};
+    use crate::analyses::roofline_flops::Utilisation;
+    use crate::analyses::roofline_model::{SteadyRow, StepRow};
+    use crate::analyses::whatif_result::Scenario;
 
-    const WHATIF: &str = r#"{"step_ms": 18.49, "steps": 20.0, "scenarios": [
-        {"rule": "other", "change": "x", "predicted_step_ms": 1.0, "saved_ms": 17.0},
-        {"rule": "host-bound", "change": "one jitted call", "predicted_step_ms": 1.21, "saved_ms": 17.28}]}"#;
-    const ROOFLINE: &str = r#"{"step": {"period_ms": 18.0, "steps": 5.0, "mfu_percent": 1.234, "hfu_percent": 2.5},
-        "steady": {"mfu_percent": 9.0}}"#;
-    const DIAGNOSIS: &str = r#"{"findings": [{"rule": "host-bound", "severity": "critical",
-        "title": "Input-bound <loop>", "at_stake_ms": 195.9}]}"#;
+    fn scenario(rule: &str, change: &str, predicted_step_ms: f64, saved_ms: f64) -> Scenario {
+        Scenario {
+            rule: rule.into(),
+            change: change.into(),
+            predicted_step_ms,
+            saved_ms,
+            spread_ms: [predicted_step_ms; 2],
+            path_before: vec![],
+            path_after: vec![],
+        }
+    }
 
-    fn files(name: &str) -> Option<&'static str> {
-        match name {
-            "whatif.json" => Some(WHATIF),
-            "roofline.json" => Some(ROOFLINE),
-            "diagnosis.json" => Some(DIAGNOSIS),
-            _ => None,
+    fn whatif() -> WhatIf {
+        WhatIf {
+            step_ms: Some(18.49),
+            steps: 20.0,
+            scenarios: vec![
+                scenario("other", "x", 1.0, 17.0),
+                scenario("host-bound", "one jitted call", 1.21, 17.28),
+            ],
+            ..WhatIf::default()
+        }
+    }
+
+    fn roofline() -> Roofline {
+        let use_ = |mfu: f64, hfu: Option<f64>| Utilisation {
+            mfu_percent: Some(mfu),
+            hfu_percent: hfu,
+            ..Utilisation::default()
+        };
+        Roofline {
+            step: Some(StepRow {
+                module: "jit_step".into(),
+                program_id: "1".into(),
+                steps: 5.0,
+                period_ms: 18.0,
+                use_: use_(1.234, Some(2.5)),
+            }),
+            steady: SteadyRow {
+                use_: use_(9.0, None),
+                devices: 1,
+            },
+            ..Roofline::default()
+        }
+    }
+
+    fn diagnosis() -> Diagnosis {
+        Diagnosis {
+            steady_ms: None,
+            findings: vec![Found {
+                rule: "host-bound".into(),
+                severity: Severity::Critical,
+                title: "Input-bound <loop>".into(),
+                at_stake_ms: 195.9,
+                percent: 90.0,
+                evidence: vec![],
+                remedies: vec![],
+            }],
+            checks: vec![],
+            notes: vec![],
         }
     }
 
     #[test]
     fn reads_the_step_the_utilisation_and_the_top_finding_with_its_own_scenario() {
-        let h = Headline::read(files);
+        let h = Headline::from_results(Some(&whatif()), Some(&roofline()), Some(&diagnosis()));
         assert_eq!(h.step_ms, Some(18.49));
         assert_eq!(h.mfu_percent, Some(1.234));
         assert_eq!(h.fix.as_ref().unwrap().change, "one jitted call");
@@ -261,16 +317,33 @@ mod tests {
 
     #[test]
     fn without_the_what_if_the_roofline_gives_the_step_and_a_missing_analysis_nothing() {
-        let h = Headline::read(|n| (n == "roofline.json").then_some(ROOFLINE));
+        let h = Headline::from_results(None, Some(&roofline()), None);
         assert_eq!((h.step_ms, h.steps), (Some(18.0), Some(5.0)));
         assert_eq!(
             h.terminal(),
             "step 18.0 ms (median of 5 steps) · MFU 1.23 % · HFU 2.50 %\nno findings\n"
         );
-        let none = Headline::read(|_| None);
+        let none = Headline::of(std::iter::empty());
         assert!(none.is_empty());
         assert_eq!(none.terminal(), "");
-        // A malformed file is as good as none.
-        assert!(Headline::read(|_| Some("{not json")).is_empty());
+        // An output whose file cannot be read back is as good as none.
+        let bad = AnalysisOutput {
+            name: WhatIfAnalysis::NAME.into(),
+            files: vec![("whatif.json".into(), "{not json".into())],
+            text: String::new(),
+            sections: vec![],
+        };
+        assert!(Headline::of(std::iter::once(&bad)).is_empty());
+        // The outputs' own files, read back typed.
+        let good = AnalysisOutput {
+            name: RooflineAnalysis::NAME.into(),
+            files: vec![(
+                "roofline.json".into(),
+                serde_json::to_string(&roofline()).unwrap().into(),
+            )],
+            text: String::new(),
+            sections: vec![],
+        };
+        assert_eq!(Headline::of([&bad, &good].into_iter()).step_ms, Some(18.0));
     }
 }
