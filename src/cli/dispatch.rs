@@ -72,7 +72,17 @@ pub(super) fn analyze(a: AnalyzeArgs) -> Result<i32> {
         })?;
         return Ok(0);
     }
-    let done = commands::analyze::analyze(engine, &req, &Terminal)?;
+    analyze_once(engine, &req, quiet, explain)
+}
+
+/// One analysis of `req`'s inputs, printed (`analyze` without `--watch`, and `what-if`).
+fn analyze_once(
+    engine: crate::engine::Engine,
+    req: &AnalyzeRequest,
+    quiet: bool,
+    explain: bool,
+) -> Result<i32> {
+    let done = commands::analyze::analyze(engine, req, &Terminal)?;
     finish(
         &done.texts,
         quiet,
@@ -110,17 +120,7 @@ pub(super) fn what_if(a: WhatIfArgs) -> Result<i32> {
         label: None,
         cache_dir: a.cache.dir(),
     };
-    let engine = a.cache.engine()?;
-    let done = commands::analyze::analyze(engine, &req, &Terminal)?;
-    finish(
-        &done.texts,
-        a.quiet.quiet,
-        a.explain.explain,
-        &done.record,
-        &[],
-        &done.summary(),
-    )?;
-    Ok(0)
+    analyze_once(a.cache.engine()?, &req, a.quiet.quiet, a.explain.explain)
 }
 
 pub(super) fn archive(a: ArchiveArgs) -> Result<i32> {
