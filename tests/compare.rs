@@ -447,6 +447,20 @@ fn two_captures_of_the_same_program_show_no_regression() {
     );
 }
 
+/// The keys of compare.json's metrics that `keep` keeps, in its order.
+fn metric_keys<'a>(
+    report: &'a serde_json::Value,
+    keep: impl Fn(&serde_json::Value) -> bool,
+) -> Vec<&'a str> {
+    report["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| keep(m))
+        .map(|m| m["key"].as_str().unwrap())
+        .collect()
+}
+
 #[test]
 #[cfg_attr(
     not(test_fixtures),
@@ -478,13 +492,7 @@ fn runs_of_several_processes_compare_process_by_process_pooled() {
     let report = json(&out.join("compare.json"));
     // Ranks 2-3 run their 296-byte all-reduces 23 % slower than ranks 0-1, all 12 samples
     // below the 6 of the other side but one: exactly p = 0.0097, the one regression (exit 1).
-    let regressions: Vec<&str> = report["metrics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["verdict"] == "regression")
-        .map(|m| m["key"].as_str().unwrap())
-        .collect();
+    let regressions = metric_keys(&report, |m| m["verdict"] == "regression");
     assert_eq!(regressions, ["all-reduce 296 B"], "{}", stdout(&o));
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
     assert_eq!(report["base"]["processes"], 2);
@@ -513,13 +521,7 @@ fn runs_of_several_processes_compare_process_by_process_pooled() {
         .collect();
     assert_eq!(added, ["pjit__wrapped_step_fn [04555b1419fd]"]);
     // Each (collective, size) is one metric: none is both compared and listed as removed.
-    let compared: Vec<&str> = report["metrics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["family"] == "bandwidth")
-        .map(|m| m["key"].as_str().unwrap())
-        .collect();
+    let compared = metric_keys(&report, |m| m["family"] == "bandwidth");
     for gone in report["removed"]["bandwidth"]
         .as_array()
         .into_iter()

@@ -624,7 +624,7 @@ pub fn compare(
             .why
             .modules
             .iter()
-            .any(|m| report.program_changed(&m.module)),
+            .any(|m| m.recompiled == Some(recompiled::Recompiled::Program)),
     );
     Ok(report)
 }
