@@ -170,8 +170,8 @@ fn code_line(db: &Db, run: Run, file: &str, line: i64) -> Option<String> {
     None
 }
 
-/// The hash of a module's program before optimization, from the first process of `run`
-/// whose dump holds it (`module_NNNN.NAME.before_optimizations.hlo.pb[.xz]`).
+/// The hash of a module's program before optimization (without the module's id: the order it
+/// was compiled in), from the first process of `run` whose dump holds it (`module_NNNN.NAME.before_optimizations.hlo.pb[.xz]`).
 fn before_optimizations(db: &Db, run: Run, id: &str) -> Option<blake3::Hash> {
     let m = module_hlo(db, run, id).ok()??;
     let prefix = format!(
@@ -188,7 +188,7 @@ fn before_optimizations(db: &Db, run: Run, id: &str) -> Option<blake3::Hash> {
             continue;
         };
         if let Ok(bytes) = graph::hlo::read_xz_member(&a, &member) {
-            return Some(blake3::hash(&bytes));
+            return Some(crate::formats::hlo::program_hash(&bytes));
         }
     }
     None

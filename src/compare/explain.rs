@@ -69,7 +69,8 @@ pub struct ModuleWhy {
     /// (what survives a recompilation; [`super::causes`]), the largest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<SourceChange>,
-    /// Ops, the largest contributions first (at most [`OPS`]).
+    /// Ops paired by instruction name, the largest contributions first (at most [`OPS`]);
+    /// none where the program itself changed (`recompiled`: its names pair unrelated ops).
     pub ops: Vec<OpChange>,
     /// Ops that changed, were added or removed, before the cut.
     pub ops_total: usize,
@@ -122,7 +123,16 @@ fn delta(row: &Row) -> Option<f64> {
 
 /// The ops of one module: significant changes (the thunk family's threshold and α), and the
 /// ops only one side has.
-fn module_ops(row: &Row, thunks: &FamilyComparison, s: &Settings) -> (Vec<OpChange>, usize) {
+///
+/// `same`: where the program itself changed, which instruction names name the same op on
+/// both sides (see [`same_ops`]); only those are paired, and no op counts as added, removed
+/// or renamed by its name.
+fn module_ops(
+    row: &Row,
+    thunks: &FamilyComparison,
+    s: &Settings,
+    same: Option<&BTreeSet<String>>,
+) -> (Vec<OpChange>, usize) {
     let module_delta = delta(row).filter(|d| *d != 0.0);
     let share = |d: f64| module_delta.map(|m| d / m);
     let mut ops = Vec::new();
@@ -131,6 +141,7 @@ fn module_ops(row: &Row, thunks: &FamilyComparison, s: &Settings) -> (Vec<OpChan
         .iter()
         .filter(|t| t.module == Some(row.module.clone().unwrap_or_default()))
         .filter(|t| t.program_id == row.program_id)
+        .filter(|t| same.is_none_or(|names| names.contains(&t.key)))
     {
         let kind = match verdict(t, s, s.threshold(Family::Thunk)) {
             Verdict::Regression => OpKind::Slower,
@@ -156,6 +167,7 @@ fn module_ops(row: &Row, thunks: &FamilyComparison, s: &Settings) -> (Vec<OpChan
         .one_sided
         .iter()
         .filter(|o| o.module == row.module && ids.contains(&o.program_id.as_ref()))
+        .filter(|_| same.is_none())
         .collect();
     // An op renamed by the new compilation (`reduce-scatter.4` → `reduce-scatter.5`): the only
     // removed and the only added op of a stem are one op.
@@ -213,6 +225,52 @@ fn module_ops(row: &Row, thunks: &FamilyComparison, s: &Settings) -> (Vec<OpChan
     let total = ops.len();
     ops.truncate(OPS);
     (ops, total)
+}
+
+/// The instruction names of a module that name the same op in both programs: the same
+/// opcode, `custom_call_target`, JAX op (`op_name`, not empty) and source line on each side,
+/// and the same FLOPs and bytes (its shapes) where both sides' costs are known. Empty where
+/// a side's HLO is unknown.
+fn same_ops(db: &Db, base: Run, head: Run, row: &Row) -> Result<BTreeSet<String>> {
+    let (Some(b), Some(h)) = (row.program_id.as_deref(), row.head_program_id.as_deref()) else {
+        return Ok(BTreeSet::new());
+    };
+    let (Some(bm), Some(hm)) = (
+        super::causes_node::module_hlo(db, base, b)?,
+        super::causes_node::module_hlo(db, head, h)?,
+    ) else {
+        return Ok(BTreeSet::new());
+    };
+    let line = |m: &crate::formats::hlo::HloModuleInfo,
+                i: &crate::formats::hlo::HloInstructionInfo| {
+        m.innermost(i.stack_frame_id)
+            .map(|(f, l)| (f.to_string(), l))
+            .unwrap_or_else(|| (i.source_file().to_string(), i.source_line))
+    };
+    let cost = |m: &crate::formats::hlo::HloModuleInfo, name: &str| {
+        m.costs()
+            .ok()
+            .and_then(|c| c.by_instruction.get(name))
+            .map(|c| (c.flops, c.bytes))
+    };
+    Ok(bm
+        .instructions
+        .iter()
+        .filter(|i| !i.op_name().is_empty())
+        .filter(|i| {
+            hm.instruction(i.name()).is_some_and(|j| {
+                j.opcode() == i.opcode()
+                    && j.target() == i.target()
+                    && j.op_name() == i.op_name()
+                    && line(&hm, j) == line(&bm, i)
+                    && match (cost(&bm, i.name()), cost(&hm, j.name())) {
+                        (Some(a), Some(b)) => a == b,
+                        _ => true,
+                    }
+            })
+        })
+        .map(|i| i.name().to_string())
+        .collect())
 }
 
 /// The HLO diff of a module, or why there is none.
@@ -310,17 +368,23 @@ pub fn explain(
         if !changed && !by_name {
             continue;
         }
-        let (ops, ops_total) = if changed {
-            module_ops(row, thunks, s)
-        } else {
-            (Vec::new(), 0)
-        };
         let (mut hlo, hlo_note) = hlo_of(db, base, head, row)?;
         let floor = delta(row).map_or(0.0, |d| 0.01 * d.abs()).max(1e-3);
         let found = super::causes_node::of(db, base, head, row, thunks, floor, changed)?;
         let recompiled = match row.head_program_id {
             Some(_) => recompiled::classify(found.same_before_optimization, &env),
             None => None,
+        };
+        // Instructions paired by name; where the program itself changed, only names that
+        // name the same op on both sides (XLA numbers instructions anew): the source lines
+        // and the HLO diff tell the rest.
+        let (ops, ops_total) = if !changed {
+            (Vec::new(), 0)
+        } else if recompiled == Some(Recompiled::Program) {
+            let same = same_ops(db, base, head, row)?;
+            module_ops(row, thunks, s, Some(&same))
+        } else {
+            module_ops(row, thunks, s, None)
         };
         if recompiled.is_some_and(|r| r != Recompiled::Program)
             && let Some(h) = hlo.as_mut()

@@ -74,33 +74,26 @@ impl HloDiff {
         let (b, h) = self.instructions;
         let mut parts = Vec::new();
         let signed = |c: &Count| c.head as i64 - c.base as i64;
-        let mut kernels: Vec<&Count> = self.kernels.iter().collect();
-        kernels.sort_by_key(|c| std::cmp::Reverse(signed(c).abs()));
-        let listed: Vec<String> = kernels
-            .iter()
-            .take(4)
-            .map(|c| format!("{} {:+}", c.what, signed(c)))
-            .collect();
-        if !listed.is_empty() {
-            parts.push(format!(
-                "library calls: {}{}",
-                listed.join(", "),
-                if kernels.len() > 4 { ", …" } else { "" }
-            ));
+        // The four counts that changed most, as "what +n, …".
+        let largest = |counts: &[Count]| -> String {
+            let mut v: Vec<&Count> = counts.iter().collect();
+            v.sort_by_key(|c| std::cmp::Reverse(signed(c).abs()));
+            let listed: Vec<String> = v
+                .iter()
+                .take(4)
+                .map(|c| format!("{} {:+}", c.what, signed(c)))
+                .collect();
+            let more = if v.len() > 4 { ", …" } else { "" };
+            format!("{}{more}", listed.join(", "))
+        };
+        if !self.kernels.is_empty() {
+            parts.push(format!("library calls: {}", largest(&self.kernels)));
         }
-        let mut ops: Vec<&Count> = self.opcodes.iter().collect();
-        ops.sort_by_key(|c| std::cmp::Reverse(signed(c).abs()));
-        let listed: Vec<String> = ops
-            .iter()
-            .take(4)
-            .map(|c| format!("{} {:+}", c.what, signed(c)))
-            .collect();
-        if !listed.is_empty() {
+        if !self.opcodes.is_empty() {
             parts.push(format!(
-                "{:+} instructions ({}{})",
+                "{:+} instructions ({})",
                 h as i64 - b as i64,
-                listed.join(", "),
-                if ops.len() > 4 { ", …" } else { "" }
+                largest(&self.opcodes)
             ));
         }
         let colls: Vec<String> = self

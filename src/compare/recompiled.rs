@@ -85,7 +85,8 @@ impl Recompiled {
             }
             Recompiled::Program => {
                 "the program before optimization differs: the code, its shapes, dtypes or \
-                 shardings changed"
+                 shardings changed (its ops are told by source line and library call; an \
+                 instruction name pairs two ops only where it is the same op on both sides)"
             }
         }
     }

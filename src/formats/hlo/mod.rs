@@ -33,6 +33,7 @@ mod instruction;
 pub mod library;
 mod module;
 mod plan;
+mod program;
 mod ragged;
 #[cfg(test)]
 mod reflect;
@@ -53,6 +54,7 @@ pub use decoded::{CommunicationInfo, FileLocation, StackFrame, StackFrameIndex};
 pub use heap::{HeapProfile, UsageSummary};
 pub use instruction::{HloInstructionInfo, InstructionText};
 pub use module::HloModuleInfo;
+pub use program::program_hash;
 
 /// What `bytes`, another dump, decode to when that is `module` but perhaps its
 /// fingerprint (same schema): when they differ from the dump it was decoded from only
