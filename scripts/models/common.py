@@ -8,7 +8,10 @@ libcuda.so.1), each step timed on the host with block_until_ready, and prints ea
 wall time and the median.
 
 Environment common to all: STEPS (default 5), WARMUP (default 3). ATTN=xla replaces the cuDNN
-attention by XLA's (for a dry run on a CPU: JAX_PLATFORMS=cpu, small shapes).
+attention by XLA's (for a dry run on a CPU: JAX_PLATFORMS=cpu, small shapes). SYNC=0: the
+profiled steps are not waited for one by one; JAX queues them back to back and the loop waits
+once, after the last: each step's host time is then the time to queue it, and the median step
+is the loop's time over STEPS.
 """
 import ctypes
 import os
@@ -19,6 +22,7 @@ import jax
 STEPS = int(os.environ.get("STEPS", "5"))
 WARMUP = int(os.environ.get("WARMUP", "3"))
 ATTN = os.environ.get("ATTN", "cudnn")
+SYNC = os.environ.get("SYNC", "1") == "1"
 
 
 def env_int(name, default):
@@ -67,20 +71,33 @@ def run(step_fn, state, model_flops, hardware_flops, ndev=1, after=None):
     if cuda:
         cuda.cuProfilerStart()
     times, results = [], []
+    t_loop = time.perf_counter()
     for _ in range(STEPS):
         t = time.perf_counter()
-        state, aux = jax.block_until_ready(step_fn(state))
+        state, aux = step_fn(state)
+        if SYNC:
+            state, aux = jax.block_until_ready((state, aux))
         times.append(time.perf_counter() - t)
         results.append(aux)
+    state, aux = jax.block_until_ready((state, aux))
+    loop = time.perf_counter() - t_loop
     if cuda:
         cuda.cuProfilerStop()
     for i, s in enumerate(times):
-        print(f"step {i}: {s * 1e3:.3f} ms wall, model {model_flops / s / 1e12:.1f} TFLOP/s, "
-              f"hardware {hardware_flops / s / 1e12:.1f} TFLOP/s (all {ndev} device(s))",
-              flush=True)
+        if SYNC:
+            print(f"step {i}: {s * 1e3:.3f} ms wall, model {model_flops / s / 1e12:.1f} "
+                  f"TFLOP/s, hardware {hardware_flops / s / 1e12:.1f} TFLOP/s (all {ndev} "
+                  "device(s))", flush=True)
+        else:
+            print(f"step {i}: {s * 1e3:.3f} ms to queue", flush=True)
         if after:
             after(i, results[i])
-    med = sorted(times)[len(times) // 2]
+    if SYNC:
+        med = sorted(times)[len(times) // 2]
+    else:
+        med = loop / STEPS
+        print(f"all {STEPS} steps queued back to back and waited for once: {loop * 1e3:.3f} ms",
+              flush=True)
     print(f"median step {med * 1e3:.3f} ms wall -> model {model_flops / med / 1e12:.1f} "
           f"TFLOP/s, hardware {hardware_flops / med / 1e12:.1f} TFLOP/s over {ndev} "
           f"device(s) ({model_flops / med / 1e12 / ndev:.1f} / "

@@ -33,6 +33,7 @@ mod toy;
 pub mod whatif;
 pub mod whatif_edges;
 pub mod whatif_model;
+pub mod whatif_path;
 pub mod whatif_result;
 pub mod whatif_scenarios;
 pub mod whatif_user;

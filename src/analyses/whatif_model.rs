@@ -28,6 +28,11 @@ pub struct Gap {
     /// Per range of the program's own without GPU work (index into the labels): how much of
     /// the gap it covers [ns].
     pub host: Vec<(u32, i64)>,
+    /// How long before the gap the host had launched everything the GPU ran, while it
+    /// launched nothing more until the GPU was done, less its time in ranges of its own then:
+    /// the host waited for the GPU (a sync) that long, or worked outside any range [ns].
+    #[serde(default)]
+    pub waited_ns: i64,
 }
 
 /// One device's steady window.
@@ -242,7 +247,7 @@ pub fn timeline<'m>(
             .or_insert_with(|| Exec::new(s.program_name.value(i), s.program_execution.value(i), a));
     }
     let m = ModuleView::of(modules);
-    let mut runs: BTreeMap<i32, Vec<(i64, i64)>> = BTreeMap::new();
+    let mut runs: BTreeMap<i32, Vec<Run>> = BTreeMap::new();
     for i in 0..m.rows {
         let d = m.device.value(i);
         let (a, b) = (m.start.value(i), m.start.value(i) + m.dur.value(i));
@@ -250,7 +255,14 @@ pub fn timeline<'m>(
             && b > w0
             && a < w1
         {
-            runs.entry(d).or_default().push((a.max(w0), b.min(w1)));
+            let host = (!m.orig_start.is_null(i) && !m.orig_dur.is_null(i)).then(|| {
+                let h = m.orig_start.value(i);
+                (h, h + m.orig_dur.value(i))
+            });
+            runs.entry(d).or_default().push(Run {
+                gpu: (a.max(w0), b.min(w1)),
+                host,
+            });
         }
     }
     // Ranges without GPU work, merged per label (nested instances counted once).
@@ -317,13 +329,15 @@ pub fn timeline<'m>(
         by_device.entry(d).or_default().push(e);
     }
     let mut devices = Vec::new();
+    // Every host range without GPU work, merged: time the host worked, not waited.
+    let working_host = union(host.iter().flatten().copied().collect());
     for (device, (w0, w1)) in windows {
-        let busy = union(runs.remove(&device).unwrap_or_default());
+        let busy = busy_spans(runs.remove(&device).unwrap_or_default());
         let gaps = busy
             .windows(2)
-            .filter(|p| p[1].0 > p[0].1)
+            .filter(|p| p[1].gpu.0 > p[0].gpu.1)
             .map(|p| {
-                let (a, b) = (p[0].1, p[1].0);
+                let (a, b) = (p[0].gpu.1, p[1].gpu.0);
                 Gap {
                     start_ns: a,
                     dur_ns: b - a,
@@ -333,6 +347,10 @@ pub fn timeline<'m>(
                         .map(|(k, u)| (k as u32, covered(u, a, b)))
                         .filter(|&(_, ns)| ns > 0)
                         .collect(),
+                    waited_ns: {
+                        let w = waited(&p[0], &p[1]);
+                        w - covered(&working_host, a - w, a)
+                    },
                 }
             })
             .collect();
@@ -357,6 +375,53 @@ pub fn timeline<'m>(
         labels,
         without_hlo,
     })
+}
+
+/// A module execution's GPU span (projected) and the host's range that launched it, when
+/// known; or a span of merged ones (the host's: its first start and last end).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Run {
+    gpu: (i64, i64),
+    host: Option<(i64, i64)>,
+}
+
+/// The GPU's busy spans: runs merged where they overlap, sorted. A span's host range is
+/// known only when every run's is.
+fn busy_spans(mut runs: Vec<Run>) -> Vec<Run> {
+    runs.sort_unstable_by_key(|r| r.gpu);
+    let mut out: Vec<Run> = Vec::with_capacity(runs.len());
+    for r in runs {
+        match out.last_mut() {
+            Some(last) if r.gpu.0 <= last.gpu.1 => {
+                last.gpu.1 = last.gpu.1.max(r.gpu.1);
+                last.host = match (last.host, r.host) {
+                    (Some(a), Some(b)) => Some((a.0.min(b.0), a.1.max(b.1))),
+                    _ => None,
+                };
+            }
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// Below this, the GPU finished about as soon as the host had launched its work (a launch's
+/// latency and a short kernel): nothing to call a wait [ns].
+const MIN_WAIT_NS: i64 = 10_000;
+
+/// How long the host waited for the GPU before the gap between busy spans `before` and
+/// `after`: from the end of its last launch of `before` to the GPU's end of it, when it
+/// began launching `after` only once the GPU was done (else it was ahead, and nothing waited)
+/// [ns]. 0 where a host range is unknown, and below [`MIN_WAIT_NS`].
+fn waited(before: &Run, after: &Run) -> i64 {
+    match (before.host, after.host) {
+        (Some((_, launched)), Some((next, _))) if next >= before.gpu.1 => {
+            Some(before.gpu.1 - launched)
+                .filter(|&w| w >= MIN_WAIT_NS)
+                .unwrap_or(0)
+        }
+        _ => 0,
+    }
 }
 
 /// The range that marks the program's steps in a window [w0, w1): of the ranges with GPU
@@ -441,6 +506,8 @@ pub struct GapMs {
     pub compiling_ms: f64,
     /// Of it, time in each host range (by label).
     pub host: Vec<(String, f64)>,
+    /// How long the host waited for the GPU before it ([`Gap::waited_ns`]).
+    pub waited_ms: f64,
 }
 
 /// How a device's steady state is cut into steps.
@@ -581,6 +648,11 @@ impl Window {
                                             (t.labels[k as usize].clone(), ns as f64 * 1e-6)
                                         })
                                         .collect(),
+                                    // Compiling is working too.
+                                    waited_ms: (g.waited_ns
+                                        - covered(&comp, g.start_ns - g.waited_ns, g.start_ns))
+                                        as f64
+                                        * 1e-6,
                                 })
                                 .collect(),
                         }
@@ -649,11 +721,42 @@ mod tests {
     }
 
     #[test]
+    fn the_host_waited_when_it_launched_nothing_more_until_the_gpu_was_done() {
+        // Times in µs.
+        let us = |(a, b): (i64, i64)| (a * 1000, b * 1000);
+        let run = |gpu: (i64, i64), host: (i64, i64)| Run {
+            gpu: us(gpu),
+            host: Some(us(host)),
+        };
+        // Launched by 10, ran until 50; the next launched at 60: the host waited 40.
+        let spans = busy_spans(vec![run((70, 100), (60, 65)), run((5, 50), (0, 10))]);
+        assert_eq!(spans[0].gpu, us((5, 50)));
+        assert_eq!(waited(&spans[0], &spans[1]), 40_000);
+        // The next launched at 30, before the GPU was done: the host was ahead.
+        let ahead = run((70, 100), (30, 35));
+        assert_eq!(waited(&spans[0], &ahead), 0);
+        // Done 5 µs after the launch: no wait to speak of.
+        assert_eq!(waited(&run((5, 15), (0, 10)), &run((20, 30), (16, 18))), 0);
+        // Overlapping runs merge, their host ranges too; an unknown one leaves it unknown.
+        let merged = busy_spans(vec![run((5, 50), (0, 10)), run((40, 60), (8, 20))]);
+        assert_eq!(merged.len(), 1);
+        assert_eq!(merged[0].host, Some(us((0, 20))));
+        assert_eq!(waited(&merged[0], &run((70, 80), (65, 66))), 40_000);
+        let unknown = Run {
+            gpu: us((40, 60)),
+            host: None,
+        };
+        let merged = busy_spans(vec![run((5, 50), (0, 10)), unknown]);
+        assert_eq!(waited(&merged[0], &run((70, 80), (65, 66))), 0);
+    }
+
+    #[test]
     fn the_plain_gap_leaves_out_compiling_and_host_ranges() {
         let g = |ms, c, h: &[(&str, f64)]| GapMs {
             ms,
             compiling_ms: c,
             host: h.iter().map(|(l, x)| (l.to_string(), *x)).collect(),
+            waited_ms: 0.0,
         };
         let w = Window {
             process: 0,

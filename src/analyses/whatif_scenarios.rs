@@ -5,12 +5,13 @@
 use std::collections::BTreeMap;
 
 use super::diagnose::Diagnosis;
-use super::whatif_model::{StepWindow, Stepping, Window, median_index, quantile};
+use super::whatif_model::{Stepping, Window, median_index, quantile};
+pub(super) use super::whatif_path::{Kind, Path, on_time};
+use super::whatif_path::{op_shares, parts_of, path};
 use crate::formats::hlo::cost::Math;
 use crate::units::{duration_ms, pct};
 
-use super::whatif_result::OP_ROWS;
-pub use super::whatif_result::{FindingSaving, OpShare, Part, PathRow, Scenario, WhatIf};
+pub use super::whatif_result::{FindingSaving, Part, PathRow, Scenario, WhatIf};
 
 /// The share of the dense bf16 peak a large bf16 GEMM reaches when the profile has none of
 /// its own to measure: 73 % measured on H200 (4096³ bf16 GEMMs, `bf16_gemm` capture), taken
@@ -76,213 +77,12 @@ impl Facts<'_> {
     }
 }
 
-/// What a part of the path is.
-#[derive(Clone, Debug, PartialEq)]
-pub(super) enum Kind {
-    Compute,
-    /// Gaps between a module's kernels (inside its executions).
-    KernelGaps,
-    Collectives,
-    /// Of the collectives' time, waiting for another device (process, device) to arrive.
-    WaitFor(usize, i32),
-    /// Gaps in which the host compiled (tracing and dispatch included).
-    Compiling,
-    /// Gaps' time in a range of the program's own without GPU work.
-    HostRange(String),
-    /// The rest of the gaps: dispatch, synchronisation, other host work.
-    Dispatch,
-}
-
-impl Kind {
-    fn what(&self) -> String {
-        match self {
-            Kind::Compute => "GPU computing".into(),
-            Kind::KernelGaps => "GPU idle between a module's kernels".into(),
-            Kind::Collectives => "collectives not hidden by computation".into(),
-            Kind::WaitFor(p, d) => {
-                format!("collectives waiting for device {d} (process {p}) to arrive")
-            }
-            Kind::Compiling => "host tracing and compiling (GPU idle)".into(),
-            Kind::HostRange(l) => format!("host in `{l}` (GPU idle)"),
-            Kind::Dispatch => "host dispatch and syncs (GPU idle)".into(),
-        }
-    }
-}
-
-/// One step of a device as parts of its critical path.
-#[derive(Clone, Debug)]
-pub(super) struct Path {
-    /// The device (process, device).
-    pub(super) who: (usize, i32),
-    /// How late it arrived at the next step's first collective, after the first device [ms].
-    pub(super) late: f64,
-    parts: Vec<(Kind, f64)>,
-    /// Of the collectives' time: what independent computation could hide, what a split into
-    /// two micro-batches could hide of the rest, what has unknown edges [ms].
-    hideable: f64,
-    split: f64,
-    unknown: f64,
-    /// Gaps in which the host compiled.
-    compile_gaps: usize,
-    /// The module executions in the step, and the host's dispatch and syncs in the gaps
-    /// between them (all gaps but the one before the next step) [ms].
-    executions: usize,
-    between: f64,
-    /// The programs the executions run, and the most executions of one.
-    programs: usize,
-    repeats: usize,
-
-    /// The device's plain gap (dispatch and sync, no compiling, no host range).
-    plain_gap: Option<f64>,
-    /// The thunks' time on the path by (module, what ran) [ms].
-    gpu: Vec<(String, String, f64)>,
-}
-
-impl Path {
-    fn total(&self) -> f64 {
-        self.parts.iter().map(|(_, ms)| ms).sum()
-    }
-    pub(super) fn get(&self, k: &Kind) -> f64 {
-        self.parts
-            .iter()
-            .filter(|(x, _)| x == k)
-            .map(|(_, ms)| ms)
-            .sum()
-    }
-    /// Takes up to `ms` from part `k`; returns what it took.
-    pub(super) fn take(&mut self, k: &Kind, ms: f64) -> f64 {
-        let mut took = 0.0;
-        for (_, v) in self.parts.iter_mut().filter(|(x, _)| x == k) {
-            let t = v.min(ms - took).max(0.0);
-            *v -= t;
-            took += t;
-        }
-        took
-    }
-    /// Takes up to `ms` from the host's time in the gaps: dispatch first, then its ranges.
-    pub(super) fn take_host(&mut self, ms: f64) -> f64 {
-        let mut took = self.take(&Kind::Dispatch, ms);
-        for (k, v) in self.parts.iter_mut() {
-            if matches!(k, Kind::HostRange(_)) {
-                let t = v.min(ms - took).max(0.0);
-                *v -= t;
-                took += t;
-            }
-        }
-        took
-    }
-    fn add(&mut self, k: Kind, ms: f64) {
-        match self.parts.iter_mut().find(|(x, _)| *x == k) {
-            Some((_, v)) => *v += ms,
-            None => self.parts.push((k, ms)),
-        }
-    }
-}
-
 /// A device's steps as paths.
 #[derive(Clone, Debug)]
 struct Device {
     process: usize,
     device: i32,
     steps: Vec<Path>,
-}
-
-/// A step's path: the GPU's busy time split by the thunks of the executions in it (their
-/// exposed time: collectives, the rest; the remainder is gaps between a module's kernels),
-/// and the gaps by what the host did.
-fn path(who: (usize, i32), w: &StepWindow, plain_gap: Option<f64>) -> Path {
-    // Thunks of several streams can add up to more than the busy time.
-    let thunks = w.compute_ms + w.collectives_ms;
-    let k = if thunks > w.busy_ms && thunks > 0.0 {
-        w.busy_ms / thunks
-    } else {
-        1.0
-    };
-    let (compute, coll) = (w.compute_ms * k, w.collectives_ms * k);
-    let mut parts = vec![
-        (Kind::Compute, compute),
-        (Kind::KernelGaps, (w.busy_ms - compute - coll).max(0.0)),
-        (Kind::Collectives, coll),
-    ];
-    let (mut compiling, mut dispatch) = (0.0, 0.0);
-    let mut host: Vec<(String, f64)> = Vec::new();
-    let mut compile_gaps = 0;
-    let mut between = 0.0;
-
-    let last = w.gaps.len().saturating_sub(1);
-    for (i, g) in w.gaps.iter().enumerate() {
-        if g.compiling_ms > 0.0 {
-            compiling += g.ms;
-            compile_gaps += 1;
-            continue;
-        }
-        let mut rest = g.ms;
-        for (l, ms) in &g.host {
-            let ms = ms.min(rest);
-            rest -= ms;
-            match host.iter_mut().find(|(x, _)| x == l) {
-                Some((_, v)) => *v += ms,
-                None => host.push((l.clone(), ms)),
-            }
-        }
-        dispatch += rest;
-        if i < last {
-            between += rest;
-        }
-    }
-    parts.push((Kind::Compiling, compiling));
-    host.sort_by(|a, b| b.1.total_cmp(&a.1));
-    for (l, ms) in host {
-        parts.push((Kind::HostRange(l), ms));
-    }
-    parts.push((Kind::Dispatch, dispatch));
-    Path {
-        who,
-        late: 0.0,
-        parts,
-        hideable: w.hideable_ms * k,
-        split: w.split_ms * k,
-        unknown: w.unknown_ms * k,
-        compile_gaps,
-        executions: w.executions,
-        between,
-        programs: w.programs,
-        repeats: w.repeats,
-        plain_gap,
-        gpu: w
-            .kinds
-            .iter()
-            .map(|(m, what, ms)| (m.clone(), what.clone(), ms * k))
-            .collect(),
-    }
-}
-
-/// A path's GPU part by module and kind, the largest first, the rest as one row.
-fn op_shares(p: &Path) -> Vec<OpShare> {
-    let total = p.total();
-    let pct = |ms: f64| if total > 0.0 { 100.0 * ms / total } else { 0.0 };
-    let mut v = p.gpu.clone();
-    v.sort_by(|a, b| b.2.total_cmp(&a.2));
-    let rest: f64 = v.iter().skip(OP_ROWS).map(|x| x.2).sum();
-    let mut out: Vec<OpShare> = v
-        .into_iter()
-        .take(OP_ROWS)
-        .map(|(module, what, ms)| OpShare {
-            module,
-            what,
-            ms,
-            percent: pct(ms),
-        })
-        .collect();
-    if rest > 0.0 {
-        out.push(OpShare {
-            module: String::new(),
-            what: "other ops".into(),
-            ms: rest,
-            percent: pct(rest),
-        });
-    }
-    out
 }
 
 /// Every device's steps as paths. Where devices exchange data, a step's path crosses to the
@@ -334,30 +134,6 @@ fn devices(windows: &[Window], offsets_ms: &BTreeMap<i32, f64>) -> Vec<Device> {
         }
     }
     devs
-}
-
-/// The parts of a path [ms], with their share of it.
-fn parts_of(p: &Path) -> Vec<Part> {
-    let total = p.total().max(f64::MIN_POSITIVE);
-    p.parts
-        .iter()
-        .filter(|(_, ms)| *ms > 1e-9)
-        .map(|(kind, ms)| Part {
-            what: kind.what(),
-            ms: *ms,
-            percent: 100.0 * ms / total,
-        })
-        .collect()
-}
-
-/// The device `late` on time: the others' waits for it leave their paths, and its own host
-/// time in the step before shrinks by how late it was.
-pub(super) fn on_time(p: &mut Path, late: (usize, i32)) {
-    p.take(&Kind::WaitFor(late.0, late.1), f64::INFINITY);
-    if p.who == late {
-        let l = p.late;
-        p.take_host(l);
-    }
 }
 
 /// A scenario: its rule, what changes, and the change on each path.
@@ -426,6 +202,26 @@ fn changes<'a>(
                 if p.repeats > 1 {
                     p.add(Kind::KernelGaps, LOOP_ITERATION_MS * p.repeats as f64);
                 }
+            }),
+        ));
+    }
+    // The host waiting for the GPU (a block_until_ready or a device read each step): without
+    // the wait it goes on to its next work while the GPU runs, and each gap shrinks by as
+    // much as the host waited before it.
+    let waits: Vec<f64> = paths.iter().map(|p| p.waited).collect();
+    if waits.iter().any(|&w| w > 0.0) {
+        let typical = quantile(&waits, 0.5);
+        out.push((
+            "host-bound".into(),
+            format!(
+                "no host sync in the loop (block_until_ready, a device value read): the host \
+                 waits {} per {} for the GPU now; without the wait it goes on while the GPU runs",
+                duration_ms(typical),
+                if stepped { "step" } else { "steady state" }
+            ),
+            Box::new(|p: &mut Path| {
+                let w = p.waited;
+                p.take_gaps(w);
             }),
         ));
     }
@@ -772,13 +568,14 @@ pub(super) fn predict(windows: &[Window], f: &Facts, extra: Extra) -> WhatIf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analyses::whatif_model::GapMs;
+    use crate::analyses::whatif_model::{GapMs, StepWindow};
 
     fn gap(ms: f64, compiling_ms: f64, host: &[(&str, f64)]) -> GapMs {
         GapMs {
             ms,
             compiling_ms,
             host: host.iter().map(|(l, x)| (l.to_string(), *x)).collect(),
+            waited_ms: 0.0,
         }
     }
 
@@ -845,6 +642,40 @@ mod tests {
                 .iter()
                 .any(|p| p.what.contains("`load`") && (p.ms - 30.0).abs() < 1e-9)
         );
+    }
+
+    /// Steps of 2 ms on the GPU, each followed by a gap before the next in which the host
+    /// works 0.5 ms (a short gap) or 3 ms (a long one), having waited 1.5 ms for the GPU
+    /// before it: without the wait that work overlaps the GPU's, so the short gap goes and
+    /// the long one shrinks by the wait.
+    #[test]
+    fn the_host_s_wait_for_the_gpu_leaves_the_gaps_it_could_have_filled() {
+        let waited = |ms: f64| GapMs {
+            waited_ms: 1.5,
+            ..gap(ms, 0.0, &[])
+        };
+        let step = |g: f64| StepWindow {
+            wall_ms: 2.0 + g,
+            busy_ms: 2.0,
+            compute_ms: 2.0,
+            gaps: vec![waited(g)],
+            ..one_call()
+        };
+        for (g, after) in [(0.5, 2.0), (3.0, 3.5)] {
+            let w = Window {
+                process: 0,
+                device: 0,
+                stepped: Stepping::Program,
+                beside_extra_ms: 0.0,
+                beside_overlap_ms: 0.0,
+                steps: vec![step(g); 4],
+            };
+            let r = predict(&[w], &none(), &|_, _, _| Vec::new());
+            let s = &r.scenarios[0];
+            assert_eq!(s.rule, "host-bound");
+            assert!(s.change.starts_with("no host sync"), "{}", s.change);
+            assert!((s.predicted_step_ms - after).abs() < 1e-9, "{s:?}");
+        }
     }
 
     /// Five steps of 2 ms on the GPU after 1 ms of gap, 0.8 ms of it in `load`; one step's

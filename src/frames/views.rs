@@ -10,8 +10,8 @@ use arrow::datatypes::{Float64Type, Int32Type, Int64Type};
 
 use super::gpu::{
     BUS_BW, COLLECTIVE, COMMAND_BUFFER, COMMUNICATION, DEVICE, MESSAGE_SIZE, NAME, NUM_THUNKS,
-    OP_NAME, PROGRAM_EXECUTION, PROGRAM_ID, PROGRAM_NAME, PROJ_DUR, PROJ_DUR_HIDDEN, PROJ_START,
-    THUNK_EXECUTION, THUNK_INDEX,
+    OP_NAME, ORIG_DUR, ORIG_START, PROGRAM_EXECUTION, PROGRAM_ID, PROGRAM_NAME, PROJ_DUR,
+    PROJ_DUR_HIDDEN, PROJ_START, THUNK_EXECUTION, THUNK_INDEX,
 };
 use super::strings::{Strings, strings};
 
@@ -38,6 +38,10 @@ pub struct ModuleView<'a> {
     /// Projected start and duration [ns].
     pub start: &'a Int64Array,
     pub dur: &'a Int64Array,
+    /// The host's range (the launch of the execution, on its thread): start and duration
+    /// [ns]; null where unknown.
+    pub orig_start: &'a Int64Array,
+    pub orig_dur: &'a Int64Array,
     pub num_thunks: &'a Int32Array,
 }
 
@@ -51,6 +55,8 @@ impl<'a> ModuleView<'a> {
             device: i32s(b, DEVICE),
             start: i64s(b, PROJ_START),
             dur: i64s(b, PROJ_DUR),
+            orig_start: i64s(b, ORIG_START),
+            orig_dur: i64s(b, ORIG_DUR),
             num_thunks: i32s(b, NUM_THUNKS),
         }
     }

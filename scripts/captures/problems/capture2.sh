@@ -11,7 +11,7 @@
 # Names, most important first (the default is all of them in this order):
 #   input_bound input_ready near_oom compile_only late_many late_none gpt_cudnn gpt_xla_attn
 #   gpt_wide gpt_rerun1 gpt_rerun2 gpt_no_triton gpt_autotune0 f32_highest bf16_gemm host_bound host_scanned rejit fixed_shapes
-#   rejit_padded
+#   rejit_padded bf16_sync bf16_async gpt_sync gpt_async
 #   exposed_allreduce overlapped_allreduce sampling_notice llama_healthy sharding_dp
 #   sharding_fsdp repeat1 repeat2 repeat3 repeat4
 # and compile_only_small (not in the default list).
@@ -26,7 +26,7 @@ MODELS=$(cd "$HERE/../../models" && pwd)
 GEMM=$(cd "$HERE/.." && pwd)/gemm_bf16.py
 NAMES=${*:-input_bound input_ready near_oom compile_only late_many late_none gpt_cudnn
 gpt_xla_attn gpt_wide gpt_rerun1 gpt_rerun2 gpt_no_triton gpt_autotune0 f32_highest bf16_gemm host_bound host_scanned rejit
-fixed_shapes rejit_padded exposed_allreduce overlapped_allreduce sampling_notice llama_healthy sharding_dp
+fixed_shapes rejit_padded bf16_sync bf16_async gpt_sync gpt_async exposed_allreduce overlapped_allreduce sampling_notice llama_healthy sharding_dp
 sharding_fsdp repeat1 repeat2 repeat3 repeat4}
 NAMES=" $(echo $NAMES) "
 RANGE=(--capture-range=cudaProfilerApi --capture-range-end=stop)
@@ -86,6 +86,9 @@ want compile_only_small && TIMEOUT=${TIMEOUT:-480} cap problems/compile_only_sma
 want late_many && cap2 pairs/late_many 12356 late_many.py SLEEP_MS=15
 want late_none && cap2 pairs/late_none 12357 late_many.py SLEEP_MS=0
 want gpt_cudnn && cap pairs/gpt_cudnn 0 "$R" "$MODELS/gpt.py"
+# The GPT step waited for at each step and not: captured one after the other on one machine.
+want gpt_sync && cap pairs/gpt_sync 0 "$R" "$MODELS/gpt.py"
+want gpt_async && cap pairs/gpt_async 0 "$R" "$MODELS/gpt.py" SYNC=0
 want gpt_xla_attn && cap pairs/gpt_xla_attn 0 "$R" "$MODELS/gpt.py" ATTN=xla
 want gpt_wide && cap pairs/gpt_wide 0 "$R" "$MODELS/gpt.py" MLP=6
 # The same program again: only what the autotuner chose may differ from gpt_cudnn.
@@ -97,6 +100,9 @@ want gpt_no_triton && cap pairs/gpt_no_triton 0 "$R" "$MODELS/gpt.py" XLA_FLAGS=
 want gpt_autotune0 && cap pairs/gpt_autotune0 0 "$R" "$MODELS/gpt.py" XLA_FLAGS=--xla_gpu_autotune_level=0
 want f32_highest && STEPS=${STEPS:-20} cap pairs/f32_highest 0 "$R" f32_highest.py
 want bf16_gemm && STEPS=${STEPS:-20} cap pairs/bf16_gemm 0 "$R" bf16_gemm.py
+# The per-step wait and none, captured one after the other on one machine.
+want bf16_sync && STEPS=${STEPS:-20} cap pairs/bf16_sync 0 "$R" bf16_gemm.py
+want bf16_async && STEPS=${STEPS:-20} cap pairs/bf16_async 0 "$R" bf16_gemm.py SYNC=0
 want host_bound && cap pairs/host_bound 0 "$R" host_bound.py CALLS=30 STEPS=10 STEP_RANGE=step
 want host_scanned && cap pairs/host_scanned 0 "$R" host_scanned.py CALLS=30 STEPS=10 STEP_RANGE=step
 # Compiling inside the capture range: without autotuning (rejit.py says why).

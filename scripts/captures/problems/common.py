@@ -23,14 +23,22 @@ def describe(name, truth):
           flush=True)
 
 
-def profiled(step, steps=STEPS, warmup=WARMUP):
+def profiled(step, steps=STEPS, warmup=WARMUP, finish=None):
     """Run `step(i)` warmup times, then `steps` times inside a cudaProfilerApi range; print
-    the wall time of each step."""
+    the wall time of each step.
+
+    finish: for steps that do not wait for the GPU (JAX queues them back to back), called
+    after the last step inside the range to wait for them all; each step's time is then the
+    host's time to queue it, and the step is the whole loop's time over `steps`, printed
+    as the median step."""
     for i in range(warmup):
         step(-1 - i)
+    if finish:
+        finish()
     if _cuda:
         _cuda.cuProfilerStart()
     times = []
+    t_loop = time.perf_counter()
     # STEP_RANGE=NAME: each profiled step inside an NVTX range NAME (the `nvtx` package), as
     # training loops mark their steps.
     mark = os.environ.get("STEP_RANGE")
@@ -44,11 +52,20 @@ def profiled(step, steps=STEPS, warmup=WARMUP):
         else:
             step(i)
         times.append(time.perf_counter() - t)
+    if finish:
+        finish()
+    loop = time.perf_counter() - t_loop
     if _cuda:
         _cuda.cuProfilerStop()
     for i, s in enumerate(times):
-        print(f"step {i}: {s * 1e3:.3f} ms wall", flush=True)
-    med = sorted(times)[len(times) // 2]
+        what = "to queue" if finish else "wall"
+        print(f"step {i}: {s * 1e3:.3f} ms {what}", flush=True)
+    if finish:
+        med = loop / steps
+        print(f"all {steps} steps queued back to back and waited for once: {loop * 1e3:.3f} ms",
+              flush=True)
+    else:
+        med = sorted(times)[len(times) // 2]
     print(f"median step {med * 1e3:.3f} ms", flush=True)
     return med
 
