@@ -266,6 +266,7 @@ fn one_more_rank_executes_only_its_own_nodes_and_the_reduces() {
                         "hlo-schema",
                         "hlo-module",
                         "html-report",
+                        "headline",
                     ]
                     .contains(&kind.as_str()),
                 "{kind} ({label}) executed"

@@ -13,8 +13,9 @@ const RUN_WIDE: &[&str] = &[
     "compile-sums-group",
     "hlo-schema",
     "hlo-module",
-    // The page of the whole run.
+    // The page of the whole run, and its headline.
     "html-report",
+    "headline",
 ];
 
 /// Wait until the output folder's run record lists `n` inputs; the record.

@@ -11,10 +11,11 @@ use super::whatif_result::WhatIf;
 use super::{Analysis, AnalysisOutput};
 use crate::report::escape;
 use crate::units::{duration_ms, sig3};
+use serde::{Deserialize, Serialize};
 
 /// The headline's facts; each is absent when the analysis that gives it did not run or could
 /// not tell.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Headline {
     /// The median step (what-if's step, else the roofline's step period), in ms.
     pub step_ms: Option<f64>,
@@ -29,7 +30,7 @@ pub struct Headline {
     pub fix: Option<Fix>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
     pub rule: String,
     pub severity: String,
@@ -37,14 +38,23 @@ pub struct Finding {
     pub at_stake_ms: f64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fix {
     pub change: String,
     pub predicted_step_ms: f64,
     pub saved_ms: f64,
 }
 
+impl crate::engine::value::JsonValue for Headline {}
+
 impl Headline {
+    /// The analyses whose outputs the headline reads.
+    pub const READS: [&'static str; 3] = [
+        WhatIfAnalysis::NAME,
+        RooflineAnalysis::NAME,
+        DiagnoseAnalysis::NAME,
+    ];
+
     /// The headline from the outputs of the analyses that ran: those of `whatif`,
     /// `roofline` and `diagnose`, read back typed; one that did not run or cannot be read
     /// gives no fact.

@@ -4,7 +4,7 @@ use super::pipeline::AnalysisRequest;
 use super::run_analyses::{
     AnalysisResults, OutputFile, html_report, mark_import_problems, open_inputs, run_analyses,
 };
-use super::{CaptureOptions, Ui, graph_work};
+use super::{CaptureOptions, Ui};
 use crate::engine::Engine;
 use anyhow::Result;
 use std::path::PathBuf;
@@ -84,15 +84,11 @@ pub struct Done {
 
 impl Done {
     pub fn summary(&self) -> String {
-        let mut s = format!(
-            "wrote {} ({})",
-            self.wrote.join(" and "),
-            graph_work(&self.record)
-        );
-        if let Some(p) = &self.page {
-            s.push_str(&super::report_line(p));
-        }
-        s
+        super::wrote_line(
+            &self.wrote.join(" and "),
+            &self.record,
+            self.page.as_deref(),
+        )
     }
 }
 

@@ -1,6 +1,6 @@
 //! `compare`: two profiled runs compared with statistics; fails on a significant regression.
 
-use crate::commands::{Ui, graph_work};
+use crate::commands::Ui;
 use crate::compare::{self as domain, Report, Settings};
 use crate::engine::Engine;
 use crate::graph;
@@ -35,15 +35,11 @@ pub struct Compared {
 impl Compared {
     /// The command's last lines.
     pub fn summary(&self) -> String {
-        let mut s = format!(
-            "wrote {} ({})",
-            self.output.display(),
-            graph_work(&self.record)
-        );
-        if let Some(p) = &self.page {
-            s.push_str(&super::report_line(p));
-        }
-        s
+        super::wrote_line(
+            &self.output.display().to_string(),
+            &self.record,
+            self.page.as_deref(),
+        )
     }
 }
 

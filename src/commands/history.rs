@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 
-use crate::commands::{Ui, graph_work};
+use crate::commands::Ui;
 use crate::compare::history::{History, build, points, render};
 use crate::engine::Engine;
 use crate::graph;
@@ -63,15 +63,11 @@ pub struct Histories {
 
 impl Histories {
     pub fn summary(&self) -> String {
-        let mut s = format!(
-            "wrote {} ({})",
-            self.output.display(),
-            graph_work(&self.record)
-        );
-        if let Some(p) = &self.page {
-            s.push_str(&super::report_line(p));
-        }
-        s
+        super::wrote_line(
+            &self.output.display().to_string(),
+            &self.record,
+            self.page.as_deref(),
+        )
     }
 }
 

@@ -36,9 +36,14 @@ pub fn refuse_existing(path: &Path, force: bool) -> Result<()> {
     Ok(())
 }
 
-/// The last line of a command that wrote an HTML report: where to open it.
-pub fn report_line(page: &std::path::Path) -> String {
-    format!("\nreport: {}", page.display())
+/// A command's last lines: what it wrote, what its graph did and, when it wrote an HTML
+/// report, where to open it.
+pub fn wrote_line(what: &str, record: &crate::engine::RunRecord, page: Option<&Path>) -> String {
+    let mut s = format!("wrote {what} ({})", graph_work(record));
+    if let Some(p) = page {
+        s.push_str(&format!("\nreport: {}", p.display()));
+    }
+    s
 }
 
 /// What a command's graph did, for its last line: "3 nodes executed, 1 reused, 12 ms".

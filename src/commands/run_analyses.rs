@@ -113,7 +113,7 @@ pub fn run_analyses(
         }
     }
     // The headline (step time, MFU, the top finding and its fix) leads the texts.
-    let headline = crate::analyses::headline::Headline::of(outputs.iter().map(|o| &*o.value));
+    let headline = graph::headline(db, &outputs)?.value;
     if !headline.is_empty() {
         texts.insert(0, ("headline".into(), headline.terminal()));
     }

@@ -40,7 +40,7 @@ pub use inputs::{
 };
 pub use members::member_keys;
 pub use needs::Needs;
-pub use report::html_report;
+pub use report::{headline, html_report};
 pub use scheduler::{frames_keyed_cheaply, prepare_archives, prepare_processes, shares_stored};
 pub use shares::run_shares;
 

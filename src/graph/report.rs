@@ -4,6 +4,7 @@
 //! ([`crate::report`]). A node like every output: an unchanged run reads it back.
 
 use crate::analyses::AnalysisOutput;
+use crate::analyses::headline::Headline;
 use crate::engine::kinds::kind;
 use crate::engine::value::Bytes;
 use crate::engine::{Key, KeyBuilder, Node, node_kind};
@@ -20,6 +21,39 @@ kind!(
     /// The HTML report of a run.
     HTML_REPORT = "html-report"
 );
+kind!(
+    /// The headline of a run's analyses: its step, MFU, top finding and what fixing it buys.
+    HEADLINE = "headline"
+);
+
+/// The headline, keyed by the outputs it reads (of the analyses that ran among
+/// [`Headline::READS`]).
+pub struct HeadlineNode {
+    pub outputs: Vec<(String, Key)>,
+}
+node_kind!(HeadlineNode, HEADLINE, Stored, Headline);
+impl HeadlineNode {
+    fn feed(&self, kb: KeyBuilder) -> KeyBuilder {
+        self.outputs
+            .iter()
+            .fold(kb, |kb, (name, key)| kb.param("output", name).input(key))
+    }
+}
+
+/// The headline of `outputs`: computed once per run, for the terminal and the page alike.
+pub fn headline(db: &Db, outputs: &[Out<AnalysisOutput>]) -> Result<Out<Headline>> {
+    let read: Vec<&Out<AnalysisOutput>> = outputs
+        .iter()
+        .filter(|o| Headline::READS.contains(&o.value.name.as_str()))
+        .collect();
+    let node = HeadlineNode {
+        outputs: read.iter().map(|o| (o.value.name.clone(), o.key)).collect(),
+    };
+    let (key, value) = fail(db.engine().compute(&node, "", || {
+        Ok(Headline::of(read.iter().map(|o| &*o.value)))
+    }))?;
+    Ok(Out { key, value })
+}
 
 /// The HTML report of a run: keyed by the analyses' outputs it shows and, for its overview,
 /// each process's facts and each input's content.
@@ -82,7 +116,7 @@ pub fn html_report(
         }
         let processes = run.processes(db).len();
         let file = |name: &str| AnalysisOutput::file_among(outputs.iter().map(|o| &*o.value), name);
-        let headline = crate::analyses::headline::Headline::of(outputs.iter().map(|o| &*o.value));
+        let headline = headline(db, outputs)?.value;
         let page = Page {
             title: title.to_string(),
             subtitle: format!(

@@ -5,7 +5,7 @@
 use anyhow::{Result, anyhow};
 use plotters::chart::MeshStyle;
 use plotters::coord::Shift;
-use plotters::coord::ranged1d::{SegmentedCoord, ValueFormatter};
+use plotters::coord::ranged1d::{AsRangedCoord, SegmentedCoord, ValueFormatter};
 use plotters::coord::types::{RangedCoordf64, RangedCoordi32};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -316,20 +316,13 @@ pub fn lines(
         };
         if let Some(base) = log_base {
             let x0 = x0.max(f64::MIN_POSITIVE);
-            let mut chart = ChartBuilder::on(&area)
-                .margin(10)
-                .margin_right(30)
-                .x_label_area_size(40)
-                .y_label_area_size(80)
-                .build_cartesian_2d((x0..x1).log_scale().base(base), 0.0..y1)
-                .map_err(err)?;
-            mesh(&mut chart)
-                .x_label_formatter(&|v| x_fmt(*v))
-                .y_label_formatter(&|v| y_fmt(*v))
-                .x_desc(x_desc)
-                .y_desc(y_desc)
-                .draw()
-                .map_err(err)?;
+            let mut chart = axes(
+                &area,
+                (x0..x1).log_scale().base(base),
+                y1,
+                (x_desc, x_fmt),
+                (y_desc, y_fmt),
+            )?;
             for (k, s) in series.iter().enumerate() {
                 let pts: Vec<(f64, f64)> = sorted(&s.points).filter(|p| p.0 > 0.0).collect();
                 chart
@@ -340,7 +333,7 @@ pub fn lines(
                     .map_err(err)?;
             }
         } else {
-            let mut chart = linear_axes(&area, x0..x1, y1, (x_desc, x_fmt), (y_desc, y_fmt))?;
+            let mut chart = axes(&area, x0..x1, y1, (x_desc, x_fmt), (y_desc, y_fmt))?;
             for (k, s) in series.iter().enumerate() {
                 chart
                     .draw_series(LineSeries::new(sorted(&s.points), color(k)))
@@ -454,14 +447,19 @@ pub fn byte_unit(max: f64) -> (f64, &'static str) {
         .unwrap_or(units[0])
 }
 
-/// Linear axes over `x` and `0..y1` with their labels, drawn on `area`.
-fn linear_axes<'a, 'b>(
+/// Axes over `x` (linear, or logarithmic: `(a..b).log_scale()`) and `0..y1` with their
+/// labels, drawn on `area`.
+fn axes<'a, 'b, X>(
     area: &'a DrawingArea<SVGBackend<'b>, Shift>,
-    x: std::ops::Range<f64>,
+    x: X,
     y1: f64,
     (x_desc, x_fmt): (&str, Fmt),
     (y_desc, y_fmt): (&str, Fmt),
-) -> Result<ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>> {
+) -> Result<ChartContext<'a, SVGBackend<'b>, Cartesian2d<X::CoordDescType, RangedCoordf64>>>
+where
+    X: AsRangedCoord<Value = f64>,
+    X::CoordDescType: ValueFormatter<f64>,
+{
     let mut chart = ChartBuilder::on(area)
         .margin(10)
         .margin_right(30)
@@ -514,7 +512,7 @@ pub fn steps_over_time(
     let legend_h = legend_height(&names);
     draw(380 + legend_h, |root| {
         let (legend_area, area) = root.split_vertically(legend_h);
-        let mut chart = linear_axes(&area, x0..x1, y1, (x_desc, x_fmt), (y_desc, y_fmt))?;
+        let mut chart = axes(&area, x0..x1, y1, (x_desc, x_fmt), (y_desc, y_fmt))?;
         let k_band = series.len();
         if let Some((_, b0, b1)) = band {
             chart
@@ -576,7 +574,7 @@ pub fn runs_over_time(
     };
     let y1 = upper(points.iter().map(|p| p.3.max(p.1)).fold(0.0, f64::max));
     draw(340, |root| {
-        let mut chart = linear_axes(root, x0..x1, y1, (x_desc, x_fmt), (y_desc, y_fmt))?;
+        let mut chart = axes(root, x0..x1, y1, (x_desc, x_fmt), (y_desc, y_fmt))?;
         for &c in changes {
             let x = c - 0.5;
             let dashes: Vec<PathElement<(f64, f64)>> = (0..20)
