@@ -579,6 +579,18 @@ mod tests {
         }
     }
 
+    /// One device's steady state, nothing measured beside collectives.
+    fn window(stepped: Stepping, steps: Vec<StepWindow>) -> Window {
+        Window {
+            process: 0,
+            device: 0,
+            stepped,
+            beside_extra_ms: 0.0,
+            beside_overlap_ms: 0.0,
+            steps,
+        }
+    }
+
     /// A step of one execution of one program, nothing measured yet.
     fn one_call() -> StepWindow {
         StepWindow {
@@ -606,20 +618,16 @@ mod tests {
         gaps.push(gap(30.5, 30.0, &[]));
         gaps.push(gap(0.5, 0.0, &[]));
         let span = 8.0 + gaps.iter().map(|g| g.ms).sum::<f64>();
-        let w = Window {
-            process: 0,
-            device: 0,
-            stepped: Stepping::Whole,
-            beside_extra_ms: 0.0,
-            beside_overlap_ms: 0.0,
-            steps: vec![StepWindow {
+        let w = window(
+            Stepping::Whole,
+            vec![StepWindow {
                 wall_ms: span,
                 busy_ms: 8.0,
                 compute_ms: 8.0,
                 gaps,
                 ..one_call()
             }],
-        };
+        );
         let r = predict(&[w.clone()], &none(), &|_, _, _| Vec::new());
         assert_eq!(r.unit, "steady state");
         assert_eq!(r.step_ms, Some(span));
@@ -662,14 +670,7 @@ mod tests {
             ..one_call()
         };
         for (g, after) in [(0.5, 2.0), (3.0, 3.5)] {
-            let w = Window {
-                process: 0,
-                device: 0,
-                stepped: Stepping::Program,
-                beside_extra_ms: 0.0,
-                beside_overlap_ms: 0.0,
-                steps: vec![step(g); 4],
-            };
+            let w = window(Stepping::Program, vec![step(g); 4]);
             let r = predict(&[w], &none(), &|_, _, _| Vec::new());
             let s = &r.scenarios[0];
             assert_eq!(s.rule, "host-bound");
@@ -689,14 +690,10 @@ mod tests {
             gaps: vec![gap(load + 0.2, 0.0, &[("load", load)])],
             ..one_call()
         };
-        let w = Window {
-            process: 0,
-            device: 0,
-            stepped: Stepping::Program,
-            beside_extra_ms: 0.0,
-            beside_overlap_ms: 0.0,
-            steps: vec![step(0.8), step(0.8), step(49.8), step(0.8), step(0.8)],
-        };
+        let w = window(
+            Stepping::Program,
+            vec![step(0.8), step(0.8), step(49.8), step(0.8), step(0.8)],
+        );
         let r = predict(&[w], &none(), &|_, _, _| Vec::new());
         assert_eq!(r.step_ms, Some(3.0));
         assert_eq!(r.steps, 5.0);
@@ -733,14 +730,7 @@ mod tests {
                 .collect(),
             ..StepWindow::default()
         };
-        let w = Window {
-            process: 0,
-            device: 0,
-            stepped: Stepping::Range("step".into()),
-            beside_extra_ms: 0.0,
-            beside_overlap_ms: 0.0,
-            steps: vec![step(), step(), step()],
-        };
+        let w = window(Stepping::Range("step".into()), vec![step(), step(), step()]);
         let r = predict(&[w], &none(), &|_, _, _| Vec::new());
         assert_eq!(r.unit, "step");
         assert!(
