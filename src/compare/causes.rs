@@ -4,7 +4,7 @@
 //! names do not survive: `custom-call.9` is another op in each program once the HLO changes,
 //! so each side's ops are placed by that side's own HLO and the groups are matched by line.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -104,6 +104,36 @@ fn source_of(m: &HloModuleInfo, name: &str) -> Option<(String, String)> {
         None => NO_LINE.into(),
     };
     Some((key, i.op_name().to_string()))
+}
+
+/// The instruction names that name the same op in two programs of a module: the same
+/// opcode, `custom_call_target`, JAX op (`op_name`, not empty) and source line
+/// ([`source_of`]) on each side, and the same FLOPs and bytes (so the same shapes) where both
+/// sides' costs are known. XLA numbers instructions anew when a program changes: other names
+/// pair unrelated ops.
+pub fn same_ops(base: &HloModuleInfo, head: &HloModuleInfo) -> BTreeSet<String> {
+    let cost = |m: &HloModuleInfo, name: &str| {
+        m.costs()
+            .ok()
+            .and_then(|c| c.by_instruction.get(name))
+            .map(|c| (c.flops, c.bytes))
+    };
+    base.instructions
+        .iter()
+        .filter(|i| !i.op_name().is_empty())
+        .filter(|i| {
+            head.instruction(i.name()).is_some_and(|j| {
+                j.opcode() == i.opcode()
+                    && j.target() == i.target()
+                    && source_of(head, j.name()) == source_of(base, i.name())
+                    && match (cost(base, i.name()), cost(head, j.name())) {
+                        (Some(a), Some(b)) => a == b,
+                        _ => true,
+                    }
+            })
+        })
+        .map(|i| i.name().to_string())
+        .collect()
 }
 
 #[derive(Default)]

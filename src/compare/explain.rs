@@ -227,10 +227,8 @@ fn module_ops(
     (ops, total)
 }
 
-/// The instruction names of a module that name the same op in both programs: the same
-/// opcode, `custom_call_target`, JAX op (`op_name`, not empty) and source line on each side,
-/// and the same FLOPs and bytes (its shapes) where both sides' costs are known. Empty where
-/// a side's HLO is unknown.
+/// The instruction names of a module that name the same op in its two programs
+/// ([`causes::same_ops`]); empty where a side's HLO is unknown.
 fn same_ops(db: &Db, base: Run, head: Run, row: &Row) -> Result<BTreeSet<String>> {
     let (Some(b), Some(h)) = (row.program_id.as_deref(), row.head_program_id.as_deref()) else {
         return Ok(BTreeSet::new());
@@ -241,36 +239,7 @@ fn same_ops(db: &Db, base: Run, head: Run, row: &Row) -> Result<BTreeSet<String>
     ) else {
         return Ok(BTreeSet::new());
     };
-    let line = |m: &crate::formats::hlo::HloModuleInfo,
-                i: &crate::formats::hlo::HloInstructionInfo| {
-        m.innermost(i.stack_frame_id)
-            .map(|(f, l)| (f.to_string(), l))
-            .unwrap_or_else(|| (i.source_file().to_string(), i.source_line))
-    };
-    let cost = |m: &crate::formats::hlo::HloModuleInfo, name: &str| {
-        m.costs()
-            .ok()
-            .and_then(|c| c.by_instruction.get(name))
-            .map(|c| (c.flops, c.bytes))
-    };
-    Ok(bm
-        .instructions
-        .iter()
-        .filter(|i| !i.op_name().is_empty())
-        .filter(|i| {
-            hm.instruction(i.name()).is_some_and(|j| {
-                j.opcode() == i.opcode()
-                    && j.target() == i.target()
-                    && j.op_name() == i.op_name()
-                    && line(&hm, j) == line(&bm, i)
-                    && match (cost(&bm, i.name()), cost(&hm, j.name())) {
-                        (Some(a), Some(b)) => a == b,
-                        _ => true,
-                    }
-            })
-        })
-        .map(|i| i.name().to_string())
-        .collect())
+    Ok(causes::same_ops(&bm, &hm))
 }
 
 /// The HLO diff of a module, or why there is none.
