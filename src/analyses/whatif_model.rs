@@ -29,8 +29,10 @@ pub struct Gap {
     /// the gap it covers [ns].
     pub host: Vec<(u32, i64)>,
     /// How long before the gap the host had launched everything the GPU ran, while it
-    /// launched nothing more until the GPU was done, less its time in ranges of its own then:
-    /// the host waited for the GPU (a sync) that long, or worked outside any range [ns].
+    /// launched nothing more until the GPU was done: the span from its last launch to the
+    /// GPU's end [ns]. Less the host's work in it ([`StepTimeline::host_work`] and the
+    /// compilations, taken off together in [`Window::all`]), the host waited for the GPU (a
+    /// sync) that long, or worked outside any range.
     #[serde(default)]
     pub waited_ns: i64,
 }
@@ -132,6 +134,10 @@ pub struct StepTimeline {
     /// their edges not at all.
     #[serde(default)]
     pub without_hlo: Vec<String>,
+    /// Every range of the program's own without GPU work, merged: time the host worked,
+    /// not waited.
+    #[serde(default)]
+    pub host_work: Vec<(i64, i64)>,
 }
 
 impl crate::engine::value::JsonValue for StepTimeline {}
@@ -329,8 +335,6 @@ pub fn timeline<'m>(
         by_device.entry(d).or_default().push(e);
     }
     let mut devices = Vec::new();
-    // Every host range without GPU work, merged: time the host worked, not waited.
-    let working_host = union(host.iter().flatten().copied().collect());
     for (device, (w0, w1)) in windows {
         let busy = busy_spans(runs.remove(&device).unwrap_or_default());
         let gaps = busy
@@ -347,10 +351,7 @@ pub fn timeline<'m>(
                         .map(|(k, u)| (k as u32, covered(u, a, b)))
                         .filter(|&(_, ns)| ns > 0)
                         .collect(),
-                    waited_ns: {
-                        let w = waited(&p[0], &p[1]);
-                        w - covered(&working_host, a - w, a)
-                    },
+                    waited_ns: waited(&p[0], &p[1]),
                 }
             })
             .collect();
@@ -374,6 +375,7 @@ pub fn timeline<'m>(
         devices,
         labels,
         without_hlo,
+        host_work: union(host.into_iter().flatten().collect()),
     })
 }
 
@@ -575,6 +577,9 @@ impl Window {
                     .map(|&(_, a, b)| ((a * 1e6) as i64, (b * 1e6) as i64))
                     .collect(),
             );
+            // The host's work of both kinds, compiling and its own ranges: what of a wait
+            // was not one.
+            let work = union(comp.iter().chain(&t.host_work).copied().collect());
             for d in &t.devices {
                 let (stepped, cuts) = bounds(d, step);
                 let steps = cuts
@@ -648,9 +653,8 @@ impl Window {
                                             (t.labels[k as usize].clone(), ns as f64 * 1e-6)
                                         })
                                         .collect(),
-                                    // Compiling is working too.
                                     waited_ms: (g.waited_ns
-                                        - covered(&comp, g.start_ns - g.waited_ns, g.start_ns))
+                                        - covered(&work, g.start_ns - g.waited_ns, g.start_ns))
                                         as f64
                                         * 1e-6,
                                 })
@@ -748,6 +752,44 @@ mod tests {
         };
         let merged = busy_spans(vec![run((5, 50), (0, 10)), unknown]);
         assert_eq!(waited(&merged[0], &run((70, 80), (65, 66))), 0);
+    }
+
+    #[test]
+    fn a_wait_loses_the_host_work_in_it_once_whether_ranges_compilations_or_both() {
+        // Times in ms. The GPU ran 0..10 and 20..30; the host launched the first by 2 and
+        // the second at 20: its span from 2 to 10 is a wait, less its work then. Its own
+        // range 3..6 and a compilation 5..8 overlap at 5..6, counted once: 8 - 5 = 3 ms.
+        let ms = |x: f64| (x * 1e6) as i64;
+        let gap = Gap {
+            start_ns: ms(10.0),
+            dur_ns: ms(10.0),
+            host: Vec::new(),
+            waited_ns: ms(8.0),
+        };
+        let t = StepTimeline {
+            process: "p".into(),
+            devices: vec![DeviceSteps {
+                device: 0,
+                start_ns: 0,
+                end_ns: ms(30.0),
+                gaps: vec![gap],
+                execs: vec![Exec::new("a", 0, 0), Exec::new("a", 1, ms(20.0))],
+                beside_extra_ns: 0,
+                beside_overlap_ns: 0,
+                step_range: None,
+            }],
+            labels: Vec::new(),
+            without_hlo: Vec::new(),
+            host_work: vec![(ms(3.0), ms(6.0))],
+        };
+        let waited = |compiles: &[(String, f64, f64)]| {
+            let w = Window::all(&[&t], compiles, None);
+            w[0].steps[0].gaps[0].waited_ms
+        };
+        assert!((waited(&[]) - 5.0).abs() < 1e-9);
+        assert!((waited(&[("p".into(), 5.0, 8.0)]) - 3.0).abs() < 1e-9);
+        // Another process's compilation is not this host's work.
+        assert!((waited(&[("q".into(), 5.0, 8.0)]) - 5.0).abs() < 1e-9);
     }
 
     #[test]
