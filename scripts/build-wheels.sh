@@ -9,7 +9,10 @@
 # wheels' paths on stdout; progress goes to stderr.
 #
 # TARGET: rust target triples; default both x86_64-unknown-linux-gnu and
-# aarch64-unknown-linux-gnu. maturin, ziglang (zig's compiler, from PyPI) and auditwheel (to
+# aarch64-unknown-linux-gnu. Or `native`: a wheel for this machine alone (its own glibc, no
+# zig, tagged linux_<arch>), built in the native release build's folder with its settings, so
+# that it shares every compiled dependency with `cargo build --release` and `cargo test
+# --release`; for testing the package here, not for shipping. maturin, ziglang (zig's compiler, from PyPI) and auditwheel (to
 # check the tags: `auditwheel show WHEEL`) live in OUTDIR/.build-env. A target's standard
 # library comes from rustup (`rustup target add`) when missing. Each target builds in
 # CARGO_TARGET_DIR/<triple>/release (default target/), apart from the native build.
@@ -54,6 +57,19 @@ if [[ -n ${WHEEL_FEATURES+set} ]]; then
 fi
 
 for target in "${TARGETS[@]}"; do
+	if [[ $target == native ]]; then
+		rm -rf -- "$DEST/native"
+		log "building a wheel for this machine (native release build, shared with cargo's)"
+		(cd "$ROOT" && "$BUILD/bin/maturin" build --release --compatibility linux \
+			--skip-auditwheel "${features[@]}" --out "$DEST/native" >&2) ||
+			die "maturin build for this machine failed"
+		wheel=$(ls "$DEST/native"/nsys_jax_pipe-*.whl) || die "no wheel in $DEST/native"
+		rm -f -- "$DEST"/nsys_jax_pipe-*"$(uname -m)".whl
+		mv -f -- "$wheel" "$DEST/"
+		rmdir -- "$DEST/native"
+		printf '%s\n' "$DEST/$(basename "$wheel")"
+		continue
+	fi
 	if ! rustup target list --installed 2>/dev/null | grep -qx "$target"; then
 		log "adding the standard library for $target (rustup target add)"
 		rustup target add "$target" >&2 || die "rustup target add $target failed"

@@ -6,7 +6,8 @@
 # and cache keys), on: the example archive, the repository's H200 captures of a two-GPU
 # all-reduce and of a bf16 GEMM chain (2026 XLA), and the four pax archives of the shared
 # fixtures (A100, 2024) when they are there. Each side analyses cold, with the default
-# pipeline and the HTML report. WHEELDIR holds both manylinux wheels (scripts/build-wheels.sh).
+# pipeline and the HTML report. WHEELDIR holds an x86-64 wheel (a manylinux one of
+# scripts/build-wheels.sh, or the native one of install-wheel.sh) and the aarch64 manylinux one.
 #
 # Settings (environment):
 #   QEMU_DIR                  where install-qemu.sh puts the emulator; default .qemu
@@ -19,9 +20,9 @@ set -euo pipefail
 [[ $# -eq 1 && -d "$1" ]] || die "usage: check-aarch64.sh WHEELDIR"
 ROOT=$(cd -- "$(dirname -- "$0")/.." && pwd -P)
 WHEELS=$(cd -- "$1" && pwd -P)
-x86=$(ls "$WHEELS"/nsys_jax_pipe-*manylinux*x86_64*.whl 2>/dev/null | head -1)
+x86=$(ls "$WHEELS"/nsys_jax_pipe-*x86_64*.whl 2>/dev/null | head -1)
 arm=$(ls "$WHEELS"/nsys_jax_pipe-*manylinux*aarch64*.whl 2>/dev/null | head -1)
-[[ -n $x86 ]] || die "no x86-64 manylinux wheel in $WHEELS"
+[[ -n $x86 ]] || die "no x86-64 wheel in $WHEELS"
 [[ -n $arm ]] || die "no aarch64 manylinux wheel in $WHEELS"
 RUN=$(bash "$ROOT/scripts/install-qemu.sh" "${QEMU_DIR:-$ROOT/.qemu}")
 

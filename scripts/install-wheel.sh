@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # install-wheel.sh DIR
 #
-# Builds the project's release wheel for x86-64 Linux, manylinux2014 (scripts/build-wheels.sh:
-# the binaries plus the `nsys_jax_pipe` Python package, as `pip install nsys-jax-pipe` gets
-# it) and installs it into a fresh virtual environment DIR, with polars for the frames; prints
-# the path of that environment's python on stdout (progress goes to stderr). The build tools
+# Builds the project's release wheel for this machine (scripts/build-wheels.sh native: the
+# binaries plus the `nsys_jax_pipe` Python package, as `pip install nsys-jax-pipe` gets it;
+# built with the native release build's settings and folder, so a later `cargo test
+# --release` compiles none of the dependencies again; the manylinux2014 wheels that ship come
+# from `scripts/build-wheels.sh DIR`) and installs it into a fresh virtual environment DIR,
+# with polars for the frames; prints the path of that environment's python on stdout
+# (progress goes to stderr). The build tools
 # live in DIR/wheels/.build-env, apart from the environment under test; the wheel is left in
 # DIR/wheels/. Running it again rebuilds the wheel from the current sources and reinstalls it.
 #
@@ -24,8 +27,8 @@ mkdir -p -- "$1"
 DEST=$(cd -- "$1" && pwd -P)
 PIP=(--quiet --disable-pip-version-check)
 
-log "building the manylinux2014 x86-64 wheel (scripts/build-wheels.sh)"
-wheel=$(bash "$ROOT/scripts/build-wheels.sh" "$DEST/wheels" x86_64-unknown-linux-gnu) ||
+log "building the wheel for this machine (scripts/build-wheels.sh native)"
+wheel=$(bash "$ROOT/scripts/build-wheels.sh" "$DEST/wheels" native) ||
 	die "building the wheel failed"
 [[ -f $wheel ]] || die "no wheel built"
 
