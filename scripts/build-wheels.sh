@@ -12,10 +12,11 @@
 # aarch64-unknown-linux-gnu. Or `native`: a wheel for this machine alone (its own glibc, no
 # zig, tagged linux_<arch>), built in the native release build's folder with its settings, so
 # that it shares every compiled dependency with `cargo build --release` and `cargo test
-# --release`; for testing the package here, not for shipping. maturin, ziglang (zig's compiler, from PyPI) and auditwheel (to
-# check the tags: `auditwheel show WHEEL`) live in OUTDIR/.build-env. A target's standard
-# library comes from rustup (`rustup target add`) when missing. Each target builds in
-# CARGO_TARGET_DIR/<triple>/release (default target/), apart from the native build.
+# --release`; for testing the package here, not for shipping. maturin, ziglang (zig's
+# compiler, from PyPI) and auditwheel (to check the tags: `auditwheel show WHEEL`) live in
+# OUTDIR/.build-env. A target's standard library comes from rustup (`rustup target add`)
+# when missing. A triple builds in CARGO_TARGET_DIR/<triple>/release (default target/), apart
+# from the native build; `native` in the native build's own folder.
 #
 # Settings (environment):
 #   PYTHON             the Python that makes the build environment; default python3

@@ -7,9 +7,9 @@
 # --release` compiles none of the dependencies again; the manylinux2014 wheels that ship come
 # from `scripts/build-wheels.sh DIR`) and installs it into a fresh virtual environment DIR,
 # with polars for the frames; prints the path of that environment's python on stdout
-# (progress goes to stderr). The build tools
-# live in DIR/wheels/.build-env, apart from the environment under test; the wheel is left in
-# DIR/wheels/. Running it again rebuilds the wheel from the current sources and reinstalls it.
+# (progress goes to stderr). The build tools live in DIR/wheels/.build-env, apart from the
+# environment under test; the wheel is left in DIR/wheels/. Running it again rebuilds the
+# wheel from the current sources and reinstalls it.
 #
 # Settings (environment):
 #   PYTHON             the Python that makes the environments; default python3
