@@ -32,13 +32,27 @@ parameters: the embeddings), so backward = 2 x forward; attention forward 4*B*H*
 (pairs = S*S, causal S*(S+1)/2), backward model FLOPs 2 x forward (dQ, dK, dV, dP), hardware
 2.5 x forward (the flash backward recomputes Q K^T).
 
+MATMUL=f32: every dense matmul (qkv, out projection, MLP, lm head) takes f32 operands at
+precision HIGHEST (the FP32 units), its result cast back to bf16; everything else as in the
+default, where they take bf16 operands (tensor cores, f32 accumulation). The attention keeps
+its bf16 operands.
+
+VARLEN=1: each call of the step gets a batch of another length, S - 8 * (its call number)
+tokens per row (the warm-up's calls included), so JAX traces and XLA compiles the step again at
+every call, as a loop over unbucketed variable-length batches does. VARLEN=pad: the same
+batches padded to S tokens with the padding masked out of the loss, so the step has one shape
+and is compiled once. Both compute the loss as a masked mean (all ones for VARLEN=1); without
+VARLEN the mask is not there.
+
 Environment: B (8), S (2048), D (2048), H (16), LAYERS (2), V (32768), CAUSAL (1), MLP (4: the
-MLP's width F = MLP x D), FSDP (0), DP (0), STEPS, WARMUP, ATTN (common.py).
+MLP's width F = MLP x D), FSDP (0), DP (0), MATMUL (bf16), VARLEN (unset), STEPS, WARMUP, ATTN
+(common.py).
 """
 import os
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
@@ -54,6 +68,10 @@ CAUSAL = bool(common.env_int("CAUSAL", 1))
 FSDP = bool(common.env_int("FSDP", 0))
 DP = bool(common.env_int("DP", 0))
 assert not (FSDP and DP), "FSDP=1 or DP=1, not both"
+MATMUL = os.environ.get("MATMUL", "bf16")
+assert MATMUL in ("bf16", "f32"), "MATMUL=bf16 or MATMUL=f32"
+VARLEN = os.environ.get("VARLEN", "")
+assert VARLEN in ("", "1", "pad"), "VARLEN=1 or VARLEN=pad"
 MLP = common.env_int("MLP", 4)
 F = MLP * D
 DH = D // H
@@ -62,7 +80,13 @@ BF = jnp.bfloat16
 
 common.describe("gpt" + (" fsdp" if FSDP else "") + (" dp" if DP else ""))
 print(f"shapes: B={B} S={S} D={D} H={H} Dh={DH} LAYERS={LAYERS} V={V} F={F} (MLP={MLP}) "
-      f"causal={CAUSAL} fsdp={FSDP} dp={DP} tokens/step={T}", flush=True)
+      f"causal={CAUSAL} fsdp={FSDP} dp={DP} tokens/step={T} matmul={MATMUL} "
+      f"varlen={VARLEN or 'no'}", flush=True)
+if VARLEN:
+    print(f"ground truth: call c (warm-up included, from 0) has {S} - 8c tokens per row"
+          + (f", padded to {S} and masked: one compilation" if VARLEN == "pad" else
+             ": a new shape, so a new compilation, at every call; the FLOPs below are at S"),
+          flush=True)
 
 # Ground truth (whole step, all devices).
 mm = lambda m, n, k: 2 * m * n * k  # noqa: E731
@@ -117,34 +141,45 @@ def ln(x, g):
     return ((x32 - mu) * jax.lax.rsqrt(var + 1e-5) * g).astype(BF)
 
 
-def gathered(w):
+def gathered(w, dtype=BF):
     """FSDP: the full weight for this use (an all-gather); a plain cast otherwise."""
     if FSDP:
         w = jax.lax.with_sharding_constraint(w, replicated)
-    return w.astype(BF)
+    return w.astype(dtype)
 
 
-def loss_fn(params, tokens, labels):
-    x = gathered(params["wte"])[tokens] + gathered(params["wpe"])[None, :S]
+def dense(h, w):
+    """h @ w in bf16 (tensor cores), or MATMUL=f32: f32 operands at HIGHEST precision."""
+    if MATMUL == "f32":
+        return jnp.dot(h.astype(jnp.float32), gathered(w, jnp.float32),
+                       precision=jax.lax.Precision.HIGHEST).astype(BF)
+    return h @ gathered(w)
+
+
+def loss_fn(params, tokens, labels, mask=None):
+    s = tokens.shape[1]  # S, or this batch's length (VARLEN=1)
+    x = gathered(params["wte"])[tokens] + gathered(params["wpe"])[None, :s]
     for p in params["layers"]:
         h = ln(x, gathered(p["ln1"]))
-        qkv = (h @ gathered(p["wqkv"])).reshape(B, S, 3, H, DH)
+        qkv = dense(h, p["wqkv"]).reshape(B, s, 3, H, DH)
         q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
         a = jax.nn.dot_product_attention(q, k, v, is_causal=CAUSAL,
                                          implementation="xla" if common.ATTN == "xla" else "cudnn")
-        x = x + a.reshape(B, S, D) @ gathered(p["wo"])
+        x = x + dense(a.reshape(B, s, D), p["wo"])
         h = ln(x, gathered(p["ln2"]))
-        x = x + jax.nn.gelu(h @ gathered(p["w1"])) @ gathered(p["w2"])
-    logits = ln(x, gathered(params["lnf"])) @ gathered(params["wout"])
-    return optax.softmax_cross_entropy_with_integer_labels(
-        logits.astype(jnp.float32), labels).mean()
+        x = x + dense(jax.nn.gelu(dense(h, p["w1"])), p["w2"])
+    logits = dense(ln(x, gathered(params["lnf"])), params["wout"])
+    losses = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), labels)
+    if mask is None:
+        return losses.mean()
+    return (losses * mask).sum() / mask.sum()
 
 
 opt = optax.adamw(1e-4)
 
 
-def step(params, opt_state, tokens, labels):  # named step: its XLA module is jit_step
-    loss, grads = jax.value_and_grad(loss_fn)(params, tokens, labels)
+def step(params, opt_state, tokens, labels, mask=None):  # named step: its module is jit_step
+    loss, grads = jax.value_and_grad(loss_fn)(params, tokens, labels, mask)
     updates, opt_state = opt.update(grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state, loss
 
@@ -161,12 +196,32 @@ data_sh = (NamedSharding(mesh, P("fsdp", None)) if FSDP else
 tk = jax.random.split(jax.random.PRNGKey(1))
 tokens = jax.device_put(jax.random.randint(tk[0], (B, S), 0, V, jnp.int32), data_sh)
 labels = jax.device_put(jax.random.randint(tk[1], (B, S), 0, V, jnp.int32), data_sh)
-jstep = jax.jit(step, in_shardings=(p_sh, o_sh, data_sh, data_sh),
+jstep = jax.jit(step, in_shardings=(p_sh, o_sh, data_sh, data_sh) + ((data_sh,) * bool(VARLEN)),
                 out_shardings=(p_sh, o_sh, replicated), donate_argnums=(0, 1))
+calls = [0]
+if VARLEN:  # the batches as a host loader makes them: numpy arrays, put on the device per call
+    tokens_np, labels_np = np.asarray(tokens), np.asarray(labels)
+
+
+def batch():
+    """This call's tokens, labels (and mask with VARLEN): the whole batch, or its first
+    S - 8c tokens per row, as they are (VARLEN=1) or padded to S and masked (VARLEN=pad)."""
+    if not VARLEN:
+        return tokens, labels
+    n = S - 8 * calls[0]
+    assert n > 0, f"VARLEN: call {calls[0]} would have {n} tokens per row; raise S"
+    calls[0] += 1
+    if VARLEN == "1":
+        t, lab, m = tokens_np[:, :n], labels_np[:, :n], np.ones((B, n), np.float32)
+    else:
+        m = np.zeros((B, S), np.float32)
+        m[:, :n] = 1
+        t, lab = np.where(m > 0, tokens_np, 0), labels_np
+    return tuple(jax.device_put(a, data_sh) for a in (t, lab, m))
 
 
 def one(state):
-    p, o, loss = jstep(state[0], state[1], tokens, labels)
+    p, o, loss = jstep(state[0], state[1], *batch())
     return (p, o), loss
 
 

@@ -397,21 +397,24 @@ fn step_row(
         .iter()
         .filter(|p| p.2 > 0.0)
         .max_by(|a, b| a.2.total_cmp(&b.2).then(b.0.cmp(&a.0)))?;
+    // Programs of the same name are the same step compiled on other ranks (their
+    // fingerprints can differ) or again (a new input shape): on a device, the starts of all
+    // of them make its steps.
+    let mut starts: BTreeMap<(usize, i32), Vec<i64>> = BTreeMap::new();
+    for (k, p) in parts.iter().enumerate() {
+        for m in p.modules.iter().filter(|m| &m.name == name) {
+            for (d, s) in &m.starts {
+                starts.entry((k, *d)).or_default().extend(s);
+            }
+        }
+    }
     let mut gaps: Vec<f64> = Vec::new();
     let mut executions = 0usize;
-    let mut devices = 0usize;
-    // Programs of the same name are the same step compiled on other ranks (their
-    // fingerprints can differ) or again.
-    for m in parts
-        .iter()
-        .flat_map(|p| &p.modules)
-        .filter(|m| &m.name == name)
-    {
-        for (_, starts) in &m.starts {
-            executions += starts.len();
-            devices += 1;
-            gaps.extend(starts.windows(2).map(|w| (w[1] - w[0]) as f64));
-        }
+    let devices = starts.len();
+    for s in starts.values_mut() {
+        s.sort_unstable();
+        executions += s.len();
+        gaps.extend(s.windows(2).map(|w| (w[1] - w[0]) as f64));
     }
     let period = crate::stats::median(&gaps)?;
     let per_step = executions.max(1) as f64;
@@ -797,6 +800,29 @@ mod tests {
         assert!(close(step.steps, 10.0));
         assert!(close(step.use_.model_flops, 1e12));
         assert!(close(r.steady.use_.time_ms, 30.0));
+    }
+
+    /// A step compiled again at every call (a new input shape each time): five programs of
+    /// one name, each run once, 3 ms apart, are five steps of 3 ms, not none.
+    #[test]
+    fn a_step_compiled_again_at_every_call_is_still_the_step() {
+        let mut gemm = op("custom-call.1", 1, 2.0, matmul(1e12, 1e8, Math::Bf16));
+        gemm.program_id = "p0".into();
+        let mut p = part(vec![h100()], vec![gemm], 10.0);
+        let one = p.modules.pop().unwrap();
+        p.modules = (0..5)
+            .map(|i| ModulePart {
+                program_id: format!("p{i}"),
+                executions: 1,
+                starts: vec![(0, vec![i * 3_000_000])],
+                ..one.clone()
+            })
+            .collect();
+        let r = reduce(&[&p], &RooflineParams::default());
+        let step = r.step.as_ref().expect("a step");
+        assert!(close(step.period_ms, 3.0), "{step:?}");
+        assert!(close(step.steps, 5.0), "{step:?}");
+        assert_eq!(step.module, "jit_step");
     }
 
     /// MFU divides by the bf16 peak whatever units the matmuls ran on (tf32 work could have

@@ -55,6 +55,17 @@ impl Share for WhatIfShare {
     }
 }
 
+/// The (program id, thunk) pairs a field of the processes' timelines lists.
+fn pairs<'a>(
+    refs: &[&'a StepTimeline],
+    field: impl Fn(&'a StepTimeline) -> &'a Vec<(String, String)>,
+) -> rustc_hash::FxHashSet<(&'a str, &'a str)> {
+    refs.iter()
+        .flat_map(|&t| field(t))
+        .map(|(p, o)| (p.as_str(), o.as_str()))
+        .collect()
+}
+
 /// The `whatif` analysis.
 pub struct WhatIfAnalysis;
 
@@ -111,6 +122,8 @@ impl Analysis for WhatIfAnalysis {
             roofline: roofline.as_ref(),
             stragglers: stragglers.as_ref(),
             recompiles,
+            matmuls: pairs(&refs, |t| &t.matmuls),
+            f32_casts: pairs(&refs, |t| &t.f32_casts),
         };
         let mut without: Vec<&str> = refs
             .iter()

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::formats::hlo::HloModuleInfo;
+use crate::formats::hlo::{HloInstructionInfo, HloModuleInfo};
 use crate::frames::views::ThunkView;
 
 /// Of one execution's collectives' exposed time [ns].
@@ -46,6 +46,55 @@ fn named_collective(name: &str) -> bool {
         base.strip_prefix(op)
             .is_some_and(|r| r.is_empty() || r == "-start" || r == "-done")
     })
+}
+
+/// The steady thunks that are matmuls, and the programs they ran in, as (program id, thunk).
+#[derive(Default)]
+pub struct OpSets<'a> {
+    matmuls: std::collections::BTreeSet<(&'a str, &'a str)>,
+    programs: std::collections::BTreeSet<&'a str>,
+}
+
+impl<'a> OpSets<'a> {
+    /// A steady thunk of `program` (`hlo`: whether its HLO is known), its instruction `i`.
+    pub fn add(
+        &mut self,
+        hlo: bool,
+        i: Option<&HloInstructionInfo>,
+        program: &'a str,
+        thunk: &'a str,
+    ) {
+        if !hlo {
+            return;
+        }
+        self.programs.insert(program);
+        if let Some(i) = i
+            && crate::formats::hlo::library::op_class(i.opcode(), i.target())
+                == crate::formats::hlo::library::OpClass::Matmul
+        {
+            self.matmuls.insert((program, thunk));
+        }
+    }
+
+    /// The matmuls, and the casts the programs' f32 matmuls cost (once per program).
+    #[allow(clippy::type_complexity)]
+    pub fn finish<'m>(
+        self,
+        module_of: impl Fn(&str) -> Option<&'m HloModuleInfo>,
+    ) -> (Vec<(String, String)>, Vec<(String, String)>) {
+        let own = |(p, t): (&str, &str)| (p.to_string(), t.to_string());
+        let casts = self
+            .programs
+            .iter()
+            .filter_map(|&p| Some((p, module_of(p)?)))
+            .flat_map(|(p, m)| {
+                crate::formats::hlo::casts::casts_around_f32_matmuls(m)
+                    .into_iter()
+                    .map(move |t| (p.to_string(), t))
+            })
+            .collect();
+        (self.matmuls.into_iter().map(own).collect(), casts)
+    }
 }
 
 /// How one collective relates to the computation of its program, by the program's interned

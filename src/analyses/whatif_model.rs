@@ -16,7 +16,7 @@ use anyhow::Result;
 use arrow::array::Array;
 use serde::{Deserialize, Serialize};
 
-use crate::formats::hlo::HloModuleInfo;
+use crate::formats::hlo::{HloInstructionInfo, HloModuleInfo};
 use crate::formats::user_nvtx::{UserNvtx, label};
 use crate::frames::views::{ModuleView, ThunkView};
 
@@ -114,8 +114,8 @@ impl Exec {
 }
 
 /// What a thunk runs, in a few words: its instruction's op class and library.
-fn kind_of(m: Option<&HloModuleInfo>, name: &str) -> String {
-    match m.and_then(|m| m.instruction(name)) {
+fn kind_of(m: Option<&HloModuleInfo>, i: Option<&HloInstructionInfo>) -> String {
+    match i {
         Some(i) => crate::formats::hlo::library::describe(i.opcode(), i.target()),
         None if m.is_none() => "[no HLO]".into(),
         None => "[not an instruction]".into(),
@@ -138,6 +138,12 @@ pub struct StepTimeline {
     /// not waited.
     #[serde(default)]
     pub host_work: Vec<(i64, i64)>,
+    /// The steady programs' matmuls (op class, [`crate::formats::hlo::library`]) and the
+    /// casts their f32 matmuls cost ([`crate::formats::hlo::casts`]), as (program id, thunk).
+    #[serde(default)]
+    pub matmuls: Vec<(String, String)>,
+    #[serde(default)]
+    pub f32_casts: Vec<(String, String)>,
 }
 
 impl crate::engine::value::JsonValue for StepTimeline {}
@@ -299,6 +305,7 @@ pub fn timeline<'m>(
     }
     // Thunk time per execution: the collectives' exposed time, the others' whole time.
     let t = ThunkView::of(&steady.thunk);
+    let mut ops = super::whatif_edges::OpSets::default();
     for i in 0..t.rows {
         let key = (
             t.device.value(i),
@@ -307,6 +314,8 @@ pub fn timeline<'m>(
         );
         if let Some(e) = execs.get_mut(&key) {
             let m = module_of(key.1);
+            let inst = m.and_then(|m| m.instruction(t.name.value(i)));
+            ops.add(m.is_some(), inst, key.1, t.name.value(i));
             let ns = if super::whatif_edges::collective(&t, i, m.is_some()) {
                 let a = t.start.value(i);
                 e.arrival_ns = Some(e.arrival_ns.map_or(a, |x| x.min(a)));
@@ -318,7 +327,7 @@ pub fn timeline<'m>(
                 t.dur.value(i)
             };
             if ns > 0 {
-                e.add_kind(kind_of(m, t.name.value(i)), ns);
+                e.add_kind(kind_of(m, inst), ns);
             }
         }
     }
@@ -370,12 +379,15 @@ pub fn timeline<'m>(
         });
     }
     let without_hlo = without_hlo.into_iter().collect();
+    let (matmuls, f32_casts) = ops.finish(&module_of);
     Ok(StepTimeline {
         process: process.to_string(),
         devices,
         labels,
         without_hlo,
         host_work: union(host.into_iter().flatten().collect()),
+        matmuls,
+        f32_casts,
     })
 }
 
@@ -781,6 +793,7 @@ mod tests {
             labels: Vec::new(),
             without_hlo: Vec::new(),
             host_work: vec![(ms(3.0), ms(6.0))],
+            ..Default::default()
         };
         let waited = |compiles: &[(String, f64, f64)]| {
             let w = Window::all(&[&t], compiles, None);

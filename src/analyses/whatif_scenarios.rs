@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use rustc_hash::FxHashSet;
+
 use super::diagnose::Diagnosis;
 use super::whatif_model::{Stepping, Window, median_index, quantile};
 pub(super) use super::whatif_path::{Kind, Path, on_time};
@@ -44,17 +46,25 @@ pub struct Facts<'a> {
     pub stragglers: Option<&'a super::stragglers::Stragglers>,
     /// Whether a process compiled a program more than once.
     pub recompiles: bool,
+    /// The steady matmuls, and the casts the f32 ones cost, as (program id, thunk).
+    pub matmuls: FxHashSet<(&'a str, &'a str)>,
+    pub f32_casts: FxHashSet<(&'a str, &'a str)>,
 }
 
 impl Facts<'_> {
     /// The rate bf16 matmuls reach on this GPU [TFLOP/s]: the profile's own large bf16
-    /// GEMMs', else [`BF16_GEMM_FRACTION`] of the bf16 peak; and how it is known.
+    /// GEMMs' (matmuls by their op class: not attention, whose FLOPs run at other rates),
+    /// else [`BF16_GEMM_FRACTION`] of the bf16 peak; and how it is known.
     pub fn bf16_rate(&self) -> Option<(f64, String)> {
         let r = self.roofline?;
         let (flops, ms) = r
             .ops
             .iter()
             .filter(|o| o.math == "bf16" && o.flops >= LARGE_GEMM_FLOPS && o.time_ms > 0.0)
+            .filter(|o| {
+                self.matmuls
+                    .contains(&(o.program_id.as_str(), o.thunk.as_str()))
+            })
             .fold((0.0, 0.0), |(f, t), o| {
                 (f + o.flops * o.executions as f64, t + o.time_ms)
             });
@@ -252,22 +262,37 @@ fn changes<'a>(
     // Matmuls in f32 on the FP32 units at the rate bf16 GEMMs reach.
     if let (Some(r), Some((rate, how))) = (f.roofline, f.bf16_rate()) {
         let step = r.step.as_ref().map(|s| s.module.as_str());
+        let in_step = |o: &&super::roofline_model::OpRow| step.is_none_or(|m| o.module == m);
         let (time, new): (f64, f64) = r
             .ops
             .iter()
             .filter(|o| o.math == "f32" && o.flops > 0.0)
-            .filter(|o| step.is_none_or(|m| o.module == m))
+            .filter(in_step)
             .fold((0.0, 0.0), |(t, n), o| {
                 (
                     t + o.time_ms,
                     n + o.flops * o.executions as f64 / (rate * 1e12) * 1e3,
                 )
             });
+        // The casts to and from f32 around them go: the bf16 matmuls read and write bf16.
+        let (casts, cast_ms) = r
+            .ops
+            .iter()
+            .filter(in_step)
+            .filter(|o| {
+                f.f32_casts
+                    .contains(&(o.program_id.as_str(), o.thunk.as_str()))
+            })
+            .fold((0, 0.0), |(n, t), o| (n + 1, t + o.time_ms));
         if time > 0.0 {
-            let saved = (time - new).max(0.0) * per_step;
+            let saved = (time + cast_ms - new).max(0.0) * per_step;
+            let casts = match casts {
+                0 => String::new(),
+                n => format!(", and {n} casts to or from f32 around them gone"),
+            };
             out.push((
                 "precision".into(),
-                format!("the f32 matmuls in bf16 ({how})"),
+                format!("the f32 matmuls in bf16 ({how}){casts}"),
                 Box::new(move |p: &mut Path| {
                     p.take(&Kind::Compute, saved);
                 }),
@@ -607,6 +632,8 @@ mod tests {
             roofline: None,
             stragglers: None,
             recompiles: true,
+            matmuls: Default::default(),
+            f32_casts: Default::default(),
         }
     }
 

@@ -11,7 +11,8 @@
 # Names, most important first (the default is all of them in this order):
 #   input_bound input_ready near_oom compile_only late_many late_none gpt_cudnn gpt_xla_attn
 #   gpt_wide gpt_rerun1 gpt_rerun2 gpt_no_triton gpt_autotune0 f32_highest bf16_gemm host_bound host_scanned rejit fixed_shapes
-#   rejit_padded bf16_sync bf16_async gpt_sync gpt_async
+#   rejit_padded bf16_sync bf16_async gpt_sync gpt_async gpt_f32 gpt_bf16 gpt_varlen gpt_padded
+#   input_bound_wide input_ready_wide
 #   exposed_allreduce overlapped_allreduce sampling_notice llama_healthy sharding_dp
 #   sharding_fsdp repeat1 repeat2 repeat3 repeat4
 # and compile_only_small (not in the default list).
@@ -26,7 +27,8 @@ MODELS=$(cd "$HERE/../../models" && pwd)
 GEMM=$(cd "$HERE/.." && pwd)/gemm_bf16.py
 NAMES=${*:-input_bound input_ready near_oom compile_only late_many late_none gpt_cudnn
 gpt_xla_attn gpt_wide gpt_rerun1 gpt_rerun2 gpt_no_triton gpt_autotune0 f32_highest bf16_gemm host_bound host_scanned rejit
-fixed_shapes rejit_padded bf16_sync bf16_async gpt_sync gpt_async exposed_allreduce overlapped_allreduce sampling_notice llama_healthy sharding_dp
+fixed_shapes rejit_padded bf16_sync bf16_async gpt_sync gpt_async gpt_f32 gpt_bf16 gpt_varlen gpt_padded
+input_bound_wide input_ready_wide exposed_allreduce overlapped_allreduce sampling_notice llama_healthy sharding_dp
 sharding_fsdp repeat1 repeat2 repeat3 repeat4}
 NAMES=" $(echo $NAMES) "
 RANGE=(--capture-range=cudaProfilerApi --capture-range-end=stop)
@@ -109,6 +111,17 @@ want host_scanned && cap pairs/host_scanned 0 "$R" host_scanned.py CALLS=30 STEP
 want rejit && cap pairs/rejit 0 "$R" rejit.py XLA_FLAGS=--xla_gpu_autotune_level=0 STEPS=10 STEP_RANGE=step
 want fixed_shapes && cap pairs/fixed_shapes 0 "$R" fixed_shapes.py XLA_FLAGS=--xla_gpu_autotune_level=0 STEPS=10 STEP_RANGE=step
 want rejit_padded && cap pairs/rejit_padded 0 "$R" rejit_padded.py XLA_FLAGS=--xla_gpu_autotune_level=0 STEPS=10 STEP_RANGE=step
+# The model-sized pairs: the GPT step with f32 matmuls at HIGHEST and as it is (bf16); the GPT
+# step at a new sequence length every call and padded to one (compiling inside the capture
+# range: without autotuning, so cuBLAS, not Triton, for the GEMMs: its heuristics need none);
+# the input-bound loop with a 6 ms train step.
+want gpt_f32 && STEPS=${STEPS:-3} cap pairs/gpt_f32 0 "$R" "$MODELS/gpt.py" MATMUL=f32
+want gpt_bf16 && cap pairs/gpt_bf16 0 "$R" "$MODELS/gpt.py"
+NT="--xla_gpu_autotune_level=0 --xla_gpu_enable_triton_gemm=false"
+want gpt_varlen && cap pairs/gpt_varlen 0 "$R" "$MODELS/gpt.py" VARLEN=1 XLA_FLAGS="$NT"
+want gpt_padded && cap pairs/gpt_padded 0 "$R" "$MODELS/gpt.py" VARLEN=pad XLA_FLAGS="$NT"
+want input_bound_wide && cap pairs/input_bound_wide 0 "$R" input_bound.py HIDDEN=16384
+want input_ready_wide && cap pairs/input_ready_wide 0 "$R" input_bound.py HIDDEN=16384 READY=1
 LHS="--xla_gpu_enable_latency_hiding_scheduler=true --xla_gpu_all_reduce_combine_threshold_bytes=0"
 want exposed_allreduce && cap pairs/exposed_allreduce 0,1 "$R" exposed_allreduce.py XLA_FLAGS="$LHS"
 want overlapped_allreduce && cap pairs/overlapped_allreduce 0,1 "$R" overlapped_allreduce.py XLA_FLAGS="$LHS"

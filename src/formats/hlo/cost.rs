@@ -104,6 +104,10 @@ pub struct Cost {
     /// Operands read plus result written.
     pub bytes: f64,
     pub math: Option<Math>,
+    /// A kernel that only changes its operand's element type (a `convert`, or a fusion of
+    /// nothing else but bitcasts and reshapes): bits per element read and written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cast_bits: Option<(u32, u32)>,
 }
 
 impl Cost {
@@ -231,7 +235,8 @@ pub(super) fn costs(computations: &[Computation<'_>]) -> ModuleCosts {
                 continue;
             }
             match model.cost(i, 0) {
-                Ok(c) => {
+                Ok(mut c) => {
+                    c.cast_bits = model.cast_bits(i);
                     out.by_instruction.insert(i.name.to_string(), c);
                 }
                 Err(e) => out.notes.push(format!("{}: {e}", i.name)),
@@ -314,7 +319,38 @@ const TRANSCENDENTAL: &[&str] = &[
     "erf",
 ];
 
+/// The opcodes a fusion that only casts holds besides its converts: they move no data.
+const CAST_ONLY: &[&str] = &["parameter", "convert", "bitcast", "reshape"];
+
 impl Model<'_, '_> {
+    /// Bits per element read and written by an instruction that only casts its one operand:
+    /// a `convert`, or a fusion of converts, bitcasts and reshapes of one parameter.
+    fn cast_bits(&self, i: &Instruction<'_>) -> Option<(u32, u32)> {
+        let from = match &*i.opcode {
+            "convert" => self.shape(*i.operand_ids.as_slice().first()?).ok()?,
+            "fusion" => {
+                let &[called] = i.called_computation_ids.as_slice() else {
+                    return None;
+                };
+                let body = self.computations.get(&called)?;
+                let only = body.iter().all(|x| CAST_ONLY.contains(&&*x.opcode));
+                let mut params = body.iter().filter(|x| x.opcode == "parameter");
+                let (Some(p), None) = (params.next(), params.next()) else {
+                    return None;
+                };
+                if !only || !body.iter().any(|x| x.opcode == "convert") || !p.shape.decoded {
+                    return None;
+                }
+                &p.shape
+            }
+            _ => return None,
+        };
+        if !from.tuple_shapes.is_empty() || !i.shape.tuple_shapes.is_empty() {
+            return None;
+        }
+        Some((bits(from.element_type)?, bits(i.shape.element_type)?))
+    }
+
     fn shape(&self, id: i64) -> Result<&Shape> {
         self.shapes
             .get(&id)

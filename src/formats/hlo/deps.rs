@@ -14,6 +14,8 @@ const NONE: u32 = u32::MAX;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Dependencies {
     index: FxHashMap<Box<str>, u32>,
+    /// Per instruction: its name.
+    names: Vec<Box<str>>,
     /// Per instruction: its computation (position in the module), what it needs (operands
     /// and control predecessors in its computation), what needs it, and the instruction that
     /// calls its computation (`NONE` for the entry and unreached ones).
@@ -38,6 +40,7 @@ impl Dependencies {
         let total: usize = computations.iter().map(|c| c.instructions.len()).sum();
         let mut d = Dependencies {
             index: FxHashMap::default(),
+            names: Vec::with_capacity(total),
             computation: Vec::with_capacity(total),
             needs: vec![Vec::new(); total],
             needed_by: vec![Vec::new(); total],
@@ -53,6 +56,7 @@ impl Dependencies {
             for i in &c.instructions {
                 let at = d.computation.len() as u32;
                 d.index.insert(i.name.as_ref().into(), at);
+                d.names.push(i.name.as_ref().into());
                 by_id.insert((ci, i.id), at);
                 d.computation.push(ci as u32);
             }
@@ -92,6 +96,26 @@ impl Dependencies {
             }
         }
         d
+    }
+
+    /// The instructions that the one named `name` needs (its operands and control
+    /// predecessors), by name; empty for a name the module lacks.
+    pub fn needs(&self, name: &str) -> Vec<&str> {
+        self.edges(&self.needs, name)
+    }
+
+    /// The instructions that need the one named `name`, by name.
+    pub fn needed_by(&self, name: &str) -> Vec<&str> {
+        self.edges(&self.needed_by, name)
+    }
+
+    fn edges(&self, edges: &[Vec<u32>], name: &str) -> Vec<&str> {
+        self.index.get(name).map_or_else(Vec::new, |&x| {
+            edges[x as usize]
+                .iter()
+                .map(|&n| &*self.names[n as usize])
+                .collect()
+        })
     }
 
     /// What the instruction named `name` is tied to; None for a name the module lacks.
@@ -141,7 +165,7 @@ impl Dependencies {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::decoded::{Computation, Instruction, IntList};
     use super::*;
 
@@ -154,7 +178,7 @@ mod tests {
     }
 
     /// (name, opcode, id, operands, control predecessors, called computations)
-    type I = (
+    pub(in super::super) type I = (
         &'static str,
         &'static str,
         i64,
@@ -163,7 +187,7 @@ mod tests {
         &'static [i64],
     );
 
-    fn comp(id: i64, v: &[I]) -> Computation<'static> {
+    pub(in super::super) fn comp(id: i64, v: &[I]) -> Computation<'static> {
         Computation {
             id,
             instructions: v

@@ -24,6 +24,7 @@ use anyhow::Result;
 
 mod alike;
 mod attention;
+pub mod casts;
 mod collectives;
 pub mod cost;
 mod decoded;
