@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::formats::hlo::{HloInstructionInfo, HloModuleInfo};
+use crate::formats::hlo::{HloModuleInfo, library};
 use crate::frames::views::ThunkView;
 
 /// Of one execution's collectives' exposed time [ns].
@@ -48,52 +48,96 @@ fn named_collective(name: &str) -> bool {
     })
 }
 
-/// The steady thunks that are matmuls, and the programs they ran in, as (program id, thunk).
+/// What a thunk runs, found once per (program id, thunk) and then looked up.
+#[derive(Clone, Copy, Debug)]
+pub struct Op {
+    /// Whether its program's HLO is known.
+    pub hlo: bool,
+    /// Its op class and library in a few words ([`OpSets::kind`]).
+    kind: u32,
+    matmul: bool,
+}
+
+/// The steady thunks met so far, as (program id, thunk): what each runs.
 #[derive(Default)]
 pub struct OpSets<'a> {
-    matmuls: std::collections::BTreeSet<(&'a str, &'a str)>,
-    programs: std::collections::BTreeSet<&'a str>,
+    seen: FxHashMap<(&'a str, &'a str), Op>,
+    kinds: Vec<String>,
 }
 
 impl<'a> OpSets<'a> {
-    /// A steady thunk of `program` (`hlo`: whether its HLO is known), its instruction `i`.
-    pub fn add(
+    /// What thunk `thunk` of program `program` runs (`module_of`: a program's HLO).
+    pub fn of<'m>(
         &mut self,
-        hlo: bool,
-        i: Option<&HloInstructionInfo>,
         program: &'a str,
         thunk: &'a str,
-    ) {
-        if !hlo {
-            return;
+        module_of: &impl Fn(&str) -> Option<&'m HloModuleInfo>,
+    ) -> Op {
+        if let Some(&op) = self.seen.get(&(program, thunk)) {
+            return op;
         }
-        self.programs.insert(program);
-        if let Some(i) = i
-            && crate::formats::hlo::library::op_class(i.opcode(), i.target())
-                == crate::formats::hlo::library::OpClass::Matmul
-        {
-            self.matmuls.insert((program, thunk));
-        }
+        let m = module_of(program);
+        let i = m.and_then(|m| m.instruction(thunk));
+        let kind = match i {
+            Some(i) => library::describe(i.opcode(), i.target()),
+            None if m.is_none() => "[no HLO]".into(),
+            None => "[not an instruction]".into(),
+        };
+        let at = match self.kinds.iter().position(|k| *k == kind) {
+            Some(at) => at,
+            None => {
+                self.kinds.push(kind);
+                self.kinds.len() - 1
+            }
+        };
+        let op = Op {
+            hlo: m.is_some(),
+            kind: at as u32,
+            matmul: i.is_some_and(|i| {
+                library::op_class(i.opcode(), i.target()) == library::OpClass::Matmul
+            }),
+        };
+        self.seen.insert((program, thunk), op);
+        op
     }
 
-    /// The matmuls, and the casts the programs' f32 matmuls cost (once per program).
+    /// What an op runs, in a few words ([`library::describe`]: `cuDNN fused attention`,
+    /// `NCCL all-reduce`; `[no HLO]` without its program's HLO).
+    pub fn kind(&self, op: Op) -> &str {
+        &self.kinds[op.kind as usize]
+    }
+
+    /// The matmuls met, and the casts their programs' f32 matmuls cost (once per program),
+    /// sorted.
     #[allow(clippy::type_complexity)]
     pub fn finish<'m>(
         self,
         module_of: impl Fn(&str) -> Option<&'m HloModuleInfo>,
     ) -> (Vec<(String, String)>, Vec<(String, String)>) {
         let own = |(p, t): (&str, &str)| (p.to_string(), t.to_string());
-        let casts = self
-            .programs
-            .iter()
-            .filter_map(|&p| Some((p, module_of(p)?)))
+        let mut matmuls: Vec<(String, String)> = Vec::new();
+        let mut programs: Vec<&str> = Vec::new();
+        for (&(p, t), op) in &self.seen {
+            if op.matmul {
+                matmuls.push(own((p, t)));
+            }
+            if op.hlo {
+                programs.push(p);
+            }
+        }
+        programs.sort_unstable();
+        programs.dedup();
+        matmuls.sort_unstable();
+        let casts = programs
+            .into_iter()
+            .filter_map(|p| Some((p, module_of(p)?)))
             .flat_map(|(p, m)| {
                 crate::formats::hlo::casts::casts_around_f32_matmuls(m)
                     .into_iter()
                     .map(move |t| (p.to_string(), t))
             })
             .collect();
-        (self.matmuls.into_iter().map(own).collect(), casts)
+        (matmuls, casts)
     }
 }
 

@@ -16,7 +16,7 @@ use anyhow::Result;
 use arrow::array::Array;
 use serde::{Deserialize, Serialize};
 
-use crate::formats::hlo::{HloInstructionInfo, HloModuleInfo};
+use crate::formats::hlo::HloModuleInfo;
 use crate::formats::user_nvtx::{UserNvtx, label};
 use crate::frames::views::{ModuleView, ThunkView};
 
@@ -105,20 +105,11 @@ impl Exec {
         }
     }
 
-    fn add_kind(&mut self, kind: String, ns: i64) {
-        match self.kinds.iter_mut().find(|(k, _)| *k == kind) {
+    fn add_kind(&mut self, kind: &str, ns: i64) {
+        match self.kinds.iter_mut().find(|(k, _)| k == kind) {
             Some((_, v)) => *v += ns,
-            None => self.kinds.push((kind, ns)),
+            None => self.kinds.push((kind.to_string(), ns)),
         }
-    }
-}
-
-/// What a thunk runs, in a few words: its instruction's op class and library.
-fn kind_of(m: Option<&HloModuleInfo>, i: Option<&HloInstructionInfo>) -> String {
-    match i {
-        Some(i) => crate::formats::hlo::library::describe(i.opcode(), i.target()),
-        None if m.is_none() => "[no HLO]".into(),
-        None => "[not an instruction]".into(),
     }
 }
 
@@ -313,10 +304,8 @@ pub fn timeline<'m>(
             t.program_execution.value(i),
         );
         if let Some(e) = execs.get_mut(&key) {
-            let m = module_of(key.1);
-            let inst = m.and_then(|m| m.instruction(t.name.value(i)));
-            ops.add(m.is_some(), inst, key.1, t.name.value(i));
-            let ns = if super::whatif_edges::collective(&t, i, m.is_some()) {
+            let op = ops.of(key.1, t.name.value(i), &module_of);
+            let ns = if super::whatif_edges::collective(&t, i, op.hlo) {
                 let a = t.start.value(i);
                 e.arrival_ns = Some(e.arrival_ns.map_or(a, |x| x.min(a)));
                 let ns = (t.dur.value(i) - t.dur_hidden.value(i)).max(0);
@@ -327,7 +316,7 @@ pub fn timeline<'m>(
                 t.dur.value(i)
             };
             if ns > 0 {
-                e.add_kind(kind_of(m, inst), ns);
+                e.add_kind(ops.kind(op), ns);
             }
         }
     }
