@@ -60,28 +60,36 @@ fn predicted(a: &str, b: &str) -> (String, f64, f64) {
     (top["rule"].as_str().unwrap().to_string(), p, measured)
 }
 
+/// The top scenario of A is `rule` and predicts B's step within `bound` (a fraction).
+fn holds(a: &str, b: &str, rule: &str, bound: f64) {
+    let (r, p, m) = predicted(a, b);
+    assert_eq!(r, rule, "{a}");
+    assert!(rel(p, m) < bound, "{a}: predicted {p} ms, measured {m} ms");
+}
+
 #[test]
 fn xla_attention_predicts_the_cudnn_step() {
-    let (rule, p, b) = predicted("pairs/gpt_xla_attn.zip", "pairs/gpt_cudnn.zip");
-    assert_eq!(rule, "attention");
-    assert!(rel(p, b) < 0.2, "predicted {p} ms, measured {b} ms");
+    holds(
+        "pairs/gpt_xla_attn.zip",
+        "pairs/gpt_cudnn.zip",
+        "attention",
+        0.2,
+    );
 }
 
 #[test]
 fn exposed_all_reduces_predict_the_overlapped_step() {
-    let (rule, p, b) = predicted(
+    holds(
         "pairs/exposed_allreduce.zip",
         "pairs/overlapped_allreduce.zip",
+        "exposed-communication",
+        0.2,
     );
-    assert_eq!(rule, "exposed-communication");
-    assert!(rel(p, b) < 0.2, "predicted {p} ms, measured {b} ms");
 }
 
 #[test]
 fn a_late_rank_on_time_predicts_the_run_without_it() {
-    let (rule, p, b) = predicted("pairs/late_many", "pairs/late_none");
-    assert_eq!(rule, "stragglers");
-    assert!(rel(p, b) < 0.2, "predicted {p} ms, measured {b} ms");
+    holds("pairs/late_many", "pairs/late_none", "stragglers", 0.2);
 }
 
 #[test]
@@ -109,18 +117,19 @@ fn the_critical_path_crosses_to_the_rank_the_others_wait_for() {
 
 #[test]
 fn tiny_calls_predict_the_scanned_step() {
-    let (rule, p, b) = predicted("pairs/host_bound.zip", "pairs/host_scanned.zip");
-    assert_eq!(rule, "host-bound");
-    assert!(rel(p, b) < 0.2, "predicted {p} ms, measured {b} ms");
+    holds(
+        "pairs/host_bound.zip",
+        "pairs/host_scanned.zip",
+        "host-bound",
+        0.2,
+    );
 }
 
 /// The GPT step with its dense matmuls in f32 at HIGHEST: the matmuls at the bf16 rate and
 /// the casts to and from f32 around them gone predict the step with bf16 matmuls.
 #[test]
 fn f32_matmuls_of_a_gpt_step_predict_its_bf16_step() {
-    let (rule, p, b) = predicted("pairs/gpt_f32.zip", "pairs/gpt_bf16.zip");
-    assert_eq!(rule, "precision");
-    assert!(rel(p, b) < 0.1, "predicted {p} ms, measured {b} ms");
+    holds("pairs/gpt_f32.zip", "pairs/gpt_bf16.zip", "precision", 0.1);
     let w = whatif(&pair("pairs/gpt_f32.zip"));
     let change = w["scenarios"][0]["change"].as_str().unwrap();
     assert!(
@@ -136,18 +145,24 @@ fn f32_matmuls_of_a_gpt_step_predict_its_bf16_step() {
 /// the step padded to one length.
 #[test]
 fn a_gpt_step_compiled_at_every_call_predicts_its_padded_step() {
-    let (rule, p, b) = predicted("pairs/gpt_varlen.zip", "pairs/gpt_padded.zip");
-    assert_eq!(rule, "recompilation");
-    assert!(rel(p, b) < 0.2, "predicted {p} ms, measured {b} ms");
+    holds(
+        "pairs/gpt_varlen.zip",
+        "pairs/gpt_padded.zip",
+        "recompilation",
+        0.2,
+    );
 }
 
 /// The input-bound loop with a 6 ms train step: its batch made ahead predicts the loop
 /// with every batch ready.
 #[test]
 fn an_input_bound_loop_predicts_its_step_with_the_batches_ready() {
-    let (rule, p, b) = predicted("pairs/input_bound_wide.zip", "pairs/input_ready_wide.zip");
-    assert_eq!(rule, "host-bound");
-    assert!(rel(p, b) < 0.1, "predicted {p} ms, measured {b} ms");
+    holds(
+        "pairs/input_bound_wide.zip",
+        "pairs/input_ready_wide.zip",
+        "host-bound",
+        0.1,
+    );
 }
 
 /// The same problems on steps of a millisecond or less, most of it the host's: there the
@@ -175,9 +190,7 @@ fn the_other_pairs_are_predicted_to_the_model_s_present_accuracy() {
             0.5,
         ),
     ] {
-        let (r, p, m) = predicted(a, b);
-        assert_eq!(r, rule, "{a}");
-        assert!(rel(p, m) < bound, "{a}: predicted {p} ms, measured {m} ms");
+        holds(a, b, rule, bound);
     }
 }
 
